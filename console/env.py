@@ -1,0 +1,68 @@
+"""Strict environment helpers: an unexpected value fails loudly, naming the variable.
+
+A setting read from the environment that silently falls back to a default hides a typo in a
+deployment until the moment it matters. Every helper here raises ImproperlyConfigured naming the
+variable and the value it could not use. Secrets may also come from ``NAME_FILE``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def envstr(name: str, default: str | None = None) -> str | None:
+    """The variable's value, or the contents of the file named by ``NAME_FILE``, or the default."""
+    value = os.environ.get(name)
+    if value is not None:
+        return value
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={path!r} cannot be read: {exc.strerror}") from None
+    return default
+
+
+def envbool(name: str, default: bool) -> bool:
+    value = envstr(name)
+    if value is None or value == "":
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean: use one of 1/0, true/false, yes/no, on/off")
+
+
+def envint(name: str, default: int, *, minimum: int | None = None) -> int:
+    value = envstr(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={value!r} must be at least {minimum}")
+    return number
+
+
+def envfloat(name: str, default: float, *, minimum: float | None = None) -> float:
+    value = envstr(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={value!r} must be at least {minimum}")
+    return number

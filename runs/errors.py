@@ -1,0 +1,71 @@
+"""Domain errors of the event store. Each names the values that disagreed, so a log line or an API
+response says exactly why a write was refused."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of every refusal by the event store."""
+
+
+class RunNotFound(StoreError):
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        super().__init__(f"run {run_id!r} does not exist")
+
+
+class InvalidEvent(StoreError, ValueError):
+    """An event that cannot be stored as given: unknown type, missing field, wrong shape."""
+
+
+class FenceError(StoreError):
+    """An append or renewal refused by the fence; nothing was written."""
+
+    def __init__(self, message: str, *, run_id: str, current_epoch: int, last_seq: int):
+        self.run_id = run_id
+        self.current_epoch = current_epoch
+        self.last_seq = last_seq
+        super().__init__(message)
+
+
+class StaleEpoch(FenceError):
+    def __init__(self, *, run_id: str, epoch: int, current_epoch: int, last_seq: int, released: bool = False):
+        self.epoch = epoch
+        why = "was released" if released else f"is not the current epoch {current_epoch}"
+        super().__init__(
+            f"stale epoch for run {run_id!r}: epoch {epoch} {why}",
+            run_id=run_id,
+            current_epoch=current_epoch,
+            last_seq=last_seq,
+        )
+
+
+class SeqConflict(FenceError):
+    def __init__(self, *, run_id: str, expected_seq: int, last_seq: int, current_epoch: int):
+        self.expected_seq = expected_seq
+        super().__init__(
+            f"wrong expected seq for run {run_id!r}: expected {expected_seq}, the run's last seq is {last_seq}",
+            run_id=run_id,
+            current_epoch=current_epoch,
+            last_seq=last_seq,
+        )
+
+
+class RunFinished(FenceError):
+    def __init__(self, *, run_id: str, finished_seq: int, current_epoch: int, last_seq: int):
+        self.finished_seq = finished_seq
+        super().__init__(
+            f"run {run_id!r} already finished at seq {finished_seq}; a second run_finished is refused",
+            run_id=run_id,
+            current_epoch=current_epoch,
+            last_seq=last_seq,
+        )
+
+
+class LeaseHeld(StoreError):
+    def __init__(self, *, run_id: str, holder: str, epoch: int, expires_at):
+        self.run_id = run_id
+        self.holder = holder
+        self.epoch = epoch
+        self.expires_at = expires_at
+        super().__init__(f"run {run_id!r} is leased to {holder!r} (epoch {epoch}) until {expires_at:%Y-%m-%dT%H:%M:%S.%fZ}")

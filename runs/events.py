@@ -1,0 +1,148 @@
+"""The one registry of event types.
+
+Every type has a stable string name (it is stored in every row and every exported file, so a name
+is never reused or renamed) and is declared either state-changing, with a fold rule in
+``runs/fold.py``, or record-only, with a deliberate no-op there. The module refuses to import when
+a type is in neither set or in both, so a new member cannot silently fall through the fold.
+
+This module imports nothing from Django: the fold and the importer use it as plain Python.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+# The newest event schema version this release can read and the one it writes.
+#   1: the reference format (CONTRACTS section 1).
+#   2: completions carry source (live, reconciliation, retry, operator); starts and completions carry
+#      tenant and operation_id; the recovery types of CONTRACTS section 3 exist. runs/upcasters.py
+#      reads version 1 as version 2. A change of meaning (not a new field with a default) is not an
+#      upcast: it needs a data migration and a new version, see docs/schema-versions.md.
+CURRENT_SCHEMA_VERSION = 2
+
+
+class EventType(str, Enum):
+    RUN_STARTED = "run_started"
+    USER_MESSAGE = "user_message"
+    MODEL_TURN = "model_turn"
+    TOOL_CALL_STARTED = "tool_call_started"
+    TOOL_CALL_COMPLETED = "tool_call_completed"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
+    GUARDRAIL_TRIGGERED = "guardrail_triggered"
+    CONTEXT_COMPACTED = "context_compacted"
+    MEMORY_WRITTEN = "memory_written"
+    RUN_FINISHED = "run_finished"
+    # Version 2: recovery facts Reckon itself writes (CONTRACTS section 3).
+    RUN_RESUMED = "run_resumed"
+    TOOL_CALL_UNCERTAIN = "tool_call_uncertain"
+    RECONCILIATION_ATTEMPTED = "reconciliation_attempted"
+    TOOL_CALL_RESOLVED = "tool_call_resolved"
+
+
+STATE_CHANGING: frozenset[EventType] = frozenset(
+    {
+        EventType.RUN_STARTED,
+        EventType.USER_MESSAGE,
+        EventType.MODEL_TURN,
+        EventType.TOOL_CALL_STARTED,  # opens a call; an unmatched start is an uncertain call
+        EventType.TOOL_CALL_COMPLETED,
+        EventType.APPROVAL_REQUESTED,  # a pending approval pauses the run for a person
+        EventType.APPROVAL_DECIDED,
+        EventType.CONTEXT_COMPACTED,
+        EventType.MEMORY_WRITTEN,
+        EventType.RUN_FINISHED,
+        EventType.RUN_RESUMED,  # counts resumptions
+        EventType.TOOL_CALL_RESOLVED,  # closes an uncertain start that no completion closed
+    }
+)
+
+RECORD_ONLY: frozenset[EventType] = frozenset(
+    {
+        # A guardrail trip is an audit fact: what it redacted is already in the content the
+        # model saw, so the run's state does not change.
+        EventType.GUARDRAIL_TRIGGERED,
+        # Recovery bookkeeping: the recovery projection reads these; the run's own state (its
+        # context, its completed calls) changes only through the completion or resolution they lead to.
+        EventType.TOOL_CALL_UNCERTAIN,
+        EventType.RECONCILIATION_ATTEMPTED,
+    }
+)
+
+# The version that introduced each type: an event cannot claim an older version than its type.
+INTRODUCED_IN: dict[EventType, int] = {
+    EventType.RUN_RESUMED: 2,
+    EventType.TOOL_CALL_UNCERTAIN: 2,
+    EventType.RECONCILIATION_ATTEMPTED: 2,
+    EventType.TOOL_CALL_RESOLVED: 2,
+}
+
+# Payload keys an event must carry for the fold to apply it exactly; other keys are kept as they are.
+REQUIRED_FIELDS: dict[EventType, tuple[str, ...]] = {
+    EventType.RUN_STARTED: ("run_id",),
+    EventType.USER_MESSAGE: ("content",),
+    EventType.MODEL_TURN: (),
+    EventType.TOOL_CALL_STARTED: ("call_id", "name", "arguments"),
+    EventType.TOOL_CALL_COMPLETED: ("call_id", "name", "content"),
+    EventType.APPROVAL_REQUESTED: ("call_id",),
+    EventType.APPROVAL_DECIDED: ("call_id", "approved"),
+    EventType.GUARDRAIL_TRIGGERED: ("rule",),
+    EventType.CONTEXT_COMPACTED: ("summary", "kept"),
+    EventType.MEMORY_WRITTEN: ("key",),
+    EventType.RUN_FINISHED: ("outcome",),
+    EventType.RUN_RESUMED: ("epoch", "holder", "after_seq"),
+    EventType.TOOL_CALL_UNCERTAIN: ("call_id", "idempotency_key", "start_seq", "reason"),
+    EventType.RECONCILIATION_ATTEMPTED: ("idempotency_key", "attempt", "outcome"),
+    EventType.TOOL_CALL_RESOLVED: ("idempotency_key", "disposition"),
+}
+
+COMPLETION_SOURCES = ("live", "reconciliation", "retry", "operator")
+RESOLUTION_DISPOSITIONS = ("completed", "retried", "not_happened", "compensated")
+
+TERMINAL: frozenset[EventType] = frozenset({EventType.RUN_FINISHED})
+
+_BY_NAME: dict[str, EventType] = {t.value: t for t in EventType}
+
+
+class UnknownEventType(ValueError):
+    """A type name that is not in the registry: never folded, never stored."""
+
+
+def event_type(name: object) -> EventType:
+    """The registered type for ``name``, or UnknownEventType naming it."""
+    try:
+        return _BY_NAME[name]  # type: ignore[index]
+    except (KeyError, TypeError):
+        raise UnknownEventType(f"unknown event type {name!r}") from None
+
+
+def version_problem(type_: EventType, v: object, payload: dict) -> str | None:
+    """Why ``v`` is not a version this release can store for this type and payload, or None."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        return f"schema version {v!r} is not a positive integer"
+    if v > CURRENT_SCHEMA_VERSION:
+        return f"schema version {v} is newer than this reader knows (up to {CURRENT_SCHEMA_VERSION})"
+    if v < INTRODUCED_IN.get(type_, 1):
+        return f"{type_.value} exists from schema version {INTRODUCED_IN[type_]}, not {v}"
+    if v >= 2 and type_ is EventType.TOOL_CALL_COMPLETED and payload.get("source", "live") not in COMPLETION_SOURCES:
+        return f"source {payload.get('source')!r} is not one of {', '.join(COMPLETION_SOURCES)}"
+    if type_ is EventType.TOOL_CALL_RESOLVED and payload.get("disposition") not in RESOLUTION_DISPOSITIONS:
+        return f"disposition {payload.get('disposition')!r} is not one of {', '.join(RESOLUTION_DISPOSITIONS)}"
+    return None
+
+
+def missing_fields(type_: EventType, payload: dict) -> list[str]:
+    """The required payload keys that ``payload`` lacks, in declaration order."""
+    return [k for k in REQUIRED_FIELDS[type_] if k not in payload]
+
+
+def _check_registry() -> None:
+    every = set(EventType)
+    unclassified = every - STATE_CHANGING - RECORD_ONLY
+    both = STATE_CHANGING & RECORD_ONLY
+    assert not unclassified, f"event types neither state-changing nor record-only: {sorted(unclassified)}"
+    assert not both, f"event types declared both state-changing and record-only: {sorted(both)}"
+    assert set(REQUIRED_FIELDS) == every, f"event types without required fields: {sorted(every - set(REQUIRED_FIELDS))}"
+
+
+_check_registry()

@@ -1,0 +1,273 @@
+"""The fold: the only place run state is derived from events.
+
+``fold(events)`` is a pure function of the log. It imports nothing from Django, so a replay in a
+test, a command, a worker or a snapshot check is the same code. Each state-changing type has one
+registered rule; each record-only type has a deliberate no-op; anything else raises. Every event's
+seq must be the next one, so a gap, a repeat or a reordering is caught here too.
+
+Compaction is applied exactly as the live run applied it: the first message, then the summary as an
+untrusted user message, then the last ``kept`` messages. Replaying the full history instead would
+give a resumed run a context the live run had already discarded.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Iterable
+
+from runs.events import CURRENT_SCHEMA_VERSION, RECORD_ONLY, STATE_CHANGING, EventType, event_type
+from runs.identity import idempotency_key, signature
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One decoded event as the fold sees it: already upcast to the current schema."""
+
+    seq: int
+    type: str
+    payload: dict
+    ts: Any = None  # datetime or RFC 3339 string, as the reader produced it
+    v: int = CURRENT_SCHEMA_VERSION
+
+
+@dataclass(slots=True)
+class Message:
+    role: str
+    content: Any
+    trust: str
+    tool_calls: list | None = None
+    call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+
+
+@dataclass(slots=True)
+class OpenCall:
+    """A tool call that started and has no matching completion (yet)."""
+
+    call_id: str
+    name: str
+    arguments: Any
+    idempotency_key: str
+    signature: str
+    start_seq: int
+    started_at: Any
+
+
+@dataclass(slots=True)
+class RunState:
+    run_id: str = ""
+    last_seq: int = 0
+    status: str = "empty"
+    outcome: Any = None
+    turns: int = 0
+    usage: dict = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
+    cost_usd: float = 0.0
+    compactions: int = 0
+    messages: list[Message] = field(default_factory=list)
+    trajectory: list[str] = field(default_factory=list)
+    completed_calls: dict[str, Any] = field(default_factory=dict)
+    open_calls: dict[int, OpenCall] = field(default_factory=dict)  # by start seq, in log order
+    pending_approvals: dict[str, Any] = field(default_factory=dict)  # call_id -> question
+    memory: dict[str, Any] = field(default_factory=dict)
+    resumptions: int = 0
+    resolutions: dict[str, str] = field(default_factory=dict)  # key -> disposition, from tool_call_resolved
+
+    @property
+    def uncertain_calls(self) -> list[OpenCall]:
+        """Starts with no matching completion, in log order."""
+        return list(self.open_calls.values())
+
+    def to_dict(self) -> dict:
+        """The replay document of CONTRACTS section 6 (plus outcome, pending approvals and memory)."""
+        return {
+            "run_id": self.run_id,
+            "last_seq": self.last_seq,
+            "status": self.status,
+            "outcome": self.outcome,
+            "turns": self.turns,
+            "usage": dict(self.usage),
+            "cost_usd": self.cost_usd,
+            "compactions": self.compactions,
+            "messages": [{"role": m.role, "content": m.content, "trust": m.trust} for m in self.messages],
+            "trajectory": list(self.trajectory),
+            "completed_calls": dict(self.completed_calls),
+            "uncertain_calls": [
+                {
+                    "call_id": c.call_id,
+                    "name": c.name,
+                    "arguments": c.arguments,
+                    "idempotency_key": c.idempotency_key,
+                    "start_seq": c.start_seq,
+                    "started_at": format_ts(c.started_at),
+                }
+                for c in self.open_calls.values()
+            ],
+            "pending_approvals": dict(self.pending_approvals),
+            "memory": dict(self.memory),
+            "resumptions": self.resumptions,
+            "resolutions": dict(self.resolutions),
+        }
+
+
+class FoldError(ValueError):
+    """The events cannot be folded: a seq out of order, or a version this reader does not know."""
+
+
+def format_ts(ts: Any) -> str | None:
+    if isinstance(ts, datetime):
+        text = ts.isoformat()
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    return ts
+
+
+# --- the rules, one per state-changing type --------------------------------------------------
+
+
+def _run_started(st: RunState, ev: Event) -> None:
+    st.run_id = ev.payload["run_id"]
+    st.status = "running"
+
+
+def _user_message(st: RunState, ev: Event) -> None:
+    st.messages.append(Message("user", ev.payload["content"], "user"))
+
+
+def _model_turn(st: RunState, ev: Event) -> None:
+    p = ev.payload
+    st.messages.append(Message("assistant", p.get("text", ""), "model", tool_calls=p.get("tool_calls") or []))
+    st.turns += 1
+    usage = st.usage
+    for k, n in (p.get("usage") or {}).items():
+        usage[k] = usage.get(k, 0) + n
+    st.cost_usd += p.get("cost_usd") or 0.0
+
+
+def _tool_call_started(st: RunState, ev: Event) -> None:
+    p = ev.payload
+    sig = p.get("signature") or signature(p["name"], p["arguments"])
+    # A key recorded in the log always wins over one computed again (CONTRACTS section 2).
+    key = p.get("idempotency_key") or idempotency_key(st.run_id, sig)
+    st.open_calls[ev.seq] = OpenCall(p["call_id"], p["name"], p["arguments"], key, sig, ev.seq, ev.ts)
+
+
+def _close_start(st: RunState, call_id: str, key: str | None) -> OpenCall | None:
+    # Pair by call_id first, then by idempotency key (CONTRACTS section 2).
+    for seq, c in st.open_calls.items():
+        if c.call_id == call_id:
+            return st.open_calls.pop(seq)
+    if key:
+        for seq, c in st.open_calls.items():
+            if c.idempotency_key == key:
+                return st.open_calls.pop(seq)
+    return None
+
+
+def _tool_call_completed(st: RunState, ev: Event) -> None:
+    p = ev.payload
+    is_error = bool(p.get("is_error", False))
+    st.messages.append(Message("tool", p["content"], "tool", call_id=p["call_id"], name=p["name"], is_error=is_error))
+    st.trajectory.append(p.get("signature") or p["name"])
+    recorded = p.get("idempotency_key")
+    start = _close_start(st, p["call_id"], recorded)
+    if recorded:
+        key = recorded
+    elif "idempotency_key" not in p and not is_error and start is not None:
+        # A writer that omits the field (rather than recording null for a proven failure) still
+        # completed the logical action its start named.
+        key = start.idempotency_key
+    else:
+        key = None  # a proven failure closes its start but occupies no key
+    if key:
+        st.completed_calls[key] = p["content"]
+
+
+def _approval_requested(st: RunState, ev: Event) -> None:
+    st.pending_approvals[ev.payload["call_id"]] = ev.payload.get("question")
+    if st.status == "running":
+        st.status = "awaiting_approval"
+
+
+def _approval_decided(st: RunState, ev: Event) -> None:
+    st.pending_approvals.pop(ev.payload["call_id"], None)
+    if st.status == "awaiting_approval" and not st.pending_approvals:
+        st.status = "running"
+
+
+def _context_compacted(st: RunState, ev: Event) -> None:
+    p = ev.payload
+    keep = p.get("kept", 0)
+    tail = st.messages[-keep:] if keep else []
+    st.messages = st.messages[:1] + [Message("user", p.get("summary", ""), "untrusted")] + tail
+    st.compactions += 1
+
+
+def _memory_written(st: RunState, ev: Event) -> None:
+    st.memory[ev.payload["key"]] = ev.payload.get("value")
+
+
+def _run_finished(st: RunState, ev: Event) -> None:
+    st.status = "finished"
+    st.outcome = ev.payload["outcome"]
+
+
+def _run_resumed(st: RunState, ev: Event) -> None:
+    st.resumptions += 1
+
+
+def _tool_call_resolved(st: RunState, ev: Event) -> None:
+    # A resolution closes whatever start of this logical action is still open: "it did not happen"
+    # and "compensated" close it without a completion, and so without occupying the key.
+    key = ev.payload["idempotency_key"]
+    for seq in [s for s, c in st.open_calls.items() if c.idempotency_key == key]:
+        del st.open_calls[seq]
+    st.resolutions[key] = ev.payload["disposition"]
+
+
+def _record_only(st: RunState, ev: Event) -> None:
+    """Deliberately nothing: the event is an audit fact that changes no run state."""
+
+
+RULES: dict[str, Callable[[RunState, Event], None]] = {
+    EventType.RUN_STARTED.value: _run_started,
+    EventType.USER_MESSAGE.value: _user_message,
+    EventType.MODEL_TURN.value: _model_turn,
+    EventType.TOOL_CALL_STARTED.value: _tool_call_started,
+    EventType.TOOL_CALL_COMPLETED.value: _tool_call_completed,
+    EventType.APPROVAL_REQUESTED.value: _approval_requested,
+    EventType.APPROVAL_DECIDED.value: _approval_decided,
+    EventType.CONTEXT_COMPACTED.value: _context_compacted,
+    EventType.MEMORY_WRITTEN.value: _memory_written,
+    EventType.RUN_FINISHED.value: _run_finished,
+    EventType.RUN_RESUMED.value: _run_resumed,
+    EventType.TOOL_CALL_RESOLVED.value: _tool_call_resolved,
+}
+for _t in RECORD_ONLY:
+    RULES[_t.value] = _record_only
+
+assert {t.value for t in STATE_CHANGING} == {k for k, f in RULES.items() if f is not _record_only}, (
+    "every state-changing type needs exactly one fold rule, and no record-only type may have one"
+)
+
+
+def apply(st: RunState, ev: Event) -> None:
+    """Fold one event into ``st`` in place, after checking it is the next one."""
+    if ev.seq != st.last_seq + 1:
+        raise FoldError(f"event seq {ev.seq} does not follow seq {st.last_seq}")
+    if ev.v > CURRENT_SCHEMA_VERSION:
+        raise FoldError(f"event seq {ev.seq} has schema version {ev.v}; this reader knows up to {CURRENT_SCHEMA_VERSION}")
+    rule = RULES.get(ev.type)
+    if rule is None:
+        event_type(ev.type)  # raises UnknownEventType naming it
+    rule(st, ev)  # type: ignore[misc]
+    st.last_seq = ev.seq
+
+
+def fold(events: Iterable[Event], initial: RunState | None = None) -> RunState:
+    """The state after ``events``, starting from an empty run or from a copy of ``initial``."""
+    st = copy.deepcopy(initial) if initial is not None else RunState()
+    for ev in events:
+        apply(st, ev)
+    return st

@@ -1,0 +1,21 @@
+"""Reads of runs and their folded state. Screens, commands and the API call these; none folds by hand."""
+
+from __future__ import annotations
+
+from runs.errors import RunNotFound
+from runs.fold import RunState, fold
+from runs.models import Run
+from runs.store import events_load
+
+
+def run_get(*, run_id: str) -> Run:
+    try:
+        return Run.objects.get(run_id=run_id)
+    except Run.DoesNotExist:
+        raise RunNotFound(run_id) from None
+
+
+def run_state(*, run_id: str, at: int | None = None) -> RunState:
+    """The run's state after event ``at`` (default: the last), folded from the log."""
+    run_get(run_id=run_id)
+    return fold(events_load(run_id=run_id, upto=at))

@@ -1,0 +1,265 @@
+"""The one append path, and the raw read path the fold is fed from.
+
+``events_append`` writes a batch of events to one run, all or none, and only when the caller's
+epoch is the run's current lease epoch and ``expected_seq`` is the run's last seq. The check and the
+insert are one statement on PostgreSQL::
+
+    WITH fence AS (UPDATE reckon_run SET last_seq = new WHERE run_id = r AND lease_epoch = e
+                   AND last_seq = expected ... RETURNING run_id)
+    INSERT INTO reckon_event ... SELECT ... FROM fence, unnest(...)
+
+Why this is safe under concurrency: the UPDATE takes the run row's lock. A second writer from the
+same prefix blocks on that lock; when the first commits, PostgreSQL re-evaluates the second's WHERE
+clause against the new row version (READ COMMITTED's EvalPlanQual), finds ``last_seq`` moved, updates
+nothing, and so inserts nothing. A writer holding an old epoch never matches ``lease_epoch``. The
+unique (run, seq) constraint stays as the last line of defence: if anything ever bypassed the fence,
+the insert would fail rather than fork the history. On SQLite the same UPDATE runs inside an
+IMMEDIATE transaction, which holds the database write lock from BEGIN, so the UPDATE and the inserts
+cannot interleave with another writer.
+
+A second ``run_finished`` is refused by the same fence (``finished_seq IS NULL``), so at most one
+terminal outcome is ever durable. Functions registered with ``projector_register`` run inside the
+append's transaction: a read model they maintain can never disagree with the committed log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+
+from django.db import connection, transaction
+
+from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
+from runs.events import CURRENT_SCHEMA_VERSION, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
+from runs.upcasters import events_upcast, payload_complete
+from runs.fold import Event
+
+log = logging.getLogger("reckon.store")
+
+_TERMINAL_NAMES = frozenset(t.value for t in TERMINAL)
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append; its seq is assigned by the store."""
+
+    type: str
+    payload: dict
+    ts: datetime | None = None
+    v: int = CURRENT_SCHEMA_VERSION
+
+
+Projector = Callable[[str, list[Event]], None]
+_PROJECTORS: list[Projector] = []
+
+
+def projector_register(fn: Projector) -> Projector:
+    """Run ``fn(run_id, events)`` inside every append's transaction, after the insert."""
+    if fn not in _PROJECTORS:
+        _PROJECTORS.append(fn)
+    return fn
+
+
+def _validate(run_id: str, expected_seq: int, events: Sequence[NewEvent]) -> None:
+    if not events:
+        raise InvalidEvent("an append needs at least one event")
+    if isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0:
+        raise InvalidEvent(f"expected_seq must be a whole number >= 0, got {expected_seq!r}")
+    for i, ev in enumerate(events):
+        seq = expected_seq + i + 1
+        try:
+            t = event_type(ev.type)
+        except UnknownEventType as exc:
+            raise InvalidEvent(f"event {i} (seq {seq}): {exc}") from None
+        if not isinstance(ev.payload, dict):
+            raise InvalidEvent(f"event {i} (seq {seq}, {ev.type}): payload must be a JSON object")
+        missing = missing_fields(t, ev.payload)
+        if missing:
+            raise InvalidEvent(f"event {i} (seq {seq}, {ev.type}): payload lacks {', '.join(missing)}")
+        problem = version_problem(t, ev.v, ev.payload)
+        if problem:
+            raise InvalidEvent(f"event {i} (seq {seq}, {ev.type}): {problem}")
+        if (t is EventType.RUN_STARTED) != (seq == 1):
+            raise InvalidEvent(f"event {i} (seq {seq}): a run begins with run_started at seq 1, and only there")
+        if t is EventType.RUN_STARTED and ev.payload["run_id"] != run_id:
+            raise InvalidEvent(f"event {i} (seq 1): run_started names run {ev.payload['run_id']!r}, not {run_id!r}")
+
+
+def _has_nul(value) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def _dumps(i: int, payload: dict) -> str:
+    try:
+        text = json.dumps(payload, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError (a lone surrogate) is a ValueError
+        raise InvalidEvent(f"event {i}: payload is not storable JSON: {exc}") from None
+    if "\\u0000" in text and _has_nul(payload):
+        # PostgreSQL's jsonb cannot hold NUL; refusing it on every backend keeps logs portable.
+        raise InvalidEvent(f"event {i}: payload contains a NUL character (\\u0000), which the store does not hold")
+    return text
+
+
+_PG_APPEND = """
+WITH fence AS (
+    UPDATE reckon_run
+       SET last_seq = %(new_last)s,
+           finished_seq = COALESCE(finished_seq, %(finished_seq)s)
+     WHERE run_id = %(run_id)s
+       AND lease_epoch = %(epoch)s
+       AND lease_holder <> ''
+       AND last_seq = %(expected)s
+       AND (NOT %(finishing)s OR finished_seq IS NULL)
+ RETURNING run_id
+)
+INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
+SELECT fence.run_id, e.seq, e.type, e.v, e.ts, e.payload, %(epoch)s
+  FROM fence
+ CROSS JOIN unnest(%(seqs)s::bigint[], %(types)s::text[], %(vs)s::smallint[],
+                   %(tss)s::timestamptz[], %(payloads)s::jsonb[]) AS e(seq, type, v, ts, payload)
+"""
+
+_SQLITE_FENCE = """
+UPDATE reckon_run
+   SET last_seq = %s, finished_seq = COALESCE(finished_seq, %s)
+ WHERE run_id = %s AND lease_epoch = %s AND lease_holder <> '' AND last_seq = %s
+   AND (NOT %s OR finished_seq IS NULL)
+"""
+
+_SQLITE_INSERT = "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent]) -> list[Event]:
+    """Append ``events`` to run ``run_id`` as seqs ``expected_seq + 1 ...``, all or none.
+
+    Raises StaleEpoch when ``epoch`` is not the run's current (unreleased) lease epoch, SeqConflict
+    when ``expected_seq`` is not its last seq, RunFinished for a second terminal event, RunNotFound
+    and InvalidEvent; in every case nothing is written. Returns the appended events as the fold sees
+    them.
+    """
+    _validate(run_id, expected_seq, events)
+    events = [
+        NewEvent(ev.type, payload_complete(ev.type, ev.payload, run_id), ev.ts, ev.v) if ev.v == CURRENT_SCHEMA_VERSION else ev
+        for ev in events
+    ]
+    now = datetime.now(timezone.utc)
+    n = len(events)
+    seqs = list(range(expected_seq + 1, expected_seq + n + 1))
+    tss = [ev.ts or now for ev in events]
+    payloads = [_dumps(i, ev.payload) for i, ev in enumerate(events)]
+    finished_seq = next((s for s, ev in zip(seqs, events) if ev.type in _TERMINAL_NAMES), None)
+    finishing = finished_seq is not None
+    appended = [Event(s, ev.type, ev.payload, t, ev.v) for s, ev, t in zip(seqs, events, tss)]
+
+    with transaction.atomic():
+        with connection.cursor() as cur:
+            if connection.vendor == "postgresql":
+                cur.execute(
+                    _PG_APPEND,
+                    {
+                        "new_last": seqs[-1],
+                        "finished_seq": finished_seq,
+                        "run_id": run_id,
+                        "epoch": epoch,
+                        "expected": expected_seq,
+                        "finishing": finishing,
+                        "seqs": seqs,
+                        "types": [ev.type for ev in events],
+                        "vs": [ev.v for ev in events],
+                        "tss": tss,
+                        "payloads": payloads,
+                    },
+                )
+                ok = cur.rowcount == n
+            else:
+                cur.execute(_SQLITE_FENCE, [seqs[-1], finished_seq, run_id, epoch, expected_seq, finishing])
+                ok = cur.rowcount == 1
+                if ok:
+                    adapt = connection.ops.adapt_datetimefield_value
+                    rec = adapt(now)
+                    cur.executemany(
+                        _SQLITE_INSERT,
+                        [(run_id, s, ev.type, ev.v, adapt(t), p, epoch, rec) for s, ev, t, p in zip(seqs, events, tss, payloads)],
+                    )
+        if ok:
+            for project in _PROJECTORS:
+                project(run_id, appended)
+            return appended
+        error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
+    _record_fenced(run_id, epoch, error)
+    raise error
+
+
+def _diagnose(*, cur_run_id: str, epoch: int, expected_seq: int, finishing: bool) -> Exception:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT lease_epoch, lease_holder, last_seq, finished_seq FROM reckon_run WHERE run_id = %s",
+            [cur_run_id],
+        )
+        row = cur.fetchone()
+    if row is None:
+        return RunNotFound(cur_run_id)
+    current_epoch, holder, last_seq, finished_seq = row
+    if current_epoch != epoch or not holder:
+        return StaleEpoch(run_id=cur_run_id, epoch=epoch, current_epoch=current_epoch, last_seq=last_seq, released=current_epoch == epoch)
+    if last_seq != expected_seq:
+        return SeqConflict(run_id=cur_run_id, expected_seq=expected_seq, last_seq=last_seq, current_epoch=current_epoch)
+    if finishing and finished_seq is not None:
+        return RunFinished(run_id=cur_run_id, finished_seq=finished_seq, current_epoch=current_epoch, last_seq=last_seq)
+    # The fence moved between the append and this look: report it as the conflict it was.
+    return SeqConflict(run_id=cur_run_id, expected_seq=expected_seq, last_seq=last_seq, current_epoch=current_epoch)
+
+
+def _record_fenced(run_id: str, epoch: int, error: Exception) -> None:
+    if isinstance(error, RunNotFound):
+        return
+    from runs.leases import lease_record
+
+    lease_record(run_id=run_id, kind="fenced", epoch=epoch, detail=str(error))
+    log.warning("append fenced", extra={"run_id": run_id, "epoch": epoch, "reason": str(error)})
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def _sqlite_ts(value) -> datetime:
+    # Django's SQLite backend converts the column to a naive datetime in UTC.
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list[Event]:
+    """The run's stored events with ``after < seq <= upto``, decoded, in seq order.
+
+    Events are returned as stored, each with the schema version it was written with; use
+    ``events_load`` for events read as the current version.
+    """
+    sql = "SELECT seq, type, v, ts, payload FROM reckon_event WHERE run_id = %s AND seq > %s"
+    params: list = [run_id, after]
+    if upto is not None:
+        sql += " AND seq <= %s"
+        params.append(upto)
+    sql += " ORDER BY seq"
+    loads = json.loads
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+    if connection.vendor == "postgresql":
+        return [Event(s, t, loads(p) if isinstance(p, str) else p, ts, v) for s, t, v, ts, p in rows]
+    return [Event(s, t, loads(p), _sqlite_ts(ts), v) for s, t, v, ts, p in rows]
+
+
+def events_load(*, run_id: str, after: int = 0, upto: int | None = None) -> list[Event]:
+    """``events_read`` upcast to the current schema version: what the fold consumes."""
+    return events_upcast(events_read(run_id=run_id, after=after, upto=upto), run_id)

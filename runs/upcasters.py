@@ -1,0 +1,107 @@
+"""Upcasters: read an event written under an older schema version as the current version.
+
+Each is a small pure function ``upcast_<type>_v<N>_v<N+1>(payload, run_id) -> payload`` that returns
+a new dict and never changes its input. They run on read only: a stored row keeps the version it was
+written with, and ``events_upcast`` applies them in a loop until the event is current
+(pyeventsourcing's ``Mapper.to_domain_event``). A version newer than this reader knows is rejected
+with the run, the seq and the version named; it is never folded with a guess.
+
+Only compatible changes are upcasts: a new field with a default that means what the old writer
+meant. A change of meaning (say, ``kept`` counted in turns instead of messages) would turn valid old
+values into a wrong context; it needs a data migration, not an upcaster (docs/schema-versions.md).
+
+The same defaults fill a current-version event that a writer sent without them, so every stored
+version 2 event carries source, tenant and operation_id.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, Iterable
+
+from runs.events import CURRENT_SCHEMA_VERSION, EventType
+from runs.fold import Event
+from runs.identity import idempotency_key, signature
+
+DEFAULT_TENANT = "default"
+
+
+class UnsupportedVersion(ValueError):
+    """An event from a schema version newer than this reader knows."""
+
+    def __init__(self, *, run_id: str, seq: int, version: int):
+        self.run_id, self.seq, self.version = run_id, seq, version
+        super().__init__(
+            f"run {run_id!r} seq {seq} has schema version {version}; this reader knows up to {CURRENT_SCHEMA_VERSION}: "
+            "upgrade Reckon before reading this run"
+        )
+
+
+def _tenant_of(arguments) -> str:
+    if isinstance(arguments, dict) and isinstance(arguments.get("tenant"), str) and arguments["tenant"]:
+        return arguments["tenant"]
+    return DEFAULT_TENANT
+
+
+def upcast_tool_call_started_v1_v2(payload: dict, run_id: str) -> dict:
+    out = dict(payload)
+    out.setdefault("tenant", _tenant_of(payload.get("arguments")))
+    if "operation_id" not in out:
+        sig = payload.get("signature") or signature(payload["name"], payload["arguments"])
+        out["operation_id"] = payload.get("idempotency_key") or idempotency_key(run_id, sig)
+    return out
+
+
+def upcast_tool_call_completed_v1_v2(payload: dict, run_id: str) -> dict:
+    out = dict(payload)
+    out.setdefault("source", "live")
+    if "tenant" not in out:
+        arguments = None
+        sig, name = payload.get("signature"), payload.get("name", "")
+        if isinstance(sig, str) and sig.startswith(name + ":"):
+            try:
+                arguments = json.loads(sig[len(name) + 1 :])
+            except ValueError:
+                arguments = None
+        out["tenant"] = _tenant_of(arguments)
+    out.setdefault("operation_id", payload.get("idempotency_key"))
+    return out
+
+
+Upcaster = Callable[[dict, str], dict]
+
+# (type, from_version) -> upcaster to from_version + 1. A type with no entry is unchanged by that step.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    (EventType.TOOL_CALL_STARTED.value, 1): upcast_tool_call_started_v1_v2,
+    (EventType.TOOL_CALL_COMPLETED.value, 1): upcast_tool_call_completed_v1_v2,
+}
+
+
+def event_upcast(ev: Event, run_id: str) -> Event:
+    """``ev`` read as the current version, or UnsupportedVersion."""
+    v = ev.v
+    if v == CURRENT_SCHEMA_VERSION:
+        return ev
+    if v > CURRENT_SCHEMA_VERSION or v < 1:
+        raise UnsupportedVersion(run_id=run_id, seq=ev.seq, version=v)
+    payload = ev.payload
+    while v < CURRENT_SCHEMA_VERSION:
+        step = UPCASTERS.get((ev.type, v))
+        if step is not None:
+            payload = step(payload, run_id)
+        v += 1
+    return Event(ev.seq, ev.type, payload, ev.ts, v)
+
+
+def events_upcast(events: Iterable[Event], run_id: str) -> list[Event]:
+    return [ev if ev.v == CURRENT_SCHEMA_VERSION else event_upcast(ev, run_id) for ev in events]
+
+
+def payload_complete(type_: str, payload: dict, run_id: str) -> dict:
+    """A current-version payload with the version's defaulted fields filled where a writer left them out."""
+    done = payload
+    for v in range(1, CURRENT_SCHEMA_VERSION):
+        step = UPCASTERS.get((type_, v))
+        if step is not None:
+            done = step(done, run_id)  # every step only adds missing fields, so this is idempotent
+    return done
