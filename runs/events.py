@@ -38,6 +38,8 @@ class EventType(str, Enum):
     TOOL_CALL_UNCERTAIN = "tool_call_uncertain"
     RECONCILIATION_ATTEMPTED = "reconciliation_attempted"
     TOOL_CALL_RESOLVED = "tool_call_resolved"
+    RUN_PAUSED = "run_paused"
+    OPERATOR_NOTE = "operator_note"
 
 
 STATE_CHANGING: frozenset[EventType] = frozenset(
@@ -54,6 +56,7 @@ STATE_CHANGING: frozenset[EventType] = frozenset(
         EventType.RUN_FINISHED,
         EventType.RUN_RESUMED,  # counts resumptions
         EventType.TOOL_CALL_RESOLVED,  # closes an uncertain start that no completion closed
+        EventType.RUN_PAUSED,  # stops the run (e.g. a conflicting effect) until a person resumes it
     }
 )
 
@@ -66,6 +69,7 @@ RECORD_ONLY: frozenset[EventType] = frozenset(
         # context, its completed calls) changes only through the completion or resolution they lead to.
         EventType.TOOL_CALL_UNCERTAIN,
         EventType.RECONCILIATION_ATTEMPTED,
+        EventType.OPERATOR_NOTE,  # a person's note on a call, kept in the run's history for audit
     }
 )
 
@@ -75,6 +79,8 @@ INTRODUCED_IN: dict[EventType, int] = {
     EventType.TOOL_CALL_UNCERTAIN: 2,
     EventType.RECONCILIATION_ATTEMPTED: 2,
     EventType.TOOL_CALL_RESOLVED: 2,
+    EventType.RUN_PAUSED: 2,
+    EventType.OPERATOR_NOTE: 2,
 }
 
 # Payload keys an event must carry for the fold to apply it exactly; other keys are kept as they are.
@@ -94,6 +100,8 @@ REQUIRED_FIELDS: dict[EventType, tuple[str, ...]] = {
     EventType.TOOL_CALL_UNCERTAIN: ("call_id", "idempotency_key", "start_seq", "reason"),
     EventType.RECONCILIATION_ATTEMPTED: ("idempotency_key", "attempt", "outcome"),
     EventType.TOOL_CALL_RESOLVED: ("idempotency_key", "disposition"),
+    EventType.RUN_PAUSED: ("reason",),
+    EventType.OPERATOR_NOTE: ("by", "text"),
 }
 
 COMPLETION_SOURCES = ("live", "reconciliation", "retry", "operator")

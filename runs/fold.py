@@ -215,6 +215,13 @@ def _run_finished(st: RunState, ev: Event) -> None:
 
 def _run_resumed(st: RunState, ev: Event) -> None:
     st.resumptions += 1
+    if st.status == "paused":
+        st.status = "awaiting_approval" if st.pending_approvals else "running"
+
+
+def _run_paused(st: RunState, ev: Event) -> None:
+    if st.status != "finished":
+        st.status = "paused"
 
 
 def _tool_call_resolved(st: RunState, ev: Event) -> None:
@@ -243,6 +250,7 @@ RULES: dict[str, Callable[[RunState, Event], None]] = {
     EventType.RUN_FINISHED.value: _run_finished,
     EventType.RUN_RESUMED.value: _run_resumed,
     EventType.TOOL_CALL_RESOLVED.value: _tool_call_resolved,
+    EventType.RUN_PAUSED.value: _run_paused,
 }
 for _t in RECORD_ONLY:
     RULES[_t.value] = _record_only
