@@ -1,0 +1,179 @@
+"""The append contract, written once and run on every backend (SQLite by default, PostgreSQL in
+CI's second pass): fencing by epoch and expected seq, atomic batches, takeover after expiry."""
+
+import time
+
+import pytest
+from django.db import connection
+
+from runs.errors import InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqConflict, StaleEpoch
+from runs.leases import db_now, lease_acquire, lease_release, lease_renew
+from runs.models import AppendOnlyError, Event, LeaseRecord, Run
+from runs.selectors import run_state
+from runs.store import NewEvent, events_append, events_read
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def started(run_id, holder="worker-a", ttl=30):
+    lease = lease_acquire(run_id=run_id, holder=holder, ttl_seconds=ttl)
+    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": run_id})])
+    return lease
+
+
+def msg(text="hello"):
+    return NewEvent("user_message", {"content": text})
+
+
+def stored(run_id):
+    return [(e.seq, e.type) for e in events_read(run_id=run_id)]
+
+
+def test_it_appends_with_the_current_epoch_and_expected_seq():
+    lease = started("r1")
+    out = events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a"), msg("b")])
+    assert [e.seq for e in out] == [2, 3]
+    assert stored("r1") == [(1, "run_started"), (2, "user_message"), (3, "user_message")]
+    assert Run.objects.get(run_id="r1").last_seq == 3
+    assert set(Event.objects.filter(run_id="r1").values_list("epoch", flat=True)) == {lease.epoch}
+    assert run_state(run_id="r1").messages[-1].content == "b"
+
+
+def test_it_rejects_a_stale_epoch_naming_both_values_and_writes_nothing():
+    lease = started("r1", ttl=0.2)
+    time.sleep(0.35)
+    newer = lease_acquire(run_id="r1", holder="worker-b")
+    assert newer.epoch == lease.epoch + 1
+    with pytest.raises(StaleEpoch) as exc:
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg()])
+    assert f"epoch {lease.epoch}" in str(exc.value) and f"current epoch {newer.epoch}" in str(exc.value)
+    assert exc.value.current_epoch == newer.epoch and exc.value.last_seq == 1
+    assert stored("r1") == [(1, "run_started")]
+    assert LeaseRecord.objects.filter(run_id="r1", kind="fenced", epoch=lease.epoch).exists()
+
+
+def test_it_rejects_a_wrong_expected_seq_naming_both_values_and_writes_nothing():
+    lease = started("r1")
+    with pytest.raises(SeqConflict) as exc:
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "r1"})])
+    assert "expected 0" in str(exc.value) and "last seq is 1" in str(exc.value)
+    with pytest.raises(SeqConflict):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=5, events=[msg()])
+    assert stored("r1") == [(1, "run_started")]
+
+
+def test_a_batch_is_atomic_when_one_event_is_invalid():
+    lease = started("r1")
+    with pytest.raises(InvalidEvent, match="lacks content"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a"), NewEvent("user_message", {})])
+    with pytest.raises(InvalidEvent, match="unknown event type 'mystery'"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a"), NewEvent("mystery", {})])
+    with pytest.raises(InvalidEvent, match="NUL"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a"), msg("bad\x00byte")])
+    assert stored("r1") == [(1, "run_started")] and Run.objects.get(run_id="r1").last_seq == 1
+
+
+def test_a_batch_is_atomic_when_the_database_refuses_part_of_it():
+    """Bypass the fence by moving last_seq back: the unique (run, seq) constraint must reject the
+    whole batch, not keep the rows before the duplicate."""
+    lease = started("r1")
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a")])
+    Run.objects.filter(run_id="r1").update(last_seq=0)
+    from django.db import IntegrityError
+
+    with pytest.raises((IntegrityError, InvalidEvent)):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "r1"}), msg("x")])
+    assert stored("r1") == [(1, "run_started"), (2, "user_message")]
+
+
+def test_takeover_happens_only_after_expiry_by_the_database_clock():
+    lease = started("r1", ttl=30)
+    with pytest.raises(LeaseHeld) as exc:
+        lease_acquire(run_id="r1", holder="worker-b")
+    assert "worker-a" in str(exc.value)
+    assert exc.value.expires_at > db_now()
+    Run.objects.filter(run_id="r1").update(lease_expires_at=db_now())  # expire it now, by the same clock
+    b = lease_acquire(run_id="r1", holder="worker-b")
+    assert b.epoch == lease.epoch + 1 and b.last_seq == 1
+    kinds = list(LeaseRecord.objects.filter(run_id="r1").order_by("id").values_list("kind", flat=True))
+    assert kinds == ["acquired", "refused", "takeover"]
+    events_append(run_id="r1", epoch=b.epoch, expected_seq=1, events=[msg()])
+    assert stored("r1")[-1] == (2, "user_message")
+
+
+def test_renew_extends_the_current_lease_and_refuses_a_stale_one():
+    lease = started("r1", ttl=1)
+    renewed = lease_renew(run_id="r1", epoch=lease.epoch, ttl_seconds=60)
+    assert renewed.expires_at > lease.expires_at
+    with pytest.raises(StaleEpoch):
+        lease_renew(run_id="r1", epoch=lease.epoch + 1)
+
+
+def test_release_lets_the_next_writer_in_at_once_and_fences_the_releaser():
+    lease = started("r1", ttl=60)
+    lease_release(run_id="r1", epoch=lease.epoch)
+    with pytest.raises(StaleEpoch, match="was released"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg()])
+    nxt = lease_acquire(run_id="r1", holder="worker-b")
+    assert nxt.epoch == lease.epoch + 1
+    kinds = list(LeaseRecord.objects.filter(run_id="r1").order_by("id").values_list("kind", flat=True))
+    assert kinds == ["acquired", "released", "fenced", "acquired"]
+
+
+def test_a_second_run_finished_is_refused():
+    lease = started("r1")
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("run_finished", {"outcome": "completed"})])
+    with pytest.raises(RunFinished, match="already finished at seq 2"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=2, events=[msg(), NewEvent("run_finished", {"outcome": "again"})])
+    assert stored("r1") == [(1, "run_started"), (2, "run_finished")]
+    # Recovery facts may still follow a finished run.
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=2, events=[NewEvent("operator_note", {"by": "dana", "text": "checked"})])
+
+
+def test_a_run_begins_with_its_own_run_started_and_has_it_only_once():
+    lease = lease_acquire(run_id="r1", holder="a")
+    with pytest.raises(InvalidEvent, match="begins with run_started"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[msg()])
+    with pytest.raises(InvalidEvent, match="names run 'other'"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "other"})])
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "r1"})])
+    with pytest.raises(InvalidEvent, match="only there"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("run_started", {"run_id": "r1"})])
+
+
+def test_appending_to_a_missing_run_names_it():
+    with pytest.raises(RunNotFound, match="'ghost'"):
+        events_append(run_id="ghost", epoch=1, expected_seq=0, events=[NewEvent("run_started", {"run_id": "ghost"})])
+
+
+def test_the_writer_stores_the_current_schema_version_with_defaults_filled():
+    lease = started("r1")
+    events_append(
+        run_id="r1",
+        epoch=lease.epoch,
+        expected_seq=1,
+        events=[NewEvent("tool_call_started", {"call_id": "c1", "name": "post", "arguments": {"tenant": "acme"}})],
+    )
+    row = Event.objects.get(run_id="r1", seq=2)
+    assert row.v == 2 and row.payload["tenant"] == "acme" and len(row.payload["operation_id"]) == 24
+
+
+def test_no_code_path_updates_or_deletes_an_event():
+    started("r1")
+    row = Event.objects.get(run_id="r1", seq=1)
+    with pytest.raises(AppendOnlyError):
+        row.save()
+    with pytest.raises(AppendOnlyError):
+        row.delete()
+
+
+@pytest.mark.postgres
+def test_on_postgres_the_database_itself_rejects_update_and_delete():
+    from django.db import IntegrityError, transaction
+
+    started("r1")
+    for sql in ("UPDATE reckon_event SET type = 'x'", "DELETE FROM reckon_event"):
+        with pytest.raises(IntegrityError, match="append-only"):
+            with transaction.atomic(), connection.cursor() as cur:
+                cur.execute(sql)
+    assert stored("r1") == [(1, "run_started")]
