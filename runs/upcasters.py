@@ -31,10 +31,12 @@ class UnsupportedVersion(ValueError):
 
     def __init__(self, *, run_id: str, seq: int, version: int):
         self.run_id, self.seq, self.version = run_id, seq, version
-        super().__init__(
-            f"run {run_id!r} seq {seq} has schema version {version}; this reader knows up to {CURRENT_SCHEMA_VERSION}: "
-            "upgrade Reckon before reading this run"
-        )
+        if isinstance(version, int) and not isinstance(version, bool) and version > CURRENT_SCHEMA_VERSION:
+            why = f"this reader knows up to {CURRENT_SCHEMA_VERSION}: upgrade Reckon before reading this run"
+        else:
+            # Not "newer": a version below 1 (or not a number) was never written by any release.
+            why = f"no release of Reckon writes that version (known: 1 to {CURRENT_SCHEMA_VERSION})"
+        super().__init__(f"run {run_id!r} seq {seq} has schema version {version!r}; {why}")
 
 
 def _tenant_of(arguments) -> str:
@@ -55,16 +57,24 @@ def upcast_tool_call_started_v1_v2(payload: dict, run_id: str) -> dict:
 def upcast_tool_call_completed_v1_v2(payload: dict, run_id: str) -> dict:
     out = dict(payload)
     out.setdefault("source", "live")
+    sig, name = payload.get("signature"), payload.get("name", "")
     if "tenant" not in out:
         arguments = None
-        sig, name = payload.get("signature"), payload.get("name", "")
         if isinstance(sig, str) and sig.startswith(name + ":"):
             try:
                 arguments = json.loads(sig[len(name) + 1 :])
             except ValueError:
                 arguments = None
         out["tenant"] = _tenant_of(arguments)
-    out.setdefault("operation_id", payload.get("idempotency_key"))
+    if "operation_id" not in out:
+        # The business identity of the operation, which a proven failure has too: its recorded key is
+        # null (it must not occupy the key in completed_calls), but the operation it failed to perform
+        # is the one its start named, so the key is computed again from the signature exactly as the
+        # start's was (CONTRACTS section 2). Without a signature there is nothing to bind it to.
+        key = payload.get("idempotency_key")
+        if not key and isinstance(sig, str) and sig:
+            key = idempotency_key(run_id, sig)
+        out["operation_id"] = key or None
     return out
 
 
@@ -82,7 +92,7 @@ def event_upcast(ev: Event, run_id: str) -> Event:
     v = ev.v
     if v == CURRENT_SCHEMA_VERSION:
         return ev
-    if v > CURRENT_SCHEMA_VERSION or v < 1:
+    if isinstance(v, bool) or not isinstance(v, int) or v > CURRENT_SCHEMA_VERSION or v < 1:
         raise UnsupportedVersion(run_id=run_id, seq=ev.seq, version=v)
     payload = ev.payload
     while v < CURRENT_SCHEMA_VERSION:
