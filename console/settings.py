@@ -130,6 +130,10 @@ STATIC_ROOT = VAR_DIR / "static"
 
 # Runs: lease length for writers that do not name one.
 RECKON_LEASE_SECONDS = envint("RECKON_LEASE_SECONDS", 30, minimum=1)
+# Snapshots (runs/snapshots.py): the default interval for runs without their own policy; 0 means
+# never. No run shorter than the minimum is snapshotted: below it a full replay is cheap enough.
+RECKON_SNAPSHOT_INTERVAL = envint("RECKON_SNAPSHOT_INTERVAL", 500, minimum=0)
+RECKON_SNAPSHOT_MIN_EVENTS = envint("RECKON_SNAPSHOT_MIN_EVENTS", 2000, minimum=0)
 
 # Celery: Redis when REDIS_URL is set, otherwise tasks run eagerly in-process.
 REDIS_URL = envstr("REDIS_URL", "")

@@ -84,3 +84,98 @@ class LeaseRecord(models.Model):
     class Meta:
         db_table = "reckon_lease_record"
         ordering = ["-at", "-id"]
+
+
+# --- snapshots: a cache of a partial fold, never a source of truth -----------------------------
+
+
+class Snapshot(models.Model):
+    """The folded state of a run after ``seq``, serialised, with the fold version that produced it.
+
+    Rows are only ever added (and pruned, oldest first): a new snapshot never overwrites the one it
+    replaces, so a crash while writing leaves the previous one intact. The body holds only fields
+    derived from the run's events, so it needs no retention or access rule the log does not already
+    have. ``discarded_at`` marks a snapshot that failed a check on load; it is kept for diagnosis
+    and never loaded again.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="snapshots", db_column="run_id")
+    seq = models.BigIntegerField(help_text="the last event folded into the body")
+    fold_version = models.PositiveIntegerField(help_text="runs.snapshots.FOLD_VERSION of the writer")
+    fold_code = models.CharField(max_length=16, help_text="digest of the fold's source that wrote it")
+    body = models.TextField(help_text="the serialised RunState, JSON")
+    digest = models.CharField(max_length=64, help_text="sha256 of the body's UTF-8 bytes, hex")
+    created_at = models.DateTimeField(db_default=Now())
+    discarded_at = models.DateTimeField(null=True, blank=True)
+    discard_reason = models.CharField(max_length=300, blank=True, default="")
+
+    class Meta:
+        db_table = "reckon_snapshot"
+        indexes = [models.Index(fields=["run", "seq"], name="reckon_snapshot_run_seq")]
+        ordering = ["run_id", "-seq", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}@{self.seq} (v{self.fold_version})"
+
+
+class SnapshotPointer(models.Model):
+    """Which snapshot of a run is current. Published only in the transaction that wrote the body.
+
+    ``snapshot_id`` is deliberately a plain integer, not a foreign key: an operator may delete every
+    snapshot by any means (ORM, SQL, TRUNCATE) and a dangling pointer is then simply a cache miss.
+    A foreign key would turn the deletion of a cache into an integrity error.
+    """
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, db_column="run_id", related_name="snapshot_pointer")
+    snapshot_id = models.BigIntegerField()
+    published_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "reckon_snapshot_pointer"
+
+
+class SnapshotPolicy(models.Model):
+    """A run's own snapshot interval; runs without a row use the defaults in settings."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, db_column="run_id", related_name="snapshot_policy")
+    interval = models.PositiveIntegerField(null=True, blank=True, help_text="events between snapshots; empty: never snapshot")
+    min_events = models.PositiveIntegerField(default=2000, help_text="no snapshot while the run is shorter than this")
+
+    class Meta:
+        db_table = "reckon_snapshot_policy"
+
+
+class SnapshotQuarantine(models.Model):
+    """A snapshot version that disagreed with a full replay: no snapshot of it is loaded or written."""
+
+    fold_version = models.PositiveIntegerField()
+    fold_code = models.CharField(max_length=16)
+    reason = models.TextField()
+    at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "reckon_snapshot_quarantine"
+        constraints = [models.UniqueConstraint(fields=["fold_version", "fold_code"], name="reckon_snapshot_quarantine_uniq")]
+
+
+class ReplayMetric(models.Model):
+    """One replay measurement series (seed 5.8), kept in the database so any process can report it.
+
+    A counter only grows ``total`` (and ``count``); a timing or size series also keeps its last and
+    largest observation, so an exporter can publish ``_sum``/``_count`` and a gauge from one row.
+    ``label`` separates series of one name (the reason of a snapshot miss).
+    """
+
+    name = models.CharField(max_length=64)
+    label = models.CharField(max_length=64, blank=True, default="")
+    count = models.BigIntegerField(default=0)
+    total = models.FloatField(default=0)
+    last = models.FloatField(default=0)
+    max = models.FloatField(default=0)
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "reckon_replay_metric"
+        constraints = [models.UniqueConstraint(fields=["name", "label"], name="reckon_replay_metric_uniq")]
+        ordering = ["name", "label"]

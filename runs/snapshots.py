@@ -1,0 +1,557 @@
+"""Snapshots: a cache of a partial fold, justified by measured replay cost, never a source of truth.
+
+A snapshot is the ``RunState`` after seq S, serialised to JSON, stored with the fold version that
+produced it, S itself and the sha256 of the body. ``run_state_fast`` loads the current snapshot,
+checks it, and folds only the events after S; every check that fails (a dangling pointer, an unknown
+or quarantined version, a wrong digest, a body that does not decode, a tail that does not begin at
+S + 1) is a cache miss: it is counted, the snapshot is marked discarded, and the state is folded from
+event 1 exactly as ``runs.selectors.run_state`` does. The log stays authoritative, so deleting every
+snapshot costs time, never a run (seed 5.8).
+
+Writing: the body row is inserted and the pointer that makes it current is updated in the same
+transaction, body first. Nothing is visible until the commit makes both durable together; a crash
+before the commit leaves the previous snapshot, untouched, as the current one. A snapshot never
+overwrites another: each is a new row, and only the oldest beyond ``KEEP_SNAPSHOTS`` are pruned.
+
+Versioning: ``FOLD_VERSION`` is bumped by hand whenever a fold rule, a ``RunState`` field, an
+upcaster default or the body format changes meaning. Because forgetting that bump is exactly how an
+old snapshot decodes into a state the current code would never produce (seed 5.9), every snapshot
+also records ``FOLD_CODE``, a digest of the source of the modules that define the fold; a snapshot
+written by other code is an unknown version, i.e. a miss. A version found to disagree with a full
+replay (``verify_snapshots``) is quarantined: none of its snapshots is loaded or written again.
+
+The measurements of seed 5.8 are kept in ``ReplayMetric`` rows; ``replay_metrics()`` reads them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models.functions import Now
+
+from runs import events as _events_mod
+from runs import fold as _fold_mod
+from runs import identity as _identity_mod
+from runs import upcasters as _upcasters_mod
+from runs.errors import RunNotFound
+from runs.events import UnknownEventType
+from runs.fold import Message, OpenCall, RunState, apply, fold
+from runs.models import ReplayMetric, Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
+from runs.store import events_load
+from runs.upcasters import UnsupportedVersion
+
+# Bump when the meaning of a snapshot body changes: a fold rule, a RunState field, an upcaster's
+# default, the body format below. Old snapshots then become cache misses instead of wrong states.
+FOLD_VERSION = 1
+
+# How many snapshots of a run are kept: the current one and a few before it, to diagnose an
+# equivalence failure. Correctness never needs any of them.
+KEEP_SNAPSHOTS = 3
+
+BODY_FORMAT = 1
+
+
+def _fold_code() -> str:
+    # The source of every module whose change can change a folded state, this one included (it owns
+    # the body format). Reading source is cheap and happens once per process.
+    h = hashlib.sha256()
+    for mod in (_events_mod, _fold_mod, _identity_mod, _upcasters_mod, sys.modules[__name__]):
+        try:
+            h.update(Path(mod.__file__).read_bytes())
+        except (OSError, TypeError):
+            h.update(f"{mod.__name__}:unreadable".encode())
+    return h.hexdigest()[:16]
+
+
+FOLD_CODE = _fold_code()
+
+
+class SnapshotError(ValueError):
+    """A snapshot request that cannot be honoured as given (a bad policy value, a state of another run)."""
+
+
+# --- the body: RunState <-> JSON, exactly ------------------------------------------------------
+#
+# Every field the fold reads or writes is stored, including the ones to_dict() leaves out (tool
+# calls of a message, the open calls' signatures, the raw start timestamps), because folding a tail
+# onto a restored state must give exactly what folding the whole log gives. Dictionaries are stored
+# as lists of pairs: a payload may use a number as a memory key or call id, and a JSON object would
+# silently turn it into a string. Adding a field to RunState, Message or OpenCall without teaching it
+# to this format fails at import time below, not quietly in production.
+
+_STATE_FIELDS = (
+    "run_id", "last_seq", "status", "outcome", "turns", "usage", "cost_usd", "compactions", "messages",
+    "trajectory", "completed_calls", "open_calls", "pending_approvals", "memory", "resumptions", "resolutions",
+)  # fmt: skip
+_DICT_FIELDS = ("usage", "completed_calls", "pending_approvals", "memory", "resolutions")
+_MESSAGE_FIELDS = ("role", "content", "trust", "tool_calls", "call_id", "name", "is_error")
+_OPEN_CALL_FIELDS = ("call_id", "name", "arguments", "idempotency_key", "signature", "start_seq", "started_at")
+
+assert tuple(f.name for f in dataclasses.fields(RunState)) == _STATE_FIELDS, "RunState changed: teach runs/snapshots.py its fields"
+assert tuple(f.name for f in dataclasses.fields(Message)) == _MESSAGE_FIELDS, "Message changed: teach runs/snapshots.py its fields"
+assert tuple(f.name for f in dataclasses.fields(OpenCall)) == _OPEN_CALL_FIELDS, "OpenCall changed: teach runs/snapshots.py its fields"
+
+
+def _ts_out(ts: Any) -> list:
+    if isinstance(ts, datetime):
+        return ["dt", ts.isoformat()]
+    return ["raw", ts]
+
+
+def _ts_in(tagged: list) -> Any:
+    kind, value = tagged
+    if kind == "dt":
+        return datetime.fromisoformat(value)
+    if kind == "raw":
+        return value
+    raise ValueError(f"unknown timestamp tag {kind!r}")
+
+
+def state_to_jsonable(st: RunState) -> dict:
+    """``st`` as plain JSON values, every field, dictionaries as pairs."""
+    doc: dict[str, Any] = {"format": BODY_FORMAT}
+    for name in _STATE_FIELDS:
+        value = getattr(st, name)
+        if name in _DICT_FIELDS:
+            doc[name] = [[k, v] for k, v in value.items()]
+        elif name == "messages":
+            doc[name] = [[m.role, m.content, m.trust, m.tool_calls, m.call_id, m.name, m.is_error] for m in value]
+        elif name == "open_calls":
+            doc[name] = [
+                [seq, c.call_id, c.name, c.arguments, c.idempotency_key, c.signature, c.start_seq, _ts_out(c.started_at)]
+                for seq, c in value.items()
+            ]
+        else:
+            doc[name] = value
+    return doc
+
+
+def state_from_jsonable(doc: dict) -> RunState:
+    """The RunState ``state_to_jsonable`` produced ``doc`` from; ValueError if the shape is wrong."""
+    if not isinstance(doc, dict) or doc.get("format") != BODY_FORMAT:
+        raise ValueError(f"body format {doc.get('format') if isinstance(doc, dict) else None!r} is not {BODY_FORMAT}")
+    missing = [n for n in _STATE_FIELDS if n not in doc]
+    if missing:
+        raise ValueError(f"body lacks {', '.join(missing)}")
+    kw: dict[str, Any] = {}
+    for name in _STATE_FIELDS:
+        value = doc[name]
+        if name in _DICT_FIELDS:
+            kw[name] = {k: v for k, v in value}
+        elif name == "messages":
+            kw[name] = [Message(*m) for m in value]
+        elif name == "open_calls":
+            kw[name] = {row[0]: OpenCall(*row[1:7], _ts_in(row[7])) for row in value}
+        else:
+            kw[name] = value
+    return RunState(**kw)
+
+
+def state_dumps(st: RunState) -> str:
+    return json.dumps(state_to_jsonable(st), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def state_loads(body: str) -> RunState:
+    try:
+        return state_from_jsonable(json.loads(body))
+    except (TypeError, ValueError, IndexError, KeyError) as exc:
+        raise ValueError(f"body does not decode: {exc}") from None
+
+
+def body_digest(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def state_diff(a: RunState, b: RunState) -> list[str]:
+    """The RunState fields in which ``a`` and ``b`` differ, in declaration order ([] when equal).
+
+    Dictionaries compare with their order, because the fold's order (open calls in log order, keys in
+    completion order) is part of what a resumed run sees.
+    """
+    out = []
+    for name in _STATE_FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, dict) and isinstance(y, dict):
+            same = list(x.items()) == list(y.items())
+        else:
+            same = x == y and type(x) is type(y)
+        if not same:
+            out.append(name)
+    return out
+
+
+# --- measurements --------------------------------------------------------------------------------
+
+METRICS = (
+    "events_replayed",
+    "replay_duration_ms",
+    "snapshot_load_ms",
+    "snapshot_write_ms",
+    "snapshot_seq_gap",
+    "full_replay_equivalence_failures",
+    "snapshot_misses",  # labelled with the reason
+)
+
+_UPSERT = """
+INSERT INTO reckon_replay_metric (name, label, count, total, last, max, updated_at)
+VALUES {rows}
+ON CONFLICT (name, label) DO UPDATE SET
+    count = reckon_replay_metric.count + excluded.count,
+    total = reckon_replay_metric.total + excluded.total,
+    last = excluded.last,
+    max = {greatest}(reckon_replay_metric.max, excluded.max),
+    updated_at = excluded.updated_at
+"""
+
+
+def metrics_record(observations: list[tuple[str, str, float]]) -> None:
+    """Add observations ``(name, label, value)``: count += 1, total += value, last/max updated.
+
+    One statement for all of them, so a replay adds one short write, not one per series. Concurrent
+    replays serialise briefly on the rows they share; that is the price of keeping the figures where
+    every process (and a later /metrics endpoint) can read them.
+    """
+    if not observations:
+        return
+    greatest = "GREATEST" if connection.vendor == "postgresql" else "MAX"
+    rows = ", ".join(["(%s, %s, 1, %s, %s, %s, CURRENT_TIMESTAMP)"] * len(observations))
+    params: list[Any] = []
+    for name, label, value in observations:
+        params += [name, label, float(value), float(value), float(value)]
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(_UPSERT.format(rows=rows, greatest=greatest), params)
+
+
+def replay_metrics() -> dict[str, dict]:
+    """Every replay measurement series: ``{"name" or "name{label}": {count, total, last, max}}``."""
+    out = {}
+    for m in ReplayMetric.objects.all():
+        key = f"{m.name}{{{m.label}}}" if m.label else m.name
+        out[key] = {"name": m.name, "label": m.label, "count": m.count, "total": m.total, "last": m.last, "max": m.max}
+    return out
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+def _pause_point(name: str) -> None:
+    # A test hook for the crash window: with RECKON_SNAPSHOT_PAUSE=<name> the writer says where it is
+    # and waits there, so a test can kill the process with SIGKILL at exactly that point.
+    if os.environ.get("RECKON_SNAPSHOT_PAUSE") == name:
+        sys.stdout.write(f"paused at {name}\n")
+        sys.stdout.flush()
+        time.sleep(float(os.environ.get("RECKON_SNAPSHOT_PAUSE_SECONDS", "120")))
+
+
+def snapshot_write(*, run_id: str, state: RunState) -> Snapshot:
+    """Store ``state`` as a new snapshot of ``run_id`` and make it current, or leave nothing.
+
+    The body goes in first and the pointer moves after it, in one transaction: no reader can see a
+    pointer to a body that is not there, and a crash at any point leaves the previous snapshot
+    current. A pointer never moves backwards: if another writer already published a later seq, this
+    body stays as an older, non-current snapshot.
+    """
+    if state.run_id != run_id:
+        raise SnapshotError(f"the state is of run {state.run_id!r}, not {run_id!r}")
+    if state.last_seq < 1:
+        raise SnapshotError(f"run {run_id!r}: an empty state is not worth a snapshot")
+    t0 = time.perf_counter()
+    body = state_dumps(state)
+    digest = body_digest(body)
+    with transaction.atomic():
+        snap = Snapshot.objects.create(
+            run_id=run_id, seq=state.last_seq, fold_version=FOLD_VERSION, fold_code=FOLD_CODE, body=body, digest=digest
+        )
+        _pause_point("snapshot_body_written")
+        _pointer_publish(run_id, snap)
+        _prune(run_id)
+    metrics_record([("snapshot_write_ms", "", _ms(t0))])
+    return snap
+
+
+def _pointer_publish(run_id: str, snap: Snapshot) -> None:
+    # The row lock (FOR UPDATE on PostgreSQL; SQLite's write transaction holds the whole database)
+    # orders concurrent publishers of one run, so the later seq always wins.
+    current = SnapshotPointer.objects.select_for_update().filter(run_id=run_id).values_list("snapshot_id", flat=True).first()
+    if current is None:
+        try:
+            with transaction.atomic():
+                SnapshotPointer.objects.create(run_id=run_id, snapshot_id=snap.id)
+            return
+        except IntegrityError:  # a concurrent first publisher; take the update path
+            current = SnapshotPointer.objects.select_for_update().filter(run_id=run_id).values_list("snapshot_id", flat=True).get()
+    current_seq = Snapshot.objects.filter(id=current, discarded_at__isnull=True).values_list("seq", flat=True).first()
+    if current_seq is not None and current_seq > snap.seq:
+        return
+    SnapshotPointer.objects.filter(run_id=run_id).update(snapshot_id=snap.id, published_at=Now())
+
+
+def _prune(run_id: str) -> None:
+    keep = list(Snapshot.objects.filter(run_id=run_id).order_by("-id").values_list("id", flat=True)[:KEEP_SNAPSHOTS])
+    current = SnapshotPointer.objects.filter(run_id=run_id).values_list("snapshot_id", flat=True).first()
+    if current is not None:
+        keep.append(current)
+    Snapshot.objects.filter(run_id=run_id).exclude(id__in=keep).delete()
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+def snapshot_current(*, run_id: str) -> tuple[Snapshot | None, bool]:
+    """The run's current snapshot and whether a pointer exists (a pointer without a row: deleted)."""
+    pointed = SnapshotPointer.objects.filter(run_id=run_id).values_list("snapshot_id", flat=True).first()
+    if pointed is None:
+        return None, False
+    return Snapshot.objects.filter(id=pointed, run_id=run_id).first(), True
+
+
+def version_quarantined(*, fold_version: int, fold_code: str) -> bool:
+    return SnapshotQuarantine.objects.filter(fold_version=fold_version, fold_code=fold_code).exists()
+
+
+def version_quarantine(*, fold_version: int, fold_code: str, reason: str) -> None:
+    """No snapshot of this version is loaded or written again (until the fold itself changes)."""
+    try:
+        with transaction.atomic():
+            SnapshotQuarantine.objects.create(fold_version=fold_version, fold_code=fold_code, reason=reason[:5000])
+    except IntegrityError:
+        pass  # already quarantined; the first reason stays
+
+
+def snapshot_discard(*, snapshot_id: int, reason: str) -> None:
+    """Mark a snapshot unusable and unpublish it if it is current. The row stays for diagnosis."""
+    with transaction.atomic():
+        Snapshot.objects.filter(id=snapshot_id, discarded_at__isnull=True).update(discarded_at=Now(), discard_reason=reason[:300])
+        SnapshotPointer.objects.filter(snapshot_id=snapshot_id).delete()
+
+
+@dataclass
+class Restored:
+    """The outcome of folding a run from its snapshot: a state, or why the snapshot was a miss."""
+
+    state: RunState | None
+    miss: str | None = None  # missing, discarded, unknown_version, quarantined, digest, corrupt, gap, tail_fold
+    detail: str = ""
+    tail: int = 0
+    load_ms: float = 0.0
+
+
+def _restore(run_id: str, snap: Snapshot | None, pointer_exists: bool, upto: int | None) -> Restored:
+    t0 = time.perf_counter()
+    if snap is None:
+        return Restored(None, "missing", "the current pointer names a snapshot that no longer exists") if pointer_exists else Restored(None)
+    if snap.discarded_at is not None:
+        return Restored(None, "discarded", snap.discard_reason)
+    if snap.fold_version != FOLD_VERSION or snap.fold_code != FOLD_CODE:
+        return Restored(None, "unknown_version", f"written by fold {snap.fold_version}/{snap.fold_code}, this is {FOLD_VERSION}/{FOLD_CODE}")
+    if version_quarantined(fold_version=snap.fold_version, fold_code=snap.fold_code):
+        return Restored(None, "quarantined", f"fold {snap.fold_version}/{snap.fold_code} is quarantined")
+    if body_digest(snap.body) != snap.digest:
+        return Restored(None, "digest", f"the body's sha256 is not the recorded {snap.digest}")
+    try:
+        st = state_loads(snap.body)
+    except ValueError as exc:
+        return Restored(None, "corrupt", str(exc))
+    if st.run_id != run_id:
+        return Restored(None, "corrupt", f"the body is a state of run {st.run_id!r}")
+    if st.last_seq != snap.seq:
+        return Restored(None, "gap", f"the body ends at seq {st.last_seq}, the snapshot claims seq {snap.seq}")
+    load_ms = _ms(t0)
+    tail = events_load(run_id=run_id, after=snap.seq, upto=upto)
+    if tail and tail[0].seq != snap.seq + 1:
+        return Restored(None, "gap", f"the tail begins at seq {tail[0].seq}, not {snap.seq + 1}")
+    if not tail:
+        # Nothing after the snapshot: the log must still reach it (a log restored from an older
+        # backup would end before the snapshot, and the snapshot would then invent events).
+        head = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first() or 0
+        if head < snap.seq:
+            return Restored(None, "gap", f"the log ends at seq {head}, before the snapshot's seq {snap.seq}")
+    try:
+        for ev in tail:
+            apply(st, ev)
+    except (UnsupportedVersion, UnknownEventType):
+        raise  # a fact about the log, not the cache: the full replay would refuse it the same way
+    except Exception as exc:  # noqa: BLE001 - any failure on the cached path is settled by a full replay
+        return Restored(None, "tail_fold", f"{type(exc).__name__}: {exc}")
+    return Restored(st, None, tail=len(tail), load_ms=load_ms)
+
+
+def run_state_fast(run_id: str, at: int | None = None) -> RunState:
+    """The run's state after event ``at`` (default: the last): the current snapshot plus the tail.
+
+    Falls back to folding the whole log when there is no usable snapshot; a snapshot that fails a
+    check is counted as a miss and discarded. Gives exactly what ``runs.selectors.run_state`` gives.
+    """
+    t0 = time.perf_counter()
+    head = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first()
+    if head is None:
+        raise RunNotFound(run_id)
+    snap, pointer_exists = snapshot_current(run_id=run_id)
+    observations: list[tuple[str, str, float]] = []
+    restored = Restored(None)
+    if snap is not None and at is not None and snap.seq > at:
+        pass  # the snapshot is later than the state asked for: not a miss, just not applicable
+    else:
+        restored = _restore(run_id, snap, pointer_exists, at)
+    if restored.miss:
+        observations.append(("snapshot_misses", restored.miss, 1))
+        if snap is not None:
+            snapshot_discard(snapshot_id=snap.id, reason=f"{restored.miss}: {restored.detail}")
+        else:
+            SnapshotPointer.objects.filter(run_id=run_id).delete()
+    if restored.state is not None:
+        st = restored.state
+        observations += [("snapshot_load_ms", "", restored.load_ms), ("snapshot_seq_gap", "", restored.tail)]
+        replayed = restored.tail
+    else:
+        events = events_load(run_id=run_id, upto=at)
+        st = fold(events)
+        replayed = len(events)
+    observations += [("events_replayed", "", replayed), ("replay_duration_ms", "", _ms(t0))]
+    metrics_record(observations)
+    return st
+
+
+# --- policy ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Policy:
+    interval: int | None  # events between snapshots; None: never
+    min_events: int  # no snapshot while the run is shorter than this
+
+
+def snapshot_policy_get(*, run_id: str) -> Policy:
+    row = SnapshotPolicy.objects.filter(run_id=run_id).values("interval", "min_events").first()
+    if row is not None:
+        return Policy(row["interval"], row["min_events"])
+    return Policy(settings.RECKON_SNAPSHOT_INTERVAL or None, settings.RECKON_SNAPSHOT_MIN_EVENTS)
+
+
+def snapshot_policy_set(*, run_id: str, interval: int | None, min_events: int | None = None) -> Policy:
+    """Give one run its own interval: a voice run may snapshot often, a short one never."""
+    if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int) or interval < 1):
+        raise SnapshotError(f"snapshot interval must be a whole number >= 1 or None (never), got {interval!r}")
+    if min_events is None:
+        min_events = settings.RECKON_SNAPSHOT_MIN_EVENTS
+    if isinstance(min_events, bool) or not isinstance(min_events, int) or min_events < 0:
+        raise SnapshotError(f"min_events must be a whole number >= 0, got {min_events!r}")
+    if not Run.objects.filter(run_id=run_id).exists():
+        raise RunNotFound(run_id)
+    SnapshotPolicy.objects.update_or_create(run_id=run_id, defaults={"interval": interval, "min_events": min_events})
+    return Policy(interval, min_events)
+
+
+def snapshot_maybe(run_id: str) -> Snapshot | None:
+    """Write a snapshot when the run's policy says one is due, else None.
+
+    Due means: the policy has an interval, the run has at least ``min_events`` events, and at least
+    ``interval`` events were appended since the current usable snapshot. A quarantined fold version
+    writes nothing: its snapshots would not be loaded anyway.
+    """
+    policy = snapshot_policy_get(run_id=run_id)
+    head = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first()
+    if head is None:
+        raise RunNotFound(run_id)
+    if not policy.interval or head < policy.min_events:
+        return None
+    snap, _ = snapshot_current(run_id=run_id)
+    since = snap.seq if snap is not None and snap.discarded_at is None and snap.fold_version == FOLD_VERSION and snap.fold_code == FOLD_CODE else 0
+    if head - since < policy.interval:
+        return None
+    if version_quarantined(fold_version=FOLD_VERSION, fold_code=FOLD_CODE):
+        return None
+    return snapshot_write(run_id=run_id, state=run_state_fast(run_id))
+
+
+# --- verification: full-replay equivalence is the release gate -------------------------------------
+
+
+@dataclass
+class Verification:
+    run_id: str
+    snapshot_id: int | None
+    seq: int | None
+    version: str
+    outcome: str  # equal, mismatch, miss, none
+    fields: list[str] = dataclasses.field(default_factory=list)
+    detail: str = ""
+    tail: int = 0
+    events: int = 0
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def line(self) -> str:
+        where = f"snapshot {self.snapshot_id} at seq {self.seq} (fold {self.version})"
+        if self.outcome == "equal":
+            return f"run {self.run_id}: {where} + {self.tail} tail events equals the full replay of {self.events} events"
+        if self.outcome == "mismatch":
+            return (
+                f"run {self.run_id}: {where} + {self.tail} tail events DIFFERS from the full replay of {self.events} events "
+                f"in {', '.join(self.fields)}; fold {self.version} quarantined"
+            )
+        if self.outcome == "miss":
+            return f"run {self.run_id}: {where} is unusable ({self.detail}); discarded, recovery uses the full log"
+        return f"run {self.run_id}: no snapshot"
+
+
+def snapshot_verify(*, run_id: str) -> Verification:
+    """Compute the run's state from its current snapshot plus tail and from the full log; compare.
+
+    A difference is a ``full_replay_equivalence_failures``: the snapshot is discarded and its fold
+    version quarantined, so no snapshot of that version is loaded again. A snapshot that fails its
+    own checks is an ordinary miss (counted and discarded, not an equivalence failure).
+    """
+    snap, pointer_exists = snapshot_current(run_id=run_id)
+    if snap is None and not pointer_exists:
+        return Verification(run_id, None, None, "", "none")
+    version = f"{snap.fold_version}/{snap.fold_code}" if snap is not None else ""
+    result = Verification(run_id, snap.id if snap else None, snap.seq if snap else None, version, "equal")
+    with transaction.atomic():
+        # One transaction, so both computations read the same log even while a writer appends.
+        restored = _restore(run_id, snap, pointer_exists, None)
+        if restored.miss:
+            result.outcome, result.detail = "miss", f"{restored.miss}: {restored.detail}"
+        else:
+            fast = restored.state
+            full = fold(events_load(run_id=run_id, upto=fast.last_seq))
+            result.tail, result.events = restored.tail, full.last_seq
+            result.fields = state_diff(fast, full)
+            if result.fields:
+                result.outcome = "mismatch"
+    if result.outcome == "miss":
+        metrics_record([("snapshot_misses", restored.miss, 1)])
+        if snap is not None:
+            snapshot_discard(snapshot_id=snap.id, reason=result.detail)
+        else:
+            SnapshotPointer.objects.filter(run_id=run_id).delete()
+    elif result.outcome == "mismatch":
+        reason = f"run {run_id} snapshot {snap.id} at seq {snap.seq}: differs from the full replay in {', '.join(result.fields)}"
+        metrics_record([("full_replay_equivalence_failures", "", 1)])
+        version_quarantine(fold_version=snap.fold_version, fold_code=snap.fold_code, reason=reason)
+        snapshot_discard(snapshot_id=snap.id, reason=f"equivalence: differs in {', '.join(result.fields)}")
+    return result
+
+
+def runs_with_snapshots(*, sample: int | None = None) -> list[str]:
+    """Run ids with a published snapshot; a random ``sample`` of them when given."""
+    qs = SnapshotPointer.objects.values_list("run_id", flat=True)
+    qs = qs.order_by("?")[:sample] if sample is not None else qs.order_by("run_id")
+    return list(qs)
+
