@@ -1,0 +1,188 @@
+"""Console-only reads: pages of runs and events, exports, masking, charts' data.
+
+Anything that decides what a call *is* (its risk, its state, what a decision means) belongs to the
+recovery engine's selectors; these only shape stored facts for a screen or a file.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+from runs.events import RECORD_ONLY, EventType
+from runs.models import Event, Run
+
+MASK = "[masked]"
+
+# Types that carry a person's or a rule's decision: the audit screen lists them as "who decided what".
+DECISION_TYPES = (
+    EventType.APPROVAL_REQUESTED.value,
+    EventType.APPROVAL_DECIDED.value,
+    EventType.TOOL_CALL_RESOLVED.value,
+    EventType.RUN_PAUSED.value,
+    EventType.RUN_RESUMED.value,
+    EventType.OPERATOR_NOTE.value,
+    EventType.RECONCILIATION_ATTEMPTED.value,
+)
+ALL_TYPES = tuple(t.value for t in EventType)
+RECORD_ONLY_TYPES = frozenset(t.value for t in RECORD_ONLY)
+
+
+# --- masking ---------------------------------------------------------------------------------
+
+
+def sensitive_fields() -> frozenset[str]:
+    """Every argument name any tool policy marks sensitive.
+
+    The union is applied to every payload, whichever tool it belongs to: evidence and conflict
+    comparisons do not always name their tool, and masking a field of a tool that did not ask for it
+    costs a click on "reveal", whereas missing one leaks it.
+    """
+    try:
+        from recovery.models import ToolPolicy
+    except ImportError:  # the recovery engine is not installed yet: nothing is declared sensitive
+        return frozenset()
+    names: set[str] = set()
+    for fields in ToolPolicy.objects.values_list("sensitive_fields", flat=True):
+        names.update(fields or ())
+    return frozenset(names)
+
+
+def value_mask(value: Any, fields: frozenset[str]) -> Any:
+    """``value`` with every dict entry whose key is in ``fields`` replaced by the mask, recursively."""
+    if not fields:
+        return value
+    if isinstance(value, dict):
+        return {k: (MASK if k in fields and v is not None else value_mask(v, fields)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [value_mask(v, fields) for v in value]
+    return value
+
+
+def mask_for(user) -> frozenset[str]:
+    """The fields to mask for ``user``: none for holders of view_sensitive, the policies' list otherwise."""
+    if user.has_perm("console.view_sensitive"):
+        return frozenset()
+    return sensitive_fields()
+
+
+def value_at(value: Any, path: str) -> Any:
+    """The value at a dotted path (``arguments.account``, ``tool_calls.0.arguments.account``)."""
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            raise KeyError(path)
+    return value
+
+
+def masked_paths(value: Any, fields: frozenset[str], prefix: str = "") -> list[str]:
+    """Dotted paths of the entries ``value_mask`` would hide: what a reveal button may name."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            p = f"{prefix}{k}"
+            if k in fields and v is not None:
+                out.append(p)
+            else:
+                out.extend(masked_paths(v, fields, p + "."))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.extend(masked_paths(v, fields, f"{prefix}{i}."))
+    return out
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Page:
+    items: list
+    next_cursor: Any = None  # pass back as the keyset cursor for the following page; None at the end
+
+
+def runs_page(*, q: str = "", after: str | None = None, limit: int = 50) -> Page:
+    """Runs by id (keyset: ``after`` is the last run id seen), optionally those whose id contains ``q``."""
+    qs = Run.objects.order_by("run_id").only("run_id", "origin", "created_at", "last_seq", "finished_seq", "lease_holder", "lease_expires_at")
+    if q:
+        qs = qs.filter(run_id__icontains=q)
+    if after:
+        qs = qs.filter(run_id__gt=after)
+    rows = list(qs[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, rows[-1].run_id if more else None)
+
+
+def run_events_page(*, run_id: str, types: Iterable[str] = (), before: int | None = None, limit: int = 100) -> Page:
+    """The run's stored events newest first, ``seq < before``, of the given types (all when empty).
+
+    Long runs are read from the newest end so the first screen costs one index range scan on
+    (run, seq) however long the run is; "load older" passes the last seq shown as ``before``.
+    """
+    qs = Event.objects.filter(run_id=run_id).order_by("-seq").only("seq", "type", "v", "ts", "payload", "recorded_at")
+    types = [t for t in types if t]
+    if types:
+        qs = qs.filter(type__in=types)
+    if before is not None:
+        qs = qs.filter(seq__lt=before)
+    rows = list(qs[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, rows[-1].seq if more and rows else None)
+
+
+def run_decisions(*, run_id: str, limit: int = 200) -> list[Event]:
+    """Who decided what and why in this run: approvals, resolutions, notes, pauses, attempts, oldest first."""
+    return list(Event.objects.filter(run_id=run_id, type__in=DECISION_TYPES).order_by("seq")[:limit])
+
+
+def run_type_counts(*, run_id: str) -> dict[str, int]:
+    from django.db.models import Count
+
+    return dict(Event.objects.filter(run_id=run_id).values_list("type").annotate(n=Count("id")).order_by("type"))
+
+
+# --- export ----------------------------------------------------------------------------------
+
+
+def _ts(value) -> str:
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def run_export_lines(*, run_id: str, fields: frozenset[str]) -> Iterator[dict]:
+    """The run's events as CONTRACTS section-1 objects (``v`` only when not 1), masked by ``fields``."""
+    qs = Event.objects.filter(run_id=run_id).order_by("seq").values_list("seq", "type", "ts", "payload", "v")
+    for seq, type_, ts, payload, v in qs.iterator(chunk_size=2000):
+        doc = {"seq": seq, "type": type_, "ts": _ts(ts), "payload": value_mask(payload, fields)}
+        if v != 1:
+            doc["v"] = v
+        yield doc
+
+
+def run_export(*, run_id: str, fmt: str, fields: frozenset[str]) -> tuple[bytes, str]:
+    """The export file's bytes and their sha256 hex digest. ``fmt`` is ``jsonl`` or ``csv``.
+
+    JSONL is the reference log format itself, so an unmasked export imports again unchanged; CSV has
+    one row per event with the payload as a JSON cell, for spreadsheets.
+    """
+    lines = run_export_lines(run_id=run_id, fields=fields)
+    if fmt == "jsonl":
+        body = "".join(json.dumps(d, ensure_ascii=False, separators=(", ", ": ")) + "\n" for d in lines).encode("utf-8")
+    elif fmt == "csv":
+        buf = io.StringIO(newline="")
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["seq", "type", "ts", "v", "record_only", "payload"])
+        for d in lines:
+            w.writerow([d["seq"], d["type"], d["ts"], d.get("v", 1), "yes" if d["type"] in RECORD_ONLY_TYPES else "no", json.dumps(d["payload"], ensure_ascii=False, sort_keys=True)])
+        body = buf.getvalue().encode("utf-8")
+    else:
+        raise ValueError(f"export format {fmt!r} is not one of jsonl, csv")
+    return body, hashlib.sha256(body).hexdigest()

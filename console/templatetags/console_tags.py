@@ -1,0 +1,93 @@
+"""Template filters for the console: times in UTC with a relative age, and payload rendering."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from django import template
+from django.utils.html import format_html
+
+register = template.Library()
+
+
+def _as_dt(value) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
+def duration_words(seconds: float) -> str:
+    """A short human duration: 42 s, 7 min, 3 h 12 min, 2 d 4 h."""
+    s = int(abs(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        h, m = divmod(s // 60, 60)
+        return f"{h} h {m} min" if m else f"{h} h"
+    d, h = divmod(s // 3600, 24)
+    return f"{d} d {h} h" if h else f"{d} d"
+
+
+@register.filter
+def duration(seconds) -> str:
+    try:
+        return duration_words(float(seconds))
+    except (TypeError, ValueError):
+        return ""
+
+
+@register.filter
+def utc(value) -> str:
+    """``2026-09-08 11:00:03 UTC`` inside a <time> element whose datetime attribute is exact."""
+    dt = _as_dt(value)
+    if dt is None:
+        return value or ""
+    dt = dt.astimezone(timezone.utc)
+    return format_html('<time datetime="{}">{}</time>', dt.isoformat().replace("+00:00", "Z"), dt.strftime("%Y-%m-%d %H:%M:%S UTC"))
+
+
+@register.filter
+def age(value) -> str:
+    """How long ago, in words: ``3 h 12 min ago``."""
+    dt = _as_dt(value)
+    if dt is None:
+        return ""
+    delta = (datetime.now(timezone.utc) - dt).total_seconds()
+    return f"{duration_words(delta)} ago" if delta >= 0 else f"in {duration_words(delta)}"
+
+
+@register.filter
+def when(value) -> str:
+    """Absolute UTC time followed by the relative age."""
+    dt = _as_dt(value)
+    if dt is None:
+        return value or ""
+    return format_html("{} <span class=\"age\">({})</span>", utc(dt), age(dt))
+
+
+@register.filter
+def pretty(value) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+@register.filter
+def scalar(value) -> bool:
+    return not isinstance(value, (dict, list))
+
+
+@register.filter
+def get(mapping, key):
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None

@@ -1,0 +1,25 @@
+"""The console's screens, included at the site root by console/urls.py under the ``console`` namespace."""
+
+from django.urls import path
+
+from console import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("login/", views.LoginView.as_view(), name="login"),
+    path("logout/", views.logout_view, name="logout"),
+    path("runs/", views.runs_list, name="runs"),
+    path("runs/<str:run_id>/", views.run_detail, name="run"),
+    path("runs/<str:run_id>/state/", views.run_state_view, name="run_state"),
+    path("runs/<str:run_id>/export.<str:fmt>.sha256", views.run_export_digest, name="run_export_digest"),
+    path("runs/<str:run_id>/export.<str:fmt>", views.run_export, name="run_export"),
+    path("runs/<str:run_id>/events/<int:seq>/reveal/", views.reveal, name="reveal"),
+]
+urlpatterns += [
+    path("overview/", views.overview, name="overview"),
+    path("queue/", views.queue, name="queue"),
+    path("decisions/", views.decisions, name="decisions"),
+    path("policies/", views.policies, name="policies"),
+]

@@ -1,0 +1,81 @@
+"""Named actors for the console's tests: Olivia on call, Colin in compliance, Mandy the manager,
+Otto the outsider (signed in, in no group), Ada the administrator, and an anonymous visitor."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Playwright's sync API runs an event loop in the test thread; Django refuses ORM calls from a thread
+# with a running loop unless told that this is deliberate.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+PASSWORD = "correct horse battery staple"
+
+
+def _user(username: str, group: str | None = None, **extra):
+    from django.contrib.auth.models import Group, User
+
+    u = User.objects.create_user(username, password=PASSWORD, **extra)
+    if group:
+        u.groups.add(Group.objects.get(name=group))
+    return u
+
+
+@pytest.fixture
+def roles(db):
+    from console.roles import roles_ensure
+
+    roles_ensure()
+
+
+@pytest.fixture
+def oncall(roles):
+    return _user("olivia.oncall", "oncall")
+
+
+@pytest.fixture
+def compliance(roles):
+    return _user("colin.compliance", "compliance")
+
+
+@pytest.fixture
+def manager(roles):
+    return _user("mandy.manager", "manager")
+
+
+@pytest.fixture
+def outsider(roles):
+    return _user("otto.outsider")
+
+
+@pytest.fixture
+def admin_user(roles):
+    return _user("ada.admin", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def actors(oncall, compliance, manager, outsider, admin_user):
+    return {"oncall": oncall, "compliance": compliance, "manager": manager, "outsider": outsider, "admin": admin_user, "anonymous": None}
+
+
+@pytest.fixture
+def v1_runs(db):
+    """The four v1 reference runs, imported as an operator would."""
+    from runs.importer import paths_import
+
+    results = paths_import([str(FIXTURES / "events" / "v1")])
+    assert all(r.outcome == "imported" for r in results), [r.line() for r in results]
+    return [r.run_id for r in results]
+
+
+def client_for(user, *, csrf: bool = False):
+    from django.test import Client
+
+    c = Client(enforce_csrf_checks=csrf)
+    if user is not None:
+        c.force_login(user)
+    return c

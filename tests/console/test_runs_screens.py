@@ -1,0 +1,69 @@
+import hashlib
+import json
+
+from tests.console.conftest import client_for
+
+
+def test_the_run_list_names_every_imported_run(oncall, v1_runs):
+    body = client_for(oncall).get("/runs/").content.decode()
+    for run_id in v1_runs:
+        assert run_id in body
+
+
+def test_the_audit_timeline_shows_record_only_events_and_filters_by_type(compliance, v1_runs):
+    c = client_for(compliance)
+    body = c.get("/runs/run-regulator-notice/").content.decode()
+    assert "guardrail_triggered" in body and "record-only" in body
+    assert "approval_decided" in body and "Reviewed with legal" in body
+    only = c.get("/runs/run-regulator-notice/", {"type": "guardrail_triggered"}).content.decode()
+    assert 'id="ev-6"' in only and 'id="ev-5"' not in only
+
+
+def test_a_long_run_pages_from_the_newest_events_and_loads_older_ones(compliance, v1_runs):
+    from console import selectors
+
+    page = selectors.run_events_page(run_id="run-support-compaction", limit=5)
+    assert [e.seq for e in page.items] == [17, 16, 15, 14, 13] and page.next_cursor == 13
+    c = client_for(compliance)
+    older = c.get("/runs/run-support-compaction/", {"before": 13}, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="ev-12"' in older and 'id="ev-13"' not in older and "<html" not in older
+
+
+def test_the_folded_state_is_shown_at_any_seq(compliance, v1_runs):
+    c = client_for(compliance)
+    body = c.get("/runs/run-regulator-notice/", {"at": 8}).content.decode()
+    assert "State after seq <strong>8</strong>" in body
+    part = c.get("/runs/run-regulator-notice/state/", {"at": 14}, HTTP_HX_REQUEST="true").content.decode()
+    assert "status <strong>finished</strong>" in part or "finished" in part
+    assert c.get("/runs/run-regulator-notice/", {"at": "x"}).status_code == 400
+
+
+def test_the_jsonl_export_is_the_reference_format_with_its_digest(compliance, v1_runs, tmp_path):
+    c = client_for(compliance)
+    resp = c.get("/runs/run-q3-recon/export.jsonl")
+    assert resp.status_code == 200
+    body = resp.content
+    assert resp["X-Reckon-SHA256"] == hashlib.sha256(body).hexdigest()
+    lines = [json.loads(line) for line in body.decode().splitlines()]
+    assert [d["seq"] for d in lines] == list(range(1, len(lines) + 1))
+    digest = c.get("/runs/run-q3-recon/export.jsonl.sha256").content.decode()
+    assert digest == f"{hashlib.sha256(body).hexdigest()}  run-q3-recon.jsonl\n"
+    csv_resp = c.get("/runs/run-q3-recon/export.csv")
+    assert csv_resp.content.decode().splitlines()[0] == "seq,type,ts,v,record_only,payload"
+    assert csv_resp["X-Reckon-SHA256"] == hashlib.sha256(csv_resp.content).hexdigest()
+
+
+def test_an_exported_run_imports_again_unchanged(compliance, v1_runs, tmp_path):
+    from runs.importer import paths_import
+
+    body = client_for(compliance).get("/runs/run-q3-recon/export.jsonl").content
+    path = tmp_path / "run-q3-recon.jsonl"
+    path.write_bytes(body)
+    [result] = paths_import([str(path)])
+    assert result.outcome == "unchanged", result.line()
+
+
+def test_an_unknown_run_or_export_format_is_a_404(compliance, v1_runs):
+    c = client_for(compliance)
+    assert c.get("/runs/no-such-run/").status_code == 404
+    assert c.get("/runs/run-q3-recon/export.xml").status_code == 404
