@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class ConsoleConfig(AppConfig):
     name = "console"
     verbose_name = "Reckon console"
+
+    def ready(self):
+        # Every process that appends (server, worker, agent using the store directly) keeps the
+        # run-tenant read model in the append's own transaction.
+        from console.tenancy import run_tenants_project
+        from runs.store import projector_register
+
+        projector_register(run_tenants_project)

@@ -1,6 +1,12 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+
+from console.api import api
+from console.metrics import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/", api.urls),
+    path("metrics", metrics_view, name="metrics"),
+    path("", include("console.urls_screens")),
 ]

@@ -1,0 +1,125 @@
+"""The project's HTTP API at /api/ (OpenAPI at /api/openapi.json, docs at /api/docs).
+
+One router per app (runs/api.py, recovery/api.py) added here, and every domain error mapped to a
+status exactly once, below. Each handler answers with the schema its operation declares for that
+status, so the OpenAPI document describes every response a client can get; nothing a caller sends
+should ever end in a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.http import Http404, HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from console.api_base import Conflicted, Forbidden, NotFound, Unprocessable
+from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunNotFound
+from runs.fold import FoldError
+from runs.upcasters import UnsupportedVersion
+
+log = logging.getLogger("reckon.api")
+
+api = NinjaAPI(
+    title="Reckon API",
+    version="1",
+    description=(
+        "Agents append their run logs under a lease; operators read runs, uncertain calls and policies, "
+        "and record decisions. Machines authenticate with `Authorization: Bearer <token>`; console users "
+        "with their session (and the CSRF token on writes)."
+    ),
+    urls_namespace="api",
+)
+
+
+def _error(request, status: int, detail: str, code: str, **extra):
+    return api.create_response(request, {"detail": detail, "code": code, **extra}, status=status)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc):
+    return _error(request, 401, "authentication required: a Bearer token or a signed-in session", "unauthenticated")
+
+
+@api.exception_handler(Forbidden)
+def _forbidden(request: HttpRequest, exc):
+    return _error(request, 403, str(exc), "forbidden")
+
+
+@api.exception_handler(RunNotFound)
+def _run_not_found(request: HttpRequest, exc):
+    return _error(request, 404, str(exc), "not_found")
+
+
+@api.exception_handler(NotFound)
+def _not_found(request: HttpRequest, exc):
+    return _error(request, 404, str(exc), "not_found")
+
+
+@api.exception_handler(Http404)
+def _http404(request: HttpRequest, exc):
+    return _error(request, 404, str(exc) or "not found", "not_found")
+
+
+@api.exception_handler(FenceError)
+def _fenced(request: HttpRequest, exc: FenceError):
+    # StaleEpoch, SeqConflict and RunFinished: the store already logged and recorded the refusal.
+    code = {"StaleEpoch": "stale_epoch", "SeqConflict": "seq_conflict", "RunFinished": "run_finished"}.get(type(exc).__name__, "fenced")
+    return _error(request, 409, str(exc), code, run_id=exc.run_id, current_epoch=exc.current_epoch, last_seq=exc.last_seq)
+
+
+@api.exception_handler(LeaseHeld)
+def _lease_held(request: HttpRequest, exc: LeaseHeld):
+    return _error(request, 409, str(exc), "lease_held", run_id=exc.run_id, current_epoch=exc.epoch, holder=exc.holder, expires_at=exc.expires_at)
+
+
+@api.exception_handler(Conflicted)
+def _conflicted(request: HttpRequest, exc: Conflicted):
+    return _error(request, 409, str(exc), exc.code)
+
+
+@api.exception_handler(InvalidEvent)
+def _invalid(request: HttpRequest, exc):
+    return _error(request, 422, str(exc), "invalid")
+
+
+@api.exception_handler(Unprocessable)
+def _unprocessable(request: HttpRequest, exc):
+    return _error(request, 422, str(exc), "invalid")
+
+
+@api.exception_handler(UnsupportedVersion)
+def _unsupported(request: HttpRequest, exc):
+    return _error(request, 422, str(exc), "unsupported_version")
+
+
+@api.exception_handler(FoldError)
+def _fold_error(request: HttpRequest, exc):
+    return _error(request, 422, str(exc), "unfoldable")
+
+
+@api.exception_handler(ValidationError)
+def _validation(request: HttpRequest, exc: ValidationError):
+    where = "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors[:5]
+    )
+    errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors]
+    return _error(request, 422, f"invalid request: {where}", "invalid", errors=errors)
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError):
+    return _error(request, exc.status_code, str(exc), "error")
+
+
+from runs.api import router as runs_router  # noqa: E402
+
+api.add_router("/", runs_router)
+
+try:  # the recovery router joins once the recovery engine's services exist in the tree
+    from recovery.api import router as recovery_router  # noqa: E402
+except ImportError as exc:  # pragma: no cover - only while recovery/api.py is being written
+    log.debug("recovery API not mounted: %s", exc)
+else:
+    api.add_router("/", recovery_router)

@@ -1,0 +1,86 @@
+"""Which tenants a run belongs to, kept as a read model beside every append.
+
+A run's tenants are the ones its events name: ``tenant`` on ``run_started`` (an agent may declare
+it) and on every ``tool_call_started`` (schema version 2 fills it in, from the arguments or
+``default``; version 1 events are read through the upcasters so both give the same answer). A run
+that names none belongs to ``default``. A token limited to tenants sees a run only when every
+tenant of the run is one of its own: a run that touched tenants A and B is invisible to a token
+of A alone, because its log holds B's data too.
+
+The projector runs inside ``events_append``'s transaction, so the table can never disagree with the
+committed log; ``run_tenants_rebuild`` recomputes it from the log for data written before it existed.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from django.db.models import Q, QuerySet
+
+from runs.fold import Event
+from runs.upcasters import DEFAULT_TENANT, events_upcast
+
+_NAMING = ("run_started", "tool_call_started")
+
+
+def tenants_named(run_id: str, events: Iterable[Event]) -> set[str]:
+    found = set()
+    for ev in events_upcast([e for e in events if e.type in _NAMING], run_id):
+        tenant = ev.payload.get("tenant")
+        if isinstance(tenant, str) and tenant:
+            found.add(tenant)
+    return found
+
+
+def run_tenants_project(run_id: str, events: list[Event]) -> None:
+    """Projector (registered in ConsoleConfig.ready): record the tenants ``events`` name."""
+    found = tenants_named(run_id, events)
+    if found:
+        from console.models import RunTenant
+
+        RunTenant.objects.bulk_create([RunTenant(run_id=run_id, tenant=t) for t in sorted(found)], ignore_conflicts=True)
+
+
+def run_tenant_claim(*, run_id: str, tenant: str) -> None:
+    """Record ``tenant`` for a run that names none yet (a tenant-limited agent opening a new run)."""
+    from console.models import RunTenant
+
+    if not RunTenant.objects.filter(run_id=run_id).exists():
+        RunTenant.objects.bulk_create([RunTenant(run_id=run_id, tenant=tenant)], ignore_conflicts=True)
+
+
+def run_tenants(*, run_id: str) -> set[str]:
+    from console.models import RunTenant
+
+    return set(RunTenant.objects.filter(run_id=run_id).values_list("tenant", flat=True)) or {DEFAULT_TENANT}
+
+
+def runs_visible(qs: QuerySet, tenants: Iterable[str] | None, field: str = "run_id") -> QuerySet:
+    """``qs`` narrowed to runs whose every tenant is in ``tenants`` (None: no limit)."""
+    if tenants is None:
+        return qs
+    from console.models import RunTenant
+
+    allowed = list(tenants)
+    outside = RunTenant.objects.exclude(tenant__in=allowed).values("run_id")
+    inside = RunTenant.objects.filter(tenant__in=allowed).values("run_id")
+    named = RunTenant.objects.values("run_id")
+    visible = Q(**{f"{field}__in": inside})
+    if DEFAULT_TENANT in allowed:
+        visible |= ~Q(**{f"{field}__in": named})
+    return qs.filter(visible).exclude(**{f"{field}__in": outside})
+
+
+def run_tenants_rebuild() -> int:
+    """Recompute the table from the log; returns the number of rows written."""
+    from console.models import RunTenant
+    from runs.models import Event as EventRow
+    from runs.store import events_read
+
+    RunTenant.objects.all().delete()
+    n = 0
+    for run_id in EventRow.objects.filter(type__in=_NAMING).values_list("run_id", flat=True).distinct():
+        found = tenants_named(run_id, [e for e in events_read(run_id=run_id) if e.type in _NAMING])
+        RunTenant.objects.bulk_create([RunTenant(run_id=run_id, tenant=t) for t in sorted(found)], ignore_conflicts=True)
+        n += len(found)
+    return n
