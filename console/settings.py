@@ -147,9 +147,20 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT_S", 3600, minimum=60)}
 CELERY_BEAT_SCHEDULE: dict = {}
 
+# Recovery (recovery/): how long a recovery worker holds a run's lease, the backoff between lookups
+# of a call whose outcome is still unknown, and how often beat scans for due uncertain calls.
+RECKON_RECOVERY_LEASE_SECONDS = envint("RECKON_RECOVERY_LEASE_SECONDS", 60, minimum=1)
+RECKON_RECOVERY_BACKOFF_S = envint("RECKON_RECOVERY_BACKOFF_S", 10, minimum=0)
+RECKON_RECOVERY_BACKOFF_MAX_S = envint("RECKON_RECOVERY_BACKOFF_MAX_S", 900, minimum=1)
+RECKON_RECOVERY_SCAN_S = envint("RECKON_RECOVERY_SCAN_S", 15, minimum=1)
+CELERY_BEAT_SCHEDULE["recovery-scan"] = {"task": "recovery.tasks.reconcile_scan", "schedule": float(RECKON_RECOVERY_SCAN_S)}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "console.logging.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "WARNING")},
+    # Recovery decisions and fencing rejections are logged at INFO/WARNING as JSON lines.
+    "loggers": {"reckon": {"level": envstr("RECKON_LOG_LEVEL", "INFO")}},
 }

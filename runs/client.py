@@ -1,0 +1,420 @@
+"""The agent client: open a run, hold its lease, append events, invoke tools without repeating effects.
+
+``open_run`` is the same call for a new and a resumed run (seed 5.3): it takes the lease (waiting
+for a crashed holder's lease to lapse), folds whatever the log holds, and appends ``run_started`` to
+an empty log or ``run_resumed`` to a populated one. There is no ``if resuming`` in the agent's loop.
+
+``AgentRun.invoke`` follows the seed's ``_invoke_one`` (5.5):
+
+1. the key is computed from the run and the call's canonical signature (CONTRACTS section 2);
+2. a key the log already completed returns the stored result, without calling the tool;
+3. ``tool_call_started`` is appended *before* the tool runs, so a crash from here on leaves a start
+   with no completion: detectable, never silently lost;
+4. the tool receives the key, to transmit to the receiver (``Idempotency-Key``);
+5. the completion is appended after. A tool that raises ``ToolFailed`` proved it failed: the
+   completion records ``is_error`` and a null key, so the action may be tried again. Anything else it
+   raises (a timeout, a reset connection, a bug) proves nothing: the start stays open, the call is
+   uncertain, and ``CallUncertain`` is raised. A timeout is never reported as a failure.
+
+A start of the same key left open by an earlier epoch (the crashed process) is uncertain too: the
+client does not call the tool again, because "again" may mean "twice". Recovery (or a person)
+settles it; a tool whose receiver honours the key may opt in with ``retry_uncertain=True``.
+
+Two transports with one interface: ``HttpTransport`` talks to Reckon's API with a token and needs
+no Django; ``StoreTransport`` calls ``runs.leases`` and ``runs.store`` in-process.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+from urllib.parse import quote, urlsplit
+
+from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqConflict, StaleEpoch, StoreError
+from runs.fold import Event, RunState, apply, fold
+from runs.identity import idempotency_key, signature
+
+log = logging.getLogger("reckon.client")
+
+
+# --- what a transport does -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    run_id: str
+    epoch: int
+    holder: str
+    last_seq: int
+
+
+class Transport(Protocol):
+    def acquire(self, run_id: str, holder: str, ttl: float, tenant: str | None) -> LeaseInfo: ...
+    def renew(self, run_id: str, epoch: int, ttl: float) -> LeaseInfo: ...
+    def release(self, run_id: str, epoch: int) -> None: ...
+    def append(self, run_id: str, epoch: int, expected_seq: int, events: list[dict]) -> list[Event]: ...
+    def events(self, run_id: str) -> list[Event]: ...
+
+
+class ClientError(StoreError):
+    """The API refused the client itself (credentials, scope, tenant) or answered unexpectedly."""
+
+
+class StoreTransport:
+    """In-process: the store and leases directly (the caller has set up Django)."""
+
+    def acquire(self, run_id, holder, ttl, tenant):
+        from runs.leases import lease_acquire
+
+        lease = lease_acquire(run_id=run_id, holder=holder, ttl_seconds=ttl)
+        if tenant:
+            from console.tenancy import run_tenant_claim
+
+            run_tenant_claim(run_id=run_id, tenant=tenant)
+        return LeaseInfo(run_id, lease.epoch, lease.holder, lease.last_seq)
+
+    def renew(self, run_id, epoch, ttl):
+        from runs.leases import lease_renew
+
+        lease = lease_renew(run_id=run_id, epoch=epoch, ttl_seconds=ttl)
+        return LeaseInfo(run_id, lease.epoch, lease.holder, lease.last_seq)
+
+    def release(self, run_id, epoch):
+        from runs.leases import lease_release
+
+        lease_release(run_id=run_id, epoch=epoch)
+
+    def append(self, run_id, epoch, expected_seq, events):
+        from runs.store import NewEvent, events_append
+
+        return events_append(run_id=run_id, epoch=epoch, expected_seq=expected_seq, events=[NewEvent(e["type"], e["payload"]) for e in events])
+
+    def events(self, run_id):
+        from runs.store import events_load
+
+        return events_load(run_id=run_id)
+
+    def close_thread(self):
+        from django.db import connection
+
+        connection.close()
+
+
+class HttpTransport:
+    """Reckon's HTTP API with a Bearer token; one keep-alive connection per thread."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0):
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base_url must be http(s)://host[:port], got {base_url!r}")
+        self.scheme, self.host, self.port = parts.scheme, parts.hostname, parts.port
+        self.prefix = parts.path.rstrip("/")
+        self.token, self.timeout = token, timeout
+        self._local = threading.local()
+
+    def _conn(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+            conn = self._local.conn = cls(self.host, self.port, timeout=self.timeout)
+        return conn
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        for attempt in (1, 2):
+            conn = self._conn()
+            try:
+                conn.request(method, self.prefix + path, body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                # A keep-alive connection the server closed while idle: retry once on a fresh one.
+                # The append path is safe to repeat: a repeat of an append that did land is refused
+                # by the seq fence (409), never written twice.
+                conn.close()
+                self._local.conn = None
+                if attempt == 2:
+                    raise ClientError(f"{method} {path}: {exc}") from exc
+        doc = json.loads(raw) if raw else None
+        return resp.status, doc
+
+    def _check(self, status: int, doc: Any, what: str) -> Any:
+        if status < 300:
+            return doc
+        detail = (doc or {}).get("detail", "") if isinstance(doc, dict) else str(doc)
+        code = (doc or {}).get("code") if isinstance(doc, dict) else None
+        if status == 409:
+            run_id = doc.get("run_id") or ""
+            if code == "lease_held":
+                from datetime import datetime
+
+                expires = doc.get("expires_at")
+                expires = datetime.fromisoformat(expires.replace("Z", "+00:00")) if expires else None
+                raise LeaseHeld(run_id=run_id, holder=doc.get("holder") or "", epoch=doc.get("current_epoch") or 0, expires_at=expires)
+            cur, last = doc.get("current_epoch") or 0, doc.get("last_seq") or 0
+            if code == "stale_epoch":
+                err = StaleEpoch(run_id=run_id, epoch=-1, current_epoch=cur, last_seq=last)
+            elif code == "seq_conflict":
+                err = SeqConflict(run_id=run_id, expected_seq=-1, last_seq=last, current_epoch=cur)
+            elif code == "run_finished":
+                err = RunFinished(run_id=run_id, finished_seq=last, current_epoch=cur, last_seq=last)
+            else:
+                err = FenceError(detail, run_id=run_id, current_epoch=cur, last_seq=last)
+            err.args = (detail,)
+            raise err
+        if status == 404:
+            raise RunNotFound(what)
+        if status == 422:
+            raise InvalidEvent(detail)
+        raise ClientError(f"{what}: HTTP {status}: {detail}")
+
+    def acquire(self, run_id, holder, ttl, tenant):
+        body = {"holder": holder, "ttl_seconds": ttl, **({"tenant": tenant} if tenant else {})}
+        doc = self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/lease", body), run_id)
+        return LeaseInfo(run_id, doc["epoch"], doc["holder"], doc["last_seq"])
+
+    def renew(self, run_id, epoch, ttl):
+        doc = self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/lease/renew", {"epoch": epoch, "ttl_seconds": ttl}), run_id)
+        return LeaseInfo(run_id, doc["epoch"], doc["holder"], doc["last_seq"])
+
+    def release(self, run_id, epoch):
+        self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/lease/release", {"epoch": epoch}), run_id)
+
+    def append(self, run_id, epoch, expected_seq, events):
+        doc = self._check(
+            *self.request("POST", f"/runs/{quote(run_id, safe='')}/events", {"epoch": epoch, "expected_seq": expected_seq, "events": events}), run_id
+        )
+        return [Event(doc["first_seq"] + i, e["type"], e["payload"], None) for i, e in enumerate(events)]
+
+    def events(self, run_id):
+        out: list[Event] = []
+        after = 0
+        while True:
+            status, doc = self.request("GET", f"/runs/{quote(run_id, safe='')}/events?after={after}&limit=1000")
+            if status == 404:
+                return out
+            doc = self._check(status, doc, run_id)
+            out.extend(Event(e["seq"], e["type"], e["payload"], e["ts"], e["v"]) for e in doc["events"])
+            if doc["next_after"] is None:
+                return out
+            after = doc["next_after"]
+
+    def close_thread(self):
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+# --- tools and results -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: Any
+
+    def signature(self) -> str:
+        return signature(self.name, self.arguments)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call_id: str
+    name: str
+    content: Any
+    is_error: bool = False
+    replayed: bool = False  # the stored result of a key the log had already completed
+
+
+class ToolFailed(Exception):
+    """Raised by a tool that KNOWS its action did not take effect (e.g. the receiver said 400)."""
+
+
+class CallUncertain(Exception):
+    """The call may or may not have taken effect; it stays open for reconciliation or a person."""
+
+    def __init__(self, message: str, *, run_id: str, call_id: str, idempotency_key: str, start_seq: int | None):
+        self.run_id, self.call_id, self.idempotency_key, self.start_seq = run_id, call_id, idempotency_key, start_seq
+        super().__init__(message)
+
+
+Tool = Callable[..., Any]  # tool(arguments, *, idempotency_key) -> content
+
+
+# --- a run held by this process --------------------------------------------------------------
+
+
+@dataclass
+class AgentRun:
+    run_id: str
+    transport: Any
+    epoch: int
+    holder: str
+    ttl: float
+    state: RunState
+    tenant: str | None = None
+    lease_lost: threading.Event = field(default_factory=threading.Event)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _renewer: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # appending ---------------------------------------------------------------------------------
+
+    def append_many(self, events: list[tuple[str, dict]]) -> list[Event]:
+        """Append events at the next seqs under this run's epoch and fold them into ``state``."""
+        with self._lock:
+            docs = [{"type": t, "payload": p} for t, p in events]
+            appended = self.transport.append(self.run_id, self.epoch, self.state.last_seq, docs)
+            for ev in appended:
+                apply(self.state, ev)
+            return appended
+
+    def append(self, type: str, **payload) -> Event:
+        return self.append_many([(type, payload)])[0]
+
+    # invoking ----------------------------------------------------------------------------------
+
+    def key_for(self, call: ToolCall) -> str:
+        return idempotency_key(self.run_id, call.signature())
+
+    def invoke(self, call: ToolCall, tool: Tool, *, retry_uncertain: bool = False) -> ToolResult:
+        """Run ``tool`` for ``call`` at most once per logical action (see the module docstring)."""
+        sig = call.signature()
+        key = idempotency_key(self.run_id, sig)
+        if key in self.state.completed_calls:
+            # Replayed after a crash, or the model asked twice: the effect already happened, and
+            # returning the stored result is the only safe answer.
+            return ToolResult(call.id, call.name, self.state.completed_calls[key], replayed=True)
+        earlier = next((c for c in self.state.open_calls.values() if c.idempotency_key == key), None)
+        if earlier is not None and not retry_uncertain:
+            raise CallUncertain(
+                f"{call.name} with key {key} started at seq {earlier.start_seq} and never completed: it may have taken "
+                "effect, so it is left for reconciliation instead of being run again",
+                run_id=self.run_id,
+                call_id=earlier.call_id,
+                idempotency_key=key,
+                start_seq=earlier.start_seq,
+            )
+        payload = {"call_id": call.id, "name": call.name, "arguments": call.arguments, "idempotency_key": key, "signature": sig}
+        if self.tenant:
+            payload["tenant"] = self.tenant
+        start = self.append("tool_call_started", **payload)
+        try:
+            content = tool(call.arguments, idempotency_key=key)
+        except ToolFailed as exc:
+            self.append("tool_call_completed", call_id=call.id, name=call.name, content=str(exc), is_error=True, idempotency_key=None, signature=sig, source="live")
+            return ToolResult(call.id, call.name, str(exc), is_error=True)
+        except Exception as exc:
+            # Not a proof of failure: a timeout or a reset after the receiver accepted the request
+            # looks exactly like this. Leave the start open; it is uncertain from now on.
+            log.warning("tool call uncertain", extra={"run_id": self.run_id, "key": key, "epoch": self.epoch, "reason": repr(exc)})
+            raise CallUncertain(
+                f"{call.name} with key {key} raised {type(exc).__name__}: {exc}; its effect is unknown",
+                run_id=self.run_id,
+                call_id=call.id,
+                idempotency_key=key,
+                start_seq=start.seq,
+            ) from exc
+        self.append("tool_call_completed", call_id=call.id, name=call.name, content=content, is_error=False, idempotency_key=key, signature=sig, source="live")
+        return ToolResult(call.id, call.name, content)
+
+    # the lease ---------------------------------------------------------------------------------
+
+    def _renew_loop(self) -> None:
+        interval = max(0.05, self.ttl / 3)
+        try:
+            while not self._stop.wait(interval):
+                try:
+                    self.transport.renew(self.run_id, self.epoch, self.ttl)
+                except StaleEpoch:
+                    # Someone else owns the run now; every further append will be fenced anyway.
+                    log.warning("lease lost", extra={"run_id": self.run_id, "epoch": self.epoch})
+                    self.lease_lost.set()
+                    return
+                except Exception as exc:  # a blip: try again next interval, the fence stays the judge
+                    log.warning("lease renewal failed", extra={"run_id": self.run_id, "epoch": self.epoch, "reason": repr(exc)})
+        finally:
+            close = getattr(self.transport, "close_thread", None)
+            if close:
+                close()
+
+    def _start_renewing(self) -> None:
+        self._renewer = threading.Thread(target=self._renew_loop, name=f"lease-{self.run_id}", daemon=True)
+        self._renewer.start()
+
+    def close(self, *, outcome: Any = None, release: bool = True) -> None:
+        """Stop renewing; append ``run_finished`` when ``outcome`` is given; release the lease."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        if outcome is not None:
+            self.append("run_finished", outcome=outcome)
+        if release:
+            self.transport.release(self.run_id, self.epoch)
+
+    def __enter__(self) -> AgentRun:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self._stop.is_set():
+            self.close()
+
+
+def new_run_id() -> str:
+    return f"run-{uuid.uuid4().hex[:12]}"
+
+
+def default_holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def open_run(
+    run_id: str | None = None,
+    *,
+    transport: Any,
+    holder: str | None = None,
+    ttl: float = 30.0,
+    tenant: str | None = None,
+    wait: float | None = None,
+    renew: bool = True,
+) -> AgentRun:
+    """Open a run for writing: the same call for a new run and for resuming one (seed 5.3).
+
+    Takes the run's lease, waiting up to ``wait`` seconds (default: one lease length and a bit)
+    for a crashed holder's lease to lapse; folds the log; appends ``run_started`` when the log is
+    empty and ``run_resumed`` otherwise; then keeps the lease renewed from a background thread.
+    """
+    rid = run_id or new_run_id()
+    holder = holder or default_holder()
+    deadline = time.monotonic() + (wait if wait is not None else ttl * 1.5 + 1)
+    while True:
+        try:
+            lease = transport.acquire(rid, holder, ttl, tenant)
+            break
+        except LeaseHeld:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+    state = fold(transport.events(rid))  # empty log -> empty state
+    run = AgentRun(rid, transport, lease.epoch, holder, ttl, state, tenant=tenant)
+    if state.last_seq == 0:
+        run.append("run_started", run_id=rid, **({"tenant": tenant} if tenant else {}))
+    elif state.status != "finished":  # a finished run has nothing to resume; the caller sees its state
+        run.append("run_resumed", epoch=lease.epoch, holder=holder, after_seq=state.last_seq)
+    if renew:
+        run._start_renewing()
+    return run
