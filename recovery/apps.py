@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class RecoveryConfig(AppConfig):
     name = "recovery"
     verbose_name = "Recovery"
+
+    def ready(self) -> None:
+        # The uncertain-call projection is kept in the same transaction as every append, whoever
+        # appends (the agent, an import, recovery itself), so it is registered as soon as Django loads.
+        from recovery.projection import projection_apply
+        from runs.store import projector_register
+
+        projector_register(projection_apply)

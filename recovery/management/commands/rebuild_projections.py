@@ -1,0 +1,16 @@
+"""``manage.py rebuild_projections``: rebuild the uncertain-call projection from the event log."""
+
+import time
+
+from django.core.management.base import BaseCommand
+
+from recovery.projection import projections_rebuild
+
+
+class Command(BaseCommand):
+    help = "Rebuild the uncertain-call read model from every run's events (one transaction)."
+
+    def handle(self, *args, **options):
+        t0 = time.perf_counter()
+        result = projections_rebuild()
+        self.stdout.write(f"rebuilt {result['rows']} uncertain-call rows in {time.perf_counter() - t0:.2f}s")

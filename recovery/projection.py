@@ -1,0 +1,372 @@
+"""The uncertain-call projection: tool calls whose start has no matching completion.
+
+One function, ``rows_apply``, turns a run's events into changes to its ``UncertainCall`` rows. The
+incremental path (``projection_apply``, registered with ``runs.store.projector_register``) calls it
+inside every append's transaction with the run's unresolved rows; ``projections_rebuild`` calls it
+with every event of every run from an empty table. Because both paths run the same code over the
+same events in the same order, the rebuilt table equals the incremental one (a test checks this on
+the fixtures and on generated logs). Only ``version`` and ``updated_at`` may differ: they are
+concurrency tokens, and a policy change bumps ``version`` without an event.
+
+Pairing mirrors the fold (CONTRACTS section 2): a completion closes the earliest unresolved start
+with its call_id, else the earliest with its key. A start that completes while its writer still
+owns the run was never uncertain, so its row is deleted rather than kept as resolved; the table
+holds only calls that were, or still are, in doubt. A retry that Reckon itself starts carries
+``retry_of`` (the original start's seq) and belongs to the original row instead of opening one.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Iterable
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from django.utils import timezone as djtz
+
+from recovery.models import ToolPolicy, UncertainCall
+from recovery.policies import Policy, call_terms, policy_from_row, unclassified_policy
+from runs.fold import Event
+from runs.upcasters import events_upcast
+
+S = UncertainCall.State
+RELEVANT = frozenset(
+    {
+        "tool_call_started",
+        "tool_call_completed",
+        "tool_call_uncertain",
+        "reconciliation_attempted",
+        "approval_requested",
+        "approval_decided",
+        "tool_call_resolved",
+        "operator_note",
+    }
+)
+
+
+def backoff_s(attempts: int) -> float:
+    """Delay before attempt ``attempts + 1``: doubling from the base, capped."""
+    base = float(getattr(settings, "RECKON_RECOVERY_BACKOFF_S", 10))
+    cap = float(getattr(settings, "RECKON_RECOVERY_BACKOFF_MAX_S", 900))
+    return min(cap, base * (2 ** max(0, attempts - 1)))
+
+
+def _aware(ts) -> datetime:
+    if isinstance(ts, str):
+        ts = datetime.fromisoformat(ts[:-1] + "+00:00" if ts.endswith("Z") else ts)
+    if ts is None:
+        return djtz.now()
+    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+
+
+class Policies:
+    """Policies by tool for one apply: looked up once per tool, a missing one is unclassified."""
+
+    def __init__(self, preload: dict[str, Policy] | None = None):
+        self._by_tool: dict[str, Policy] = dict(preload or {})
+        self._complete = preload is not None
+
+    def get(self, tool: str) -> Policy:
+        p = self._by_tool.get(tool)
+        if p is None:
+            row = None if self._complete else ToolPolicy.objects.filter(tool=tool).first()
+            p = policy_from_row(row) if row else unclassified_policy(tool)
+            self._by_tool[tool] = p
+        return p
+
+    @classmethod
+    def all(cls) -> "Policies":
+        return cls({r.tool: policy_from_row(r) for r in ToolPolicy.objects.all()})
+
+
+class RunRows:
+    """A run's rows being changed by one apply: what to create, update and delete afterwards."""
+
+    def __init__(self, run_id: str, rows: Iterable[UncertainCall]):
+        self.run_id = run_id
+        self.rows: list[UncertainCall] = sorted(rows, key=lambda r: r.start_seq)
+        self.changed: set[int] = set()  # id() of rows to save
+        self.deleted: list[UncertainCall] = []
+
+    def touch(self, row: UncertainCall, seq: int) -> None:
+        row.version += 1
+        row.last_seq = seq
+        self.changed.add(id(row))
+
+    def unresolved(self) -> Iterable[UncertainCall]:
+        return (r for r in self.rows if r.state != S.RESOLVED)
+
+    def by_start(self, start_seq) -> UncertainCall | None:
+        return next((r for r in self.rows if r.start_seq == start_seq), None)
+
+    def target(self, p: dict) -> UncertainCall | None:
+        """The unresolved row an event about a call refers to: by start_seq, call_id, then key."""
+        if p.get("start_seq") is not None:
+            row = self.by_start(p["start_seq"])
+            if row is not None:
+                return row
+        cid = p.get("call_id")
+        if cid is not None:
+            row = next((r for r in self.unresolved() if r.call_id == cid), None)
+            if row is not None:
+                return row
+        key = p.get("idempotency_key")
+        if key:
+            return next((r for r in self.unresolved() if r.idempotency_key == key), None)
+        return None
+
+
+def rows_apply(rr: RunRows, events: Iterable[Event], *, epoch_of: Callable[[int], int], policies: Policies, users: Callable[[str], int | None]) -> None:
+    """Fold ``events`` (already upcast, in seq order) into the run's rows in ``rr``."""
+    for ev in events:
+        t = ev.type
+        if t not in RELEVANT:
+            continue
+        p = ev.payload
+        seq = ev.seq
+        if t == "tool_call_started":
+            if p.get("retry_of") is not None:
+                row = rr.by_start(p["retry_of"])
+                if row is not None and row.state != S.RESOLVED:
+                    row.retry_seq = seq
+                    if row.state in (S.OPEN, S.IN_FLIGHT):
+                        row.state = S.RECONCILING
+                    rr.touch(row, seq)
+                continue
+            started_at = _aware(ev.ts)
+            policy = policies.get(p["name"])
+            row = UncertainCall(
+                run_id=rr.run_id,
+                call_id=str(p["call_id"]),
+                idempotency_key=p.get("idempotency_key") or "",
+                tool=p["name"],
+                arguments=p.get("arguments"),
+                tenant=str(p.get("tenant") or "default")[:200],
+                start_seq=seq,
+                started_at=started_at,
+                start_epoch=epoch_of(seq),
+                state=S.IN_FLIGHT,
+                version=0,
+                **call_terms(policy, p.get("arguments"), started_at),
+            )
+            rr.rows.append(row)
+            rr.touch(row, seq)
+        elif t == "tool_call_completed":
+            row = rr.target({"call_id": p.get("call_id"), "idempotency_key": p.get("idempotency_key")})
+            key = p.get("idempotency_key")
+            if row is not None:
+                if row.state == S.IN_FLIGHT and p.get("source", "live") == "live" and row.retry_seq is None:
+                    rr.rows.remove(row)
+                    rr.changed.discard(id(row))
+                    if row.pk is not None:
+                        rr.deleted.append(row)
+                else:
+                    row.state = S.RESOLVED
+                    row.disposition = "failed" if p.get("is_error") and not key else "completed"
+                    row.resolved_by = f"completion ({p.get('source', 'live')})"
+                    row.resolution_kind = {"reconciliation": "automatic", "retry": "automatic", "operator": "person"}.get(p.get("source", "live"), "run")
+                    row.resolved_seq = seq
+                    row.retry_seq = None
+                    row.next_attempt_at = None
+                    rr.touch(row, seq)
+            if key and not p.get("is_error"):
+                # The logical action completed (again): any other start of it still in doubt may
+                # have happened too, so the effect may now exist twice.
+                for other in rr.unresolved():
+                    if other is not row and other.idempotency_key == key and not other.possible_duplicate:
+                        other.possible_duplicate = True
+                        rr.touch(other, seq)
+        elif t == "tool_call_uncertain":
+            row = rr.target(p)
+            if row is not None and row.state == S.IN_FLIGHT:
+                row.state = S.OPEN
+                row.uncertain_seq = seq
+                row.uncertain_reason = str(p.get("reason", ""))[:200]
+                rr.touch(row, seq)
+        elif t == "reconciliation_attempted":
+            row = rr.target(p)
+            if row is None:
+                continue
+            ts = _aware(ev.ts)
+            row.attempts = max(row.attempts, int(p.get("attempt") or 0))
+            row.last_outcome = str(p.get("outcome") or "")[:16]
+            row.last_rule = str(p.get("rule") or "")[:300]
+            row.last_error = str(p.get("error") or "")
+            row.last_attempt_at = ts
+            if row.state in (S.OPEN, S.IN_FLIGHT):
+                row.state = S.RECONCILING
+            # The attempt itself says when to look again (null: nothing left to try automatically).
+            delay = p.get("next_attempt_in_s")
+            row.next_attempt_at = ts + timedelta(seconds=float(delay)) if delay is not None else None
+            rr.touch(row, seq)
+        elif t == "approval_requested":
+            if not p.get("idempotency_key"):
+                continue  # the agent's own approval before a call: not about an uncertain one
+            row = rr.target(p)
+            if row is None:
+                continue
+            row.state = S.ESCALATED
+            row.approval_pending = True
+            if row.escalated_at is None:
+                row.escalated_at = _aware(ev.ts)
+            row.escalation_reason = str(p.get("reason") or "policy")[:32]
+            if row.escalation_reason == "overdue" and row.next_attempt_at is None:
+                row.next_attempt_at = _aware(ev.ts)
+            if p.get("last_error"):
+                row.last_error = str(p["last_error"])
+            rr.touch(row, seq)
+        elif t == "approval_decided":
+            if not p.get("idempotency_key"):
+                continue
+            row = rr.target(p)
+            if row is None:
+                continue
+            row.approval_pending = False
+            rr.touch(row, seq)
+        elif t == "tool_call_resolved":
+            key = p["idempotency_key"]
+            for row in [r for r in rr.unresolved() if r.idempotency_key == key]:
+                row.state = S.RESOLVED
+                row.disposition = p["disposition"]
+                row.resolved_by = str(p.get("by") or p.get("rule") or "")[:200]
+                row.resolution_kind = "person" if p.get("by") else "automatic"
+                row.resolved_seq = seq
+                row.retry_seq = None
+                row.next_attempt_at = None
+                rr.touch(row, seq)
+        elif t == "operator_note":
+            if not p.get("idempotency_key") and p.get("start_seq") is None:
+                continue
+            row = rr.by_start(p["start_seq"]) if p.get("start_seq") is not None else rr.target(p)
+            if row is None:
+                continue
+            action = p.get("action", "note")
+            if action in ("claim", "assign"):
+                name = str(p.get("assignee") or p["by"])
+                row.claimed_by_name = name[:150]
+                row.claimed_by_id = users(name)
+                row.claimed_at = _aware(ev.ts)
+            elif action == "release":
+                row.claimed_by_name = ""
+                row.claimed_by_id = None
+                row.claimed_at = None
+            else:
+                row.notes += 1
+            rr.touch(row, seq)
+
+
+def _user_lookup() -> Callable[[str], int | None]:
+    cache: dict[str, int | None] = {}
+    User = get_user_model()
+
+    def get(name: str) -> int | None:
+        if name not in cache:
+            cache[name] = User.objects.filter(**{User.USERNAME_FIELD: name}).values_list("pk", flat=True).first()
+        return cache[name]
+
+    return get
+
+
+def _save(rr: RunRows) -> None:
+    if rr.deleted:
+        UncertainCall.objects.filter(pk__in=[r.pk for r in rr.deleted]).delete()
+    now = djtz.now()
+    for row in rr.rows:
+        if id(row) in rr.changed:
+            row.updated_at = now
+            row.save()
+
+
+def projection_apply(run_id: str, events: list[Event]) -> None:
+    """The projector: keep the run's rows in step with an append, inside its transaction."""
+    relevant = [ev for ev in events if ev.type in RELEVANT]
+    if not relevant:
+        return
+    rr = RunRows(run_id, UncertainCall.objects.filter(run_id=run_id).exclude(state=S.RESOLVED))
+    epoch = None
+
+    def epoch_of(seq: int) -> int:
+        # The append was fenced on the run's current epoch, so inside its transaction the run row
+        # names the epoch that wrote these events.
+        nonlocal epoch
+        if epoch is None:
+            with connection.cursor() as cur:
+                cur.execute("SELECT lease_epoch FROM reckon_run WHERE run_id = %s", [run_id])
+                epoch = cur.fetchone()[0]
+        return epoch
+
+    rows_apply(rr, events_upcast(relevant, run_id), epoch_of=epoch_of, policies=Policies(), users=_user_lookup())
+    _save(rr)
+
+
+def projections_rebuild(*, chunk: int = 5000) -> dict:
+    """Rebuild every row from the log; returns counts. Runs in one transaction: readers see old or new."""
+    types = sorted(RELEVANT)
+    placeholders = ", ".join(["%s"] * len(types))
+    sql = (
+        "SELECT e.run_id, e.seq, e.type, e.v, e.ts, e.payload, e.epoch FROM reckon_event e "
+        f"WHERE e.type IN ({placeholders}) ORDER BY e.run_id, e.seq"
+    )
+    pg = connection.vendor == "postgresql"
+    if pg:
+        sql = sql.replace("e.payload", "e.payload::text")
+    policies = Policies.all()
+    users = _user_lookup()
+    loads = json.loads
+    total_rows = 0
+    created: list[UncertainCall] = []
+    now = djtz.now()
+
+    def flush_run(run_id: str, evs: list[Event], epochs: dict[int, int]) -> None:
+        nonlocal total_rows
+        rr = RunRows(run_id, [])
+        rows_apply(rr, events_upcast(evs, run_id), epoch_of=epochs.__getitem__, policies=policies, users=users)
+        for r in rr.rows:
+            r.updated_at = now
+        created.extend(rr.rows)
+        total_rows += len(rr.rows)
+
+    with transaction.atomic():
+        UncertainCall.objects.all().delete()
+        with connection.cursor() as cur:
+            cur.execute(sql, types)
+            current, evs, epochs = None, [], {}
+            while True:
+                batch = cur.fetchmany(chunk)
+                if not batch:
+                    break
+                for run_id, seq, type_, v, ts, payload, epoch in batch:
+                    if run_id != current:
+                        if current is not None:
+                            flush_run(current, evs, epochs)
+                        current, evs, epochs = run_id, [], {}
+                    if not pg and isinstance(ts, str):
+                        ts = datetime.fromisoformat(ts)
+                    evs.append(Event(seq, type_, loads(payload) if isinstance(payload, str) else payload, ts, v))
+                    epochs[seq] = epoch
+                if len(created) >= chunk:
+                    UncertainCall.objects.bulk_create(created, batch_size=1000)
+                    created.clear()
+            if current is not None:
+                flush_run(current, evs, epochs)
+        if created:
+            UncertainCall.objects.bulk_create(created, batch_size=1000)
+    return {"rows": total_rows}
+
+
+def terms_refresh(*, tool: str) -> int:
+    """Recompute the policy-decided columns of the tool's rows after its policy changed."""
+    policy = Policies().get(tool)
+    n = 0
+    for row in UncertainCall.objects.filter(tool=tool):
+        terms = call_terms(policy, row.arguments, row.started_at)
+        if any(getattr(row, k) != v for k, v in terms.items()):
+            for k, v in terms.items():
+                setattr(row, k, v)
+            row.version += 1
+            row.updated_at = djtz.now()
+            row.save(update_fields=[*terms, "version", "updated_at"])
+            n += 1
+    return n
