@@ -155,14 +155,6 @@ RECKON_RECOVERY_BACKOFF_MAX_S = envint("RECKON_RECOVERY_BACKOFF_MAX_S", 900, min
 RECKON_RECOVERY_SCAN_S = envint("RECKON_RECOVERY_SCAN_S", 15, minimum=1)
 CELERY_BEAT_SCHEDULE["recovery-scan"] = {"task": "recovery.tasks.reconcile_scan", "schedule": float(RECKON_RECOVERY_SCAN_S)}
 
-# Recovery (recovery/): how long a recovery worker holds a run's lease, the backoff between lookups
-# of a call whose outcome is still unknown, and how often beat scans for due uncertain calls.
-RECKON_RECOVERY_LEASE_SECONDS = envint("RECKON_RECOVERY_LEASE_SECONDS", 60, minimum=1)
-RECKON_RECOVERY_BACKOFF_S = envint("RECKON_RECOVERY_BACKOFF_S", 10, minimum=0)
-RECKON_RECOVERY_BACKOFF_MAX_S = envint("RECKON_RECOVERY_BACKOFF_MAX_S", 900, minimum=1)
-RECKON_RECOVERY_SCAN_S = envint("RECKON_RECOVERY_SCAN_S", 15, minimum=1)
-CELERY_BEAT_SCHEDULE["recovery-scan"] = {"task": "recovery.tasks.reconcile_scan", "schedule": float(RECKON_RECOVERY_SCAN_S)}
-
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
