@@ -309,10 +309,16 @@ class AgentRun:
                 idempotency_key=key,
                 start_seq=earlier.start_seq,
             )
-        payload = {"call_id": call.id, "name": call.name, "arguments": call.arguments, "idempotency_key": key, "signature": sig}
-        if self.tenant:
-            payload["tenant"] = self.tenant
-        start = self.append("tool_call_started", **payload)
+        if earlier is not None:
+            # Retrying an uncertain call with its original key: the open start already records the
+            # attempt, and a second start of the same action would stay open after the completion
+            # paired with the first. If this retry dies too, that one start stays uncertain.
+            start_seq, call = earlier.start_seq, ToolCall(earlier.call_id, call.name, call.arguments)
+        else:
+            payload = {"call_id": call.id, "name": call.name, "arguments": call.arguments, "idempotency_key": key, "signature": sig}
+            if self.tenant:
+                payload["tenant"] = self.tenant
+            start_seq = self.append("tool_call_started", **payload).seq
         try:
             content = tool(call.arguments, idempotency_key=key)
         except ToolFailed as exc:
@@ -327,7 +333,7 @@ class AgentRun:
                 run_id=self.run_id,
                 call_id=call.id,
                 idempotency_key=key,
-                start_seq=start.seq,
+                start_seq=start_seq,
             ) from exc
         self.append("tool_call_completed", call_id=call.id, name=call.name, content=content, is_error=False, idempotency_key=key, signature=sig, source="live")
         return ToolResult(call.id, call.name, content)

@@ -1,0 +1,121 @@
+"""Real processes for the API tests: gunicorn serving Reckon on 127.0.0.1 against the test
+database, an effect receiver that honours Idempotency-Key, and the environment a child process
+needs to reach the same database."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def database_url() -> str:
+    """A DATABASE_URL naming the database this process is using now (the test or bench database)."""
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{s['NAME']}"
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def child_env(**extra: str) -> dict:
+    env = dict(os.environ)
+    env["DATABASE_URL"] = database_url()
+    env.setdefault("RECKON_LOG_LEVEL", "WARNING")
+    env.update(extra)
+    return env
+
+
+class Server:
+    """gunicorn running console.wsgi on a free port, against the current database."""
+
+    def __init__(self, workers: int = 2, threads: int = 1):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "gunicorn", "console.wsgi:application", "-b", f"127.0.0.1:{self.port}", "-w", str(workers), "--threads", str(threads), "--log-level", "warning"],
+            cwd=ROOT,
+            env=child_env(),
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {self.proc.returncode}")
+            try:
+                urllib.request.urlopen(f"{self.url}/api/openapi.json", timeout=1).read()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("gunicorn did not answer within 30 s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class EffectReceiver:
+    """A receiver of corrections that honours Idempotency-Key like Stripe: the first request with a
+    key makes the effect and stores the response; a repeat returns it without a second effect."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.effects: dict[str, int] = {}
+        self.responses: dict[str, dict] = {}
+        self.requests = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                key = self.headers.get("Idempotency-Key") or ""
+                with receiver.lock:
+                    receiver.requests += 1
+                    if key not in receiver.responses:
+                        receiver.effects[key] = receiver.effects.get(key, 0) + 1
+                        receiver.responses[key] = {"operation": f"op-{len(receiver.responses) + 1}", "account": body.get("account"), "amount": body.get("amount")}
+                    out = json.dumps(receiver.responses[key]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/corrections"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def total_effects(self) -> int:
+        return sum(self.effects.values())
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,133 @@
+"""The seed's regression test through the agent client and real processes (5.5, hands-on step 5).
+
+An agent process posts a ledger correction and is killed with SIGKILL at one of three points: mid
+model call, mid tool execution (start recorded, effect not made), and between the side effect and
+its completion event. A fresh process opens the same run id. Afterwards the effect exists exactly
+once, or the call is uncertain (left for reconciliation) and nothing ran twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from console.tokens import token_create
+from runs.selectors import run_state
+from runs.store import events_read
+from tests.api.live import PYTHON, ROOT, EffectReceiver, Server, child_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TTL = "1"  # lease seconds of the killed process: the fresh one waits at most this long
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock():
+        srv = Server(workers=2)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def receiver():
+    r = EffectReceiver()
+    yield r
+    r.stop()
+
+
+def _agent(run_id: str, *, api: str | None, token: str | None, effect: list[str], pause: str | None, marker, retry: bool = False):
+    args = [PYTHON, "manage.py", "demo_agent", "--run-id", run_id, "--ttl", TTL, *effect]
+    if api:
+        args += ["--api", api, "--token", token]
+    if retry:
+        args.append("--retry-uncertain")
+    env = child_env(**({"RECKON_DEMO_PAUSE": pause, "RECKON_DEMO_PAUSE_FILE": str(marker)} if pause else {}))
+    if not pause:
+        env.pop("RECKON_DEMO_PAUSE", None)
+    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _kill_when_paused(proc, marker) -> None:
+    deadline = time.monotonic() + 30
+    while not os.path.exists(marker):
+        if proc.poll() is not None:
+            raise AssertionError(f"agent exited before pausing: {proc.stdout.read()} {proc.stderr.read()}")
+        assert time.monotonic() < deadline, "agent never reached its pause point"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _finish(proc) -> dict:
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, 3), f"agent failed ({proc.returncode}): {err}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _crash_and_resume(run_id, point, tmp_path, *, api=None, token=None, effect, retry=False) -> dict:
+    marker = tmp_path / f"{run_id}.paused"
+    first = _agent(run_id, api=api, token=token, effect=effect, pause=point, marker=marker)
+    _kill_when_paused(first, marker)
+    second = _agent(run_id, api=api, token=token, effect=effect, pause=None, marker=marker, retry=retry)
+    return _finish(second)
+
+
+def _starts(run_id: str) -> list[dict]:
+    return [e.payload for e in events_read(run_id=run_id) if e.type == "tool_call_started"]
+
+
+@pytest.fixture
+def agent_token():
+    return token_create(name="crash-test agent", scopes=["append", "read"], tenants=["acme"])[1]
+
+
+def test_killed_mid_model_call_the_resumed_run_posts_the_correction_exactly_once(server, receiver, agent_token, tmp_path):
+    result = _crash_and_resume("run-crash-model", "model_call", tmp_path, api=f"{server.url}/api", token=agent_token, effect=["--effect-url", receiver.url])
+    assert result["status"] == "finished" and result["epoch"] == 2
+    assert receiver.total_effects == 1 and receiver.requests == 1
+    state = run_state(run_id="run-crash-model")
+    assert state.status == "finished" and state.resumptions == 1 and len(state.completed_calls) == 1
+
+
+def test_killed_mid_tool_execution_the_call_is_left_uncertain_and_nothing_runs(server, receiver, agent_token, tmp_path):
+    result = _crash_and_resume("run-crash-tool", "tool_execution", tmp_path, api=f"{server.url}/api", token=agent_token, effect=["--effect-url", receiver.url])
+    assert result["status"] == "uncertain"
+    assert receiver.total_effects == 0  # the effect never happened, and the resumed run did not try
+    state = run_state(run_id="run-crash-tool")
+    assert [c.idempotency_key for c in state.uncertain_calls] == [result["idempotency_key"]]
+    assert len(_starts("run-crash-tool")) == 1
+
+
+def test_killed_between_the_effect_and_its_completion_nothing_runs_twice(server, receiver, agent_token, tmp_path):
+    result = _crash_and_resume("run-crash-effect", "after_effect", tmp_path, api=f"{server.url}/api", token=agent_token, effect=["--effect-url", receiver.url])
+    assert result["status"] == "uncertain"
+    assert receiver.total_effects == 1 and receiver.requests == 1  # made once, before the kill; never again
+    state = run_state(run_id="run-crash-effect")
+    assert [c.idempotency_key for c in state.uncertain_calls] == [result["idempotency_key"]]
+
+
+@pytest.mark.parametrize("point", ["tool_execution", "after_effect"])
+def test_with_a_receiver_that_honours_the_key_a_retry_makes_the_effect_exactly_once(server, receiver, agent_token, tmp_path, point):
+    run_id = f"run-crash-retry-{point}"
+    result = _crash_and_resume(run_id, point, tmp_path, api=f"{server.url}/api", token=agent_token, effect=["--effect-url", receiver.url], retry=True)
+    assert result["status"] == "finished"
+    assert receiver.total_effects == 1 and set(receiver.effects.values()) == {1}
+    keys = {s["idempotency_key"] for s in _starts(run_id)}
+    assert len(keys) == 1 and keys == set(receiver.effects)  # the retry carried the original key
+    state = run_state(run_id=run_id)
+    assert state.status == "finished" and state.uncertain_calls == [] and len(state.completed_calls) == 1
+
+
+def test_through_the_store_directly_a_kill_after_the_effect_leaves_one_effect_and_an_uncertain_call(tmp_path):
+    effects = tmp_path / "effects.jsonl"
+    result = _crash_and_resume("run-crash-store", "after_effect", tmp_path, effect=["--effect-file", str(effects)])
+    assert result["status"] == "uncertain"
+    assert len(effects.read_text().splitlines()) == 1
+    assert [c.idempotency_key for c in run_state(run_id="run-crash-store").uncertain_calls] == [result["idempotency_key"]]
