@@ -1,0 +1,152 @@
+"""Deploy v2 over v1 data: logs written by the reference format (schema version 1) are read by this
+release as version 2, while the stored rows keep the version they were written with; a version newer
+than the reader knows is refused with its run, seq and version named, at import and in storage."""
+
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from runs.events import CURRENT_SCHEMA_VERSION
+from runs.fold import Event as FoldEvent
+from runs.identity import call_key
+from runs.importer import log_import
+from runs.models import Event, Run
+from runs.selectors import run_state
+from runs.snapshots import run_state_fast
+from runs.store import events_load, events_read
+from runs.upcasters import (
+    UnsupportedVersion,
+    event_upcast,
+    events_upcast,
+    upcast_tool_call_completed_v1_v2,
+    upcast_tool_call_started_v1_v2,
+)
+from tests.golden import FIXTURES, golden_path
+
+pytestmark = pytest.mark.django_db
+
+V1 = sorted((FIXTURES / "v1").glob("*.jsonl"))
+REFUND = FIXTURES / "v1" / "run-refund-retry.jsonl"
+
+
+def imported(path):
+    result = log_import(str(path), path.read_bytes())
+    assert result.outcome == "imported", result.line()
+    return result.run_id
+
+
+def test_this_release_reads_version_two():
+    assert CURRENT_SCHEMA_VERSION == 2
+
+
+@pytest.mark.parametrize("path", V1, ids=lambda p: p.stem)
+def test_a_v1_log_imported_then_read_by_the_v2_reader_gives_the_upcast_state(path):
+    run_id = imported(path)
+    # Stored rows keep the version they were written with: the upcast happens on read only.
+    assert set(Event.objects.filter(run_id=run_id).values_list("v", flat=True)) == {1}
+    assert {e.v for e in events_read(run_id=run_id)} == {1}
+    loaded = events_load(run_id=run_id)
+    assert {e.v for e in loaded} == {2}
+    lines = [json.loads(raw) for raw in path.read_text().splitlines()]
+    for ev, raw in zip(loaded, lines, strict=True):
+        p = raw["payload"]
+        if ev.type == "tool_call_started":
+            assert ev.payload["tenant"] == p["arguments"].get("tenant", "default")
+            assert ev.payload["operation_id"] == p["idempotency_key"]
+        elif ev.type == "tool_call_completed":
+            assert ev.payload["source"] == "live"
+            args = json.loads(p["signature"][len(p["name"]) + 1 :])
+            assert ev.payload["tenant"] == args.get("tenant", "default")
+            assert ev.payload["operation_id"] == (p["idempotency_key"] or call_key(run_id, p["name"], args))
+        else:
+            assert ev.payload == p
+    # And the folded state is the golden one, prefix by prefix.
+    golden = json.loads(golden_path(path).read_text())
+    for seq, expected in golden.items():
+        assert json.loads(json.dumps(run_state(run_id=run_id, at=int(seq)).to_dict())) == expected, f"{path.name} at seq {seq}"
+
+
+def test_a_proven_failure_keeps_the_operation_id_its_start_had_but_occupies_no_key():
+    run_id = imported(REFUND)
+    by_seq = {e.seq: e for e in events_load(run_id=run_id)}
+    failed, start = by_seq[5], by_seq[4]
+    assert failed.payload["idempotency_key"] is None
+    assert failed.payload["operation_id"] == start.payload["operation_id"] == "af1ddf2e93b322b717c74d34"
+    # The fold still reads the recorded (null) key: the failure does not occupy the action's identity.
+    assert "af1ddf2e93b322b717c74d34" not in run_state(run_id=run_id, at=5).completed_calls
+
+
+def test_the_tenant_defaults_when_the_arguments_name_none():
+    start = {"call_id": "c1", "name": "ping", "arguments": {"host": "db"}}
+    up = upcast_tool_call_started_v1_v2(start, "run-a")
+    assert up["tenant"] == "default"
+    assert up["operation_id"] == call_key("run-a", "ping", {"host": "db"})
+    done = upcast_tool_call_completed_v1_v2({"call_id": "c1", "name": "ping", "content": "pong"}, "run-a")
+    assert (done["source"], done["tenant"], done["operation_id"]) == ("live", "default", None)
+
+
+def test_upcasters_never_change_their_input_or_overwrite_what_an_event_carries():
+    payload = {"call_id": "c1", "name": "pay", "arguments": {"tenant": "acme"}, "idempotency_key": "k1", "tenant": "other"}
+    before = json.dumps(payload, sort_keys=True)
+    up = upcast_tool_call_started_v1_v2(payload, "run-a")
+    assert json.dumps(payload, sort_keys=True) == before
+    assert (up["tenant"], up["operation_id"]) == ("other", "k1")
+
+
+def test_a_current_event_passes_through_unchanged():
+    ev = FoldEvent(2, "tool_call_completed", {"call_id": "c", "name": "n", "content": 1, "source": "retry"}, None, 2)
+    assert event_upcast(ev, "run-a") is ev
+
+
+def test_a_v3_event_is_refused_by_the_reader_naming_run_seq_and_version():
+    ev = FoldEvent(7, "user_message", {"content": "from the future"}, None, 3)
+    with pytest.raises(UnsupportedVersion) as info:
+        events_upcast([ev], "run-future")
+    assert (info.value.run_id, info.value.seq, info.value.version) == ("run-future", 7, 3)
+    assert "run 'run-future' seq 7 has schema version 3" in str(info.value)
+    assert "upgrade Reckon" in str(info.value)
+
+
+def test_a_version_below_one_is_refused_without_being_called_newer():
+    with pytest.raises(UnsupportedVersion) as info:
+        event_upcast(FoldEvent(3, "user_message", {"content": "x"}, None, 0), "run-a")
+    assert "seq 3 has schema version 0" in str(info.value)
+    assert "upgrade" not in str(info.value)
+
+
+def test_a_v3_line_is_rejected_at_import_naming_run_seq_and_version(tmp_path):
+    lines = REFUND.read_text().splitlines()[:3]
+    future = {"seq": 4, "type": "user_message", "ts": "2026-09-08T11:00:12Z", "payload": {"content": "new"}, "v": 3}
+    path = tmp_path / "run-from-the-future.jsonl"
+    path.write_text("\n".join([*(line.replace("run-refund-retry", "run-from-the-future") for line in lines), json.dumps(future)]) + "\n")
+    result = log_import(str(path), path.read_bytes())
+    assert result.outcome == "rejected"
+    # The run is the file's name; lines are checked in seq order, so line 4 is seq 4.
+    assert "run-from-the-future.jsonl" in result.line()
+    assert "line 4: schema version 3 is newer than this reader knows (up to 2)" in result.reason
+    assert not Run.objects.filter(run_id="run-from-the-future").exists()
+
+
+def _insert_raw(run_id, seq, v, type_="user_message", payload=None):
+    # What a newer release would have left in the shared database: a row this release did not write.
+    with connection.cursor() as cur:
+        cur.execute(
+            "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            [run_id, seq, type_, v, "2026-09-09 10:00:00+00:00", json.dumps(payload or {"content": "written by v3"}), 1, "2026-09-09 10:00:00+00:00"],
+        )
+        cur.execute("UPDATE reckon_run SET last_seq = %s WHERE run_id = %s", [seq, run_id])
+
+
+def test_a_v3_row_found_in_storage_is_refused_naming_run_seq_and_version():
+    run_id = imported(REFUND)
+    _insert_raw(run_id, 11, 3)
+    for read in (lambda: run_state(run_id=run_id), lambda: run_state_fast(run_id)):
+        with pytest.raises(UnsupportedVersion) as info:
+            read()
+        assert (info.value.run_id, info.value.seq, info.value.version) == (run_id, 11, 3)
+    # The prefix before it is still readable: the refusal is of the event, not of the history.
+    assert run_state(run_id=run_id, at=10).status == "finished"
+    with pytest.raises(CommandError, match=r"run 'run-refund-retry' seq 11 has schema version 3"):
+        call_command("replay", run_id, "--json")
