@@ -1,7 +1,6 @@
 """``manage.py snapshot_plan --events N --recoveries R --objective-ms M``: the seed's 5.8 arithmetic on measured costs."""
 
 import json
-import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -77,8 +76,7 @@ class Command(BaseCommand):
         )  # fmt: skip
         plan.measured_on = where
         if o["json"]:
-            json.dump(plan.as_dict(), sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            self.stdout.write(json.dumps(plan.as_dict(), indent=2))
             return
         say = self.stdout.write
         say(f"inputs: N={events:,} events, R={recoveries:g} recoveries per run, objective {objective:g} ms")

@@ -1,7 +1,6 @@
 """``manage.py verify_snapshots [--sample N]``: full-replay equivalence, the release gate of snapshots."""
 
 import json
-import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -33,8 +32,7 @@ class Command(BaseCommand):
         sample = _sample(options["sample"]) if options["sample"] is not None else None
         results = [snapshot_verify(run_id=run_id) for run_id in runs_with_snapshots(sample=sample)]
         if options["json"]:
-            json.dump([r.as_dict() for r in results], sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            self.stdout.write(json.dumps([r.as_dict() for r in results], indent=2))
         elif not results:
             self.stdout.write("no run has a snapshot: nothing to verify")
         else:
