@@ -92,13 +92,23 @@ def parse_ts(value: object) -> datetime:
     return parsed.astimezone(timezone.utc)
 
 
+class _NotJson(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _NotJson(f"{name} is not a JSON value")
+
+
 def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Event:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ImportRejected(f"line {lineno}: bytes that are not UTF-8 (byte {exc.start + 1} of the line)") from None
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=_no_constant)
+    except _NotJson as exc:
+        raise ImportRejected(f"line {lineno}: not JSON ({exc})") from None
     except ValueError as exc:
         raise ImportRejected(f"line {lineno}: not JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(obj, dict):

@@ -1,0 +1,161 @@
+"""``manage.py bench store``: the event store's figures on the configured database engine.
+
+Side by side in one run: the raw single-row INSERT commit rate (the physical reference: what one
+durable commit costs on this database), fenced single-event appends, fenced 100-event batches, full
+replays (read, decode, upcast, fold) of a 4,000- and a 100,000-event run, and the fold alone per
+decoded event. Rates are medians over several timed windows; replay times are medians of repeats.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+from django.db import connection
+
+from runs.fold import fold
+from runs.leases import lease_acquire
+from runs.selectors import run_state
+from runs.store import NewEvent, events_append, events_load
+
+
+def cycle_events(run_id: str, start_seq: int, n: int) -> list[NewEvent]:
+    """``n`` realistic events (a model turn, a tool start, its completion, repeating)."""
+    out: list[NewEvent] = []
+    seq = start_seq
+    while len(out) < n:
+        i = seq // 3
+        kind = seq % 3
+        if kind == 0:
+            out.append(
+                NewEvent(
+                    "model_turn",
+                    {
+                        "text": f"Reading ledger {i}.",
+                        "tool_calls": [{"id": f"c{i}", "name": "read_ledger", "arguments": {"tenant": "acme", "account": str(4000 + i % 97)}}],
+                        "usage": {"input_tokens": 900 + i % 50, "output_tokens": 60},
+                        "cost_usd": 0.0031,
+                    },
+                )
+            )
+        elif kind == 1:
+            out.append(NewEvent("tool_call_started", {"call_id": f"c{i}", "name": "read_ledger", "arguments": {"tenant": "acme", "account": str(4000 + i % 97)}}))
+        else:
+            out.append(
+                NewEvent(
+                    "tool_call_completed",
+                    {"call_id": f"c{i}", "name": "read_ledger", "content": {"balance": f"{1000 + i}.00", "entries": i % 300}, "is_error": False},
+                )
+            )
+        seq += 1
+    return out
+
+
+def run_build(run_id: str, n_events: int, batch: int = 500) -> int:
+    """A run of ``n_events`` events written through the fenced append; returns its epoch."""
+    lease = lease_acquire(run_id=run_id, holder="bench", ttl_seconds=3600)
+    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": run_id})])
+    seq = 1
+    while seq < n_events:
+        k = min(batch, n_events - seq)
+        events_append(run_id=run_id, epoch=lease.epoch, expected_seq=seq, events=cycle_events(run_id, seq + 1, k))
+        seq += k
+    return lease.epoch
+
+
+def rate(fn: Callable[[], int], *, seconds: float, windows: int) -> float:
+    """Median events/s of ``fn`` (which returns how many events it wrote) over timed windows."""
+    rates = []
+    for _ in range(windows):
+        n = 0
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        while time.perf_counter() < deadline:
+            n += fn()
+        rates.append(n / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
+def median_ms(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def _raw_table() -> str:
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute("CREATE TABLE IF NOT EXISTS bench_raw (id bigserial PRIMARY KEY, run_id text, seq bigint, payload jsonb)")
+            return "INSERT INTO bench_raw (run_id, seq, payload) VALUES (%s, %s, %s::jsonb)"
+        cur.execute("CREATE TABLE IF NOT EXISTS bench_raw (id integer PRIMARY KEY AUTOINCREMENT, run_id text, seq integer, payload text)")
+        return "INSERT INTO bench_raw (run_id, seq, payload) VALUES (%s, %s, %s)"
+
+
+def bench_store(*, quick: bool = False, out=None) -> dict:
+    say = out.write if out is not None else (lambda _s: None)
+    seconds, windows = (0.5, 3) if quick else (1.5, 5)
+    big = 20_000 if quick else 100_000
+    say(f"store benchmark on {connection.vendor} ({'quick' if quick else 'full'}): medians of {windows} windows of {seconds}s")
+
+    insert = _raw_table()
+    payload = '{"content": "hello from the raw reference insert", "n": 1}'
+    counter = iter(range(10**9))
+
+    def raw_one() -> int:
+        # Autocommit: one statement, one durable commit, exactly like a fenced single append.
+        with connection.cursor() as cur:
+            cur.execute(insert, ["raw", next(counter), payload])
+        return 1
+
+    raw = rate(raw_one, seconds=seconds, windows=windows)
+
+    single_epoch = run_build("bench-single", 1)
+    state = {"seq": 1}
+
+    def fenced_one() -> int:
+        events_append(run_id="bench-single", epoch=single_epoch, expected_seq=state["seq"], events=[NewEvent("user_message", {"content": "hello from the fenced append", "n": 1})])
+        state["seq"] += 1
+        return 1
+
+    fenced = rate(fenced_one, seconds=seconds, windows=windows)
+
+    batch_epoch = run_build("bench-batch", 1)
+    bstate = {"seq": 1}
+    batch = cycle_events("bench-batch", 2, 100)
+
+    def fenced_batch() -> int:
+        events_append(run_id="bench-batch", epoch=batch_epoch, expected_seq=bstate["seq"], events=batch)
+        bstate["seq"] += 100
+        return 100
+
+    batched = rate(fenced_batch, seconds=seconds, windows=windows)
+
+    run_build("bench-4k", 4000)
+    replay_4k = median_ms(lambda: run_state(run_id="bench-4k"), 9)
+    run_build(f"bench-{big}", big)
+    replay_big = median_ms(lambda: run_state(run_id=f"bench-{big}"), 3)
+    decoded = events_load(run_id=f"bench-{big}")
+    fold_ms = median_ms(lambda: fold(decoded), 3)
+
+    figures = {
+        "engine": connection.vendor,
+        "raw_insert_per_s": round(raw, 1),
+        "fenced_append_per_s": round(fenced, 1),
+        "fenced_vs_raw": round(fenced / raw, 3),
+        "fenced_batch_per_s": round(batched, 1),
+        "replay_4k_ms": round(replay_4k, 2),
+        ("replay_100k_ms" if big == 100_000 else f"replay_{big // 1000}k_ms"): round(replay_big, 2),
+        "replay_us_per_event": round(replay_big * 1000 / big, 3),
+        "fold_us_per_event": round(fold_ms * 1000 / big, 3),
+    }
+    say(f"  raw single-row INSERT commits   {figures['raw_insert_per_s']:>12,.0f} /s   (physical reference)")
+    say(f"  fenced single-event append      {figures['fenced_append_per_s']:>12,.0f} events/s   ({figures['fenced_vs_raw']:.0%} of raw)")
+    say(f"  fenced 100-event batch append   {figures['fenced_batch_per_s']:>12,.0f} events/s")
+    say(f"  full replay, 4,000 events       {figures['replay_4k_ms']:>12,.2f} ms")
+    say(f"  full replay, {big:,} events   {replay_big:>12,.2f} ms   ({figures['replay_us_per_event']:.2f} us/event)")
+    say(f"  fold alone on decoded events    {figures['fold_us_per_event']:>12,.3f} us/event")
+    return figures
