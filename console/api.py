@@ -99,6 +99,47 @@ def _fold_error(request: HttpRequest, exc):
     return _error(request, 422, str(exc), "unfoldable")
 
 
+# The recovery engine's refusals. Imported lazily-safe: recovery is an installed app.
+from recovery.policies import PolicyError  # noqa: E402
+from recovery.selectors import QueryError  # noqa: E402
+from recovery.services import CallNotFound, InvalidDecision, RecoveryError, RunBusy, StaleDecision  # noqa: E402
+
+
+@api.exception_handler(CallNotFound)
+def _call_not_found(request: HttpRequest, exc):
+    return _error(request, 404, str(exc), "not_found")
+
+
+@api.exception_handler(StaleDecision)
+def _stale_decision(request: HttpRequest, exc: StaleDecision):
+    return _error(request, 409, str(exc), "stale_decision")
+
+
+@api.exception_handler(RunBusy)
+def _run_busy(request: HttpRequest, exc):
+    return _error(request, 409, str(exc), "run_busy")
+
+
+@api.exception_handler(InvalidDecision)
+def _invalid_decision(request: HttpRequest, exc):
+    return _error(request, 422, str(exc), "invalid_decision")
+
+
+@api.exception_handler(RecoveryError)
+def _recovery_error(request: HttpRequest, exc):
+    return _error(request, 422, str(exc), "refused")
+
+
+@api.exception_handler(PolicyError)
+def _policy_error(request: HttpRequest, exc):
+    return _error(request, 422, str(exc), "invalid_policy")
+
+
+@api.exception_handler(QueryError)
+def _query_error(request: HttpRequest, exc):
+    return _error(request, 422, str(exc), "invalid")
+
+
 @api.exception_handler(ValidationError)
 def _validation(request: HttpRequest, exc: ValidationError):
     where = "; ".join(
@@ -117,9 +158,6 @@ from runs.api import router as runs_router  # noqa: E402
 
 api.add_router("/", runs_router)
 
-try:  # the recovery router joins once the recovery engine's services exist in the tree
-    from recovery.api import router as recovery_router  # noqa: E402
-except ImportError as exc:  # pragma: no cover - only while recovery/api.py is being written
-    log.debug("recovery API not mounted: %s", exc)
-else:
-    api.add_router("/", recovery_router)
+from recovery.api import router as recovery_router  # noqa: E402
+
+api.add_router("/", recovery_router)

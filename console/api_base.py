@@ -126,3 +126,17 @@ def require_tenants(principal: Principal, tenants: set[str], what: str) -> None:
     if not principal.may_see(tenants):
         outside = sorted(tenants - set(principal.tenants or ()))
         raise Forbidden(f"{what} belongs to tenant {', '.join(outside)}, which this token may not touch")
+
+
+def mask_fields(principal: Principal) -> frozenset[str]:
+    """Argument names to mask for this caller: none for a user with view_sensitive, the policies'
+    sensitive fields for everyone else (tokens never see them)."""
+    from console.selectors import mask_for, sensitive_fields
+
+    return mask_for(principal.user) if principal.user is not None else sensitive_fields()
+
+
+def masked(value: Any, fields: frozenset[str]) -> Any:
+    from console.selectors import value_mask
+
+    return value_mask(value, fields)

@@ -28,3 +28,46 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             doc["exception"] = self.formatException(record.exc_info)
         return json.dumps(doc, default=str, ensure_ascii=False)
+
+
+_DECISION_TYPES = {"tool_call_uncertain", "reconciliation_attempted", "approval_requested", "approval_decided", "tool_call_resolved"}
+decisions = logging.getLogger("reckon.recovery.decisions")
+
+
+def recovery_decisions_log(run_id: str, events: list) -> None:
+    """Projector: one JSON line per recovery decision appended, by whoever appended it (the
+    reconciliation worker, a person in the console, a script through the API).
+
+    Logged on commit, so a line never describes a decision the database rolled back. The epoch is
+    the run's lease epoch inside the append's transaction: the fence just accepted it.
+    """
+    mine = [e for e in events if e.type in _DECISION_TYPES]
+    if not mine:
+        return
+    from django.db import transaction
+
+    from runs.models import Run
+
+    epoch = Run.objects.filter(run_id=run_id).values_list("lease_epoch", flat=True).first()
+    lines = []
+    for e in mine:
+        p = e.payload
+        lines.append(
+            {
+                "run_id": run_id,
+                "key": p.get("idempotency_key") or p.get("operation_id"),
+                "epoch": epoch,
+                "seq": e.seq,
+                "event": e.type,
+                "call_id": p.get("call_id"),
+                "decision": p.get("decision") or p.get("disposition") or p.get("outcome") or p.get("reason"),
+                "by": p.get("by"),
+                "rule": p.get("rule"),
+            }
+        )
+
+    def emit():
+        for line in lines:
+            decisions.info("recovery decision", extra=line)
+
+    transaction.on_commit(emit)

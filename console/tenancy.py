@@ -18,7 +18,7 @@ from typing import Iterable
 from django.db.models import Q, QuerySet
 
 from runs.fold import Event
-from runs.upcasters import DEFAULT_TENANT, events_upcast
+from runs.upcasters import DEFAULT_TENANT, events_upcast, payload_complete
 
 _NAMING = ("run_started", "tool_call_started")
 
@@ -26,7 +26,9 @@ _NAMING = ("run_started", "tool_call_started")
 def tenants_named(run_id: str, events: Iterable[Event]) -> set[str]:
     found = set()
     for ev in events_upcast([e for e in events if e.type in _NAMING], run_id):
-        tenant = ev.payload.get("tenant")
+        # A current-version payload a writer sent without its defaulted fields gets them filled
+        # exactly as the store will fill them.
+        tenant = payload_complete(ev.type, ev.payload, run_id).get("tenant")
         if isinstance(tenant, str) and tenant:
             found.add(tenant)
     return found

@@ -1,0 +1,146 @@
+"""Uncertain calls, decisions (with Idempotency-Key) and policies over HTTP; token scopes and
+tenant limits."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from console.roles import ONCALL, roles_ensure
+from recovery.models import UncertainCall
+from recovery.services import uncertain_calls_detect
+from runs.leases import lease_acquire, lease_release
+from runs.store import NewEvent, events_append, events_read
+from tests.api.conftest import Api
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _uncertain_call(run_id: str, tenant: str) -> UncertainCall:
+    """A run whose agent started a correction and gave its lease up without completing it."""
+    lease = lease_acquire(run_id=run_id, holder="agent")
+    args = {"tenant": tenant, "account": "C-771", "amount": 840}
+    events_append(
+        run_id=run_id,
+        epoch=lease.epoch,
+        expected_seq=0,
+        events=[NewEvent("run_started", {"run_id": run_id}), NewEvent("tool_call_started", {"call_id": "c1", "name": "post_correction", "arguments": args})],
+    )
+    lease_release(run_id=run_id, epoch=lease.epoch)
+    uncertain_calls_detect(run_id=run_id)
+    return UncertainCall.objects.get(run_id=run_id)
+
+
+def _decide(api, call, key=None, decision="not_happened", reason="ledger shows nothing"):
+    extra = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+    return api.post(f"/api/uncertain-calls/{call.pk}/decisions", {"decision": decision, "reason": reason, "seen_version": call.version}, **extra)
+
+
+def test_the_queue_lists_an_uncertain_call_with_its_evidence(reader):
+    call = _uncertain_call("run-q-1", "acme")
+    page = reader.get("/api/uncertain-calls").json()
+    assert [c["id"] for c in page["calls"]] == [call.pk] and page["calls"][0]["state"] == "open"
+    detail = reader.get(f"/api/uncertain-calls/{call.pk}").json()
+    assert detail["call"]["idempotency_key"] == call.idempotency_key
+    assert [h["type"] for h in detail["history"]][:2] == ["tool_call_started", "tool_call_uncertain"]
+    assert reader.get("/api/uncertain-calls", risk_class="read_only").json()["calls"] == []
+
+
+def test_a_decision_through_the_api_appends_to_the_run_log(decider):
+    call = _uncertain_call("run-d-1", "acme")
+    r = _decide(decider, call)
+    assert r.status_code == 200, r.content
+    assert r.json()["state"] == "resolved"
+    decided = [e.payload for e in events_read(run_id="run-d-1") if e.type == "approval_decided"]
+    assert decided and decided[0]["decision"] == "not_happened" and decided[0]["by"] == "api:ops script"
+
+
+def test_a_decision_on_a_stale_version_is_409(decider):
+    call = _uncertain_call("run-d-2", "acme")
+    assert _decide(decider, call).status_code == 200
+    r = _decide(decider, call)
+    assert r.status_code == 409 and r.json()["code"] == "stale_decision"
+
+
+def test_a_repeated_idempotency_key_returns_the_first_response_and_decides_once(decider):
+    call = _uncertain_call("run-i-1", "acme")
+    first = _decide(decider, call, key="decide-run-i-1")
+    again = _decide(decider, call, key="decide-run-i-1")
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+    assert sum(1 for e in events_read(run_id="run-i-1") if e.type == "approval_decided") == 1
+
+
+def test_the_same_idempotency_key_with_another_body_is_refused(decider):
+    call = _uncertain_call("run-i-2", "acme")
+    assert _decide(decider, call, key="k-2").status_code == 200
+    r = _decide(decider, call, key="k-2", reason="a different reason")
+    assert r.status_code == 422 and "k-2" in r.json()["detail"]
+
+
+def test_an_append_token_cannot_decide(agent):
+    call = _uncertain_call("run-s-1", "acme")
+    r = _decide(agent, call)
+    assert r.status_code == 403 and "decide" in r.json()["detail"]
+    assert UncertainCall.objects.get(pk=call.pk).state == "open"
+
+
+def test_a_token_of_tenant_a_sees_nothing_of_tenant_b(tenant_a, tenant_b, agent):
+    mine = _uncertain_call("run-acme", "acme")
+    theirs = _uncertain_call("run-globex", "globex")
+    assert [c["id"] for c in tenant_a.get("/api/uncertain-calls").json()["calls"]] == [mine.pk]
+    assert tenant_a.get("/api/uncertain-calls", tenant="globex").json()["calls"] == []
+    assert tenant_a.get(f"/api/uncertain-calls/{theirs.pk}").status_code == 404
+    assert _decide(tenant_a, theirs).status_code == 404
+    assert [r["run_id"] for r in tenant_a.get("/api/runs").json()["runs"]] == ["run-acme"]
+    for path in ("/api/runs/run-globex", "/api/runs/run-globex/events", "/api/runs/run-globex/state"):
+        assert tenant_a.get(path).status_code == 404, path
+    assert tenant_a.post("/api/runs/run-globex/lease", {"holder": "acme"}).status_code == 404
+    # ... and a new run it opens is its own; an event naming another tenant is refused.
+    lease = tenant_a.post("/api/runs/run-acme-2/lease", {"holder": "acme"}).json()
+    assert tenant_b.get("/api/runs/run-acme-2").status_code == 404
+    r = tenant_a.post(
+        "/api/runs/run-acme-2/events",
+        {"epoch": lease["epoch"], "expected_seq": 0, "events": [
+            {"type": "run_started", "payload": {"run_id": "run-acme-2"}},
+            {"type": "tool_call_started", "payload": {"call_id": "x", "name": "post_correction", "arguments": {"tenant": "globex"}}},
+        ]},
+    )
+    assert r.status_code == 403 and "globex" in r.json()["detail"]
+
+
+def test_a_console_user_decides_by_session_with_csrf(db):
+    roles_ensure()
+    from django.contrib.auth.models import Group
+
+    user = get_user_model().objects.create_user("oncall-olga", password="x" * 12)
+    user.groups.add(Group.objects.get(name=ONCALL))
+    call = _uncertain_call("run-u-1", "acme")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    body = {"decision": "not_happened", "reason": "checked the ledger", "seen_version": call.version}
+    r = client.post(f"/api/uncertain-calls/{call.pk}/decisions", body, content_type="application/json")
+    assert r.status_code == 403 and "CSRF" in r.json()["detail"]
+    client.get("/api/runs")  # any page; the token comes from the cookie Django sets on a form page
+    from django.middleware.csrf import _get_new_csrf_string
+
+    token = _get_new_csrf_string()
+    client.cookies["csrftoken"] = token
+    r = client.post(f"/api/uncertain-calls/{call.pk}/decisions", body, content_type="application/json", HTTP_X_CSRFTOKEN=token)
+    assert r.status_code == 200, r.content
+    assert [e.payload["by"] for e in events_read(run_id="run-u-1") if e.type == "approval_decided"] == ["oncall-olga"]
+
+
+def test_policies_are_readable_by_tokens_and_writable_only_by_administrators(reader, db):
+    r = reader.client.patch("/api/policies/post_correction", '{"fields": {"risk_class": "irreversible", "strategy": "escalate"}}', content_type="application/json", **reader.headers)
+    assert r.status_code == 403
+    admin = get_user_model().objects.create_superuser("admin-ada", password="x" * 12)
+    client = Client()
+    client.force_login(admin)
+    r = client.patch("/api/policies/post_correction", '{"fields": {"risk_class": "irreversible", "strategy": "escalate", "deadline": "15m"}}', content_type="application/json")
+    assert r.status_code == 200, r.content
+    assert r.json()["deadline_s"] == 900 and r.json()["updated_by"] == "admin-ada"
+    assert [p["tool"] for p in reader.get("/api/policies").json()] == ["post_correction"]
+    bad = client.patch("/api/policies/post_correction", '{"fields": {"strategy": "hope"}}', content_type="application/json")
+    assert bad.status_code == 422 and "strategy" in bad.json()["detail"]
