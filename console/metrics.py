@@ -17,7 +17,7 @@ import time
 from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, SummaryMetricFamily
 
 from console.tokens import principal_for_token, principal_for_user, token_authenticate
 
@@ -50,34 +50,78 @@ def _runs():
 
 
 def _recovery():
-    try:
-        from recovery import metrics_source  # noqa: F401  (wired in _recovery_figures)
-    except ImportError:
-        pass
-    yield from _recovery_figures()
+    """Queue figures per risk class from recovery.selectors (the same numbers as the overview)."""
+    from recovery.models import UncertainCall
+    from recovery.selectors import queue_figures_by_risk
+
+    figures = queue_figures_by_risk()
+    opened = CounterMetricFamily("reckon_uncertain_calls_opened", "Tool calls that became uncertain", labels=["risk_class"])
+    auto = CounterMetricFamily("reckon_uncertain_calls_reconciled_automatically", "Uncertain calls settled by reconciliation without a person", labels=["risk_class"])
+    escalated = CounterMetricFamily("reckon_uncertain_calls_escalated", "Uncertain calls escalated to a person", labels=["risk_class"])
+    still_open = GaugeMetricFamily("reckon_uncertain_calls_open", "Uncertain calls not yet resolved", labels=["risk_class"])
+    oldest = GaugeMetricFamily("reckon_uncertain_call_oldest_age_seconds", "Age of the oldest unresolved uncertain call (0: none)", labels=["risk_class"])
+    overdue = GaugeMetricFamily("reckon_uncertain_calls_overdue", "Unresolved uncertain calls past their recovery deadline", labels=["risk_class"])
+    for risk, f in sorted(figures.items()):
+        opened.add_metric([risk], f["opened"])
+        auto.add_metric([risk], f["reconciled_automatically"])
+        escalated.add_metric([risk], f["escalated"])
+        still_open.add_metric([risk], f["still_open"])
+        oldest.add_metric([risk], f["oldest_age_s"] or 0.0)
+        overdue.add_metric([risk], len(f["overdue"]))
+    yield from (opened, auto, escalated, still_open, oldest, overdue)
+    yield GaugeMetricFamily(
+        "reckon_overdue_irreversible_calls",
+        "Irreversible uncertain calls past their deadline: page someone",
+        value=len(figures.get("irreversible", {}).get("overdue", [])),
+    )
+
+    # Outcomes per call from the read model (its latest attempt), not a scan of the event table:
+    # a scrape must stay cheap on a log of millions of events.
+    outcomes = GaugeMetricFamily("reckon_reconciliation_last_outcome", "Uncertain calls by the outcome of their latest lookup", labels=["outcome"])
+    for row in UncertainCall.objects.exclude(last_outcome="").values("last_outcome").annotate(n=Count("id")):
+        outcomes.add_metric([row["last_outcome"]], row["n"])
+    yield outcomes
+    attempts = UncertainCall.objects.aggregate(n=Sum("attempts"))["n"] or 0
+    yield CounterMetricFamily("reckon_reconciliation_attempts", "Reconciliation attempts made", value=attempts)
+    states = GaugeMetricFamily("reckon_uncertain_calls_by_state", "Rows of the uncertain-call read model by state", labels=["state"])
+    for row in UncertainCall.objects.values("state").annotate(n=Count("id")):
+        states.add_metric([row["state"]], row["n"])
+    yield states
+    yield from _lookup_latency()
 
 
-def _recovery_figures():
-    return iter(())
+def _lookup_latency():
+    """Latest lookup latency per call, when the recovery read model records it (``last_lookup_ms``)."""
+    from recovery.models import UncertainCall
+
+    if not any(f.name == "last_lookup_ms" for f in UncertainCall._meta.get_fields()):
+        return
+    buckets = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000]
+    values = list(UncertainCall.objects.exclude(last_lookup_ms__isnull=True).values_list("last_lookup_ms", flat=True))
+    h = HistogramMetricFamily("reckon_lookup_latency_ms", "Latest lookup latency per uncertain call, in milliseconds")
+    h.add_metric([], [(str(b), float(sum(1 for v in values if v <= b))) for b in buckets] + [("+Inf", float(len(values)))], sum_value=float(sum(values)))
+    yield h
 
 
 def _replay():
-    """Replay and snapshot measurements, when runs.snapshots publishes them."""
-    source = None
-    for module in ("runs.snapshots", "runs.selectors"):
-        try:
-            source = getattr(__import__(module, fromlist=["replay_metrics"]), "replay_metrics", None)
-        except ImportError:
-            continue
-        if source:
-            break
-    if source is None:
+    """Replay and snapshot measurements published by runs.snapshots (count, total, last, max per series)."""
+    try:
+        from runs.snapshots import replay_metrics
+    except ImportError:
         return
-    figures = source() or {}
-    for name, value in sorted(figures.items()):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        yield GaugeMetricFamily(f"reckon_replay_{name}", f"Replay/snapshot measurement {name}", value=float(value))
+    series: dict[str, list] = {}
+    for m in replay_metrics().values():
+        series.setdefault(m["name"], []).append(m)
+    for name, rows in sorted(series.items()):
+        base = f"reckon_{name}"
+        summary = SummaryMetricFamily(base, f"Replay measurement {name}", labels=["label"])
+        last = GaugeMetricFamily(f"{base}_last", f"Latest {name}", labels=["label"])
+        peak = GaugeMetricFamily(f"{base}_max", f"Largest {name} seen", labels=["label"])
+        for m in rows:
+            summary.add_metric([m["label"] or ""], count_value=m["count"], sum_value=m["total"])
+            last.add_metric([m["label"] or ""], m["last"])
+            peak.add_metric([m["label"] or ""], m["max"])
+        yield from (summary, last, peak)
 
 
 class DatabaseCollector:

@@ -1,0 +1,53 @@
+"""/metrics: Prometheus text read from the database, behind a read token or a session."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from runs.errors import StaleEpoch
+from runs.leases import lease_acquire, lease_release
+from runs.store import NewEvent, events_append
+from tests.api.test_recovery_api import _uncertain_call
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _samples(text: str) -> dict:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_count_appends_fencing_rejections_and_uncertain_calls_by_risk(reader):
+    _uncertain_call("run-m-1", "acme")  # 3 events: started, tool start, uncertain
+    lease = lease_acquire(run_id="run-m-2", holder="a")
+    events_append(run_id="run-m-2", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "run-m-2"})])
+    lease_release(run_id="run-m-2", epoch=lease.epoch)
+    lease_acquire(run_id="run-m-2", holder="b")
+    with pytest.raises(StaleEpoch):
+        events_append(run_id="run-m-2", epoch=lease.epoch, expected_seq=1, events=[NewEvent("user_message", {"content": "late"})])
+
+    r = reader.get("/metrics")
+    assert r.status_code == 200 and r["Content-Type"].startswith("text/plain")
+    m = _samples(r.content.decode())
+    assert m[("reckon_events_appended_total", (("origin", "live"),))] == 4
+    assert m[("reckon_fencing_rejections_total", ())] == 1
+    assert m[("reckon_uncertain_calls_opened_total", (("risk_class", "irreversible"),))] == 1
+    assert m[("reckon_uncertain_calls_open", (("risk_class", "irreversible"),))] == 1
+    assert m[("reckon_uncertain_call_oldest_age_seconds", (("risk_class", "irreversible"),))] >= 0
+    assert ("reckon_overdue_irreversible_calls", ()) in m
+
+
+def test_metrics_need_a_read_token_without_tenant_limits(outsider, agent, tenant_a, db):
+    from console.tokens import token_create
+    from tests.api.conftest import Api
+    from django.test import Client
+
+    assert outsider.get("/metrics").status_code == 401
+    _, secret = token_create(name="appender", scopes=["append"])
+    assert Api(Client(), secret).get("/metrics").status_code == 403
+    assert tenant_a.get("/metrics").status_code == 403
+    assert agent.get("/metrics").status_code == 200
