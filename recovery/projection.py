@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone as djtz
 
 from recovery.models import ToolPolicy, UncertainCall
@@ -104,9 +105,8 @@ class RunRows:
     def target(self, p: dict) -> UncertainCall | None:
         """The unresolved row an event about a call refers to: by start_seq, call_id, then key."""
         if p.get("start_seq") is not None:
-            row = self.by_start(p["start_seq"])
-            if row is not None:
-                return row
+            # An event that names its start refers to that start only, resolved or not.
+            return self.by_start(p["start_seq"])
         cid = p.get("call_id")
         if cid is not None:
             row = next((r for r in self.unresolved() if r.call_id == cid), None)
@@ -227,7 +227,11 @@ def rows_apply(rr: RunRows, events: Iterable[Event], *, epoch_of: Callable[[int]
             rr.touch(row, seq)
         elif t == "tool_call_resolved":
             key = p["idempotency_key"]
-            for row in [r for r in rr.unresolved() if r.idempotency_key == key]:
+            # The completion appended just before (same batch) already closed the named start; the
+            # resolution still sets its disposition (retried, compensated...), and closes any other
+            # start of the same action left open.
+            named = rr.by_start(p.get("start_seq")) if p.get("start_seq") is not None else None
+            for row in [r for r in rr.rows if r is named or (r.state != S.RESOLVED and r.idempotency_key == key)]:
                 row.state = S.RESOLVED
                 row.disposition = p["disposition"]
                 row.resolved_by = str(p.get("by") or p.get("rule") or "")[:200]
@@ -284,7 +288,13 @@ def projection_apply(run_id: str, events: list[Event]) -> None:
     relevant = [ev for ev in events if ev.type in RELEVANT]
     if not relevant:
         return
-    rr = RunRows(run_id, UncertainCall.objects.filter(run_id=run_id).exclude(state=S.RESOLVED))
+    # The run's unresolved rows, plus any resolved row an event names by its start: the same rows a
+    # rebuild would have in hand at this point of the log.
+    named = {ev.payload.get("start_seq") for ev in relevant} | {ev.payload.get("retry_of") for ev in relevant}
+    named.discard(None)
+    rows = UncertainCall.objects.filter(run_id=run_id)
+    rows = rows.filter(~Q(state=S.RESOLVED) | Q(start_seq__in=named)) if named else rows.exclude(state=S.RESOLVED)
+    rr = RunRows(run_id, rows)
     epoch = None
 
     def epoch_of(seq: int) -> int:
