@@ -14,6 +14,7 @@ from django.db import connection
 
 SUITES: dict[str, str] = {
     "store": "runs.bench:bench_store",
+    "snapshots": "runs.bench_snapshots:bench_snapshots",
 }
 
 
