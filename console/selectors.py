@@ -186,3 +186,115 @@ def run_export(*, run_id: str, fmt: str, fields: frozenset[str]) -> tuple[bytes,
     else:
         raise ValueError(f"export format {fmt!r} is not one of jsonl, csv")
     return body, hashlib.sha256(body).hexdigest()
+
+
+# --- charts (overview) -----------------------------------------------------------------------
+
+AGE_BUCKETS = ((0, 300, "< 5 min"), (300, 900, "5–15 min"), (900, 3600, "15 min–1 h"), (3600, 14400, "1–4 h"), (14400, 86400, "4–24 h"), (86400, None, "> 1 day"))
+
+
+def open_calls_over_time(*, now, hours: int = 24, points: int = 25) -> tuple[list[str], dict[str, list[int]]]:
+    """How many uncertain calls were open at each of ``points`` instants over the last ``hours``, by risk class.
+
+    A call counts as open at t when it started at or before t and was not yet resolved; the time a
+    resolved call stopped being open is its row's last change (resolution is the last thing that
+    happens to a row). One query with one filtered count per (instant, class).
+    """
+    from datetime import timedelta
+
+    from django.db.models import Count, Q
+
+    from recovery.models import UncertainCall
+
+    S = UncertainCall.State
+    step = timedelta(hours=hours) / (points - 1)
+    instants = [now - step * (points - 1 - i) for i in range(points)]
+    start = instants[0]
+    rows = UncertainCall.objects.exclude(state=S.IN_FLIGHT).filter(started_at__lte=now).exclude(state=S.RESOLVED, updated_at__lt=start)
+    classes = list(UncertainCall.Risk.values)
+    aggs = {}
+    for i, t in enumerate(instants):
+        open_at = Q(started_at__lte=t) & (~Q(state=S.RESOLVED) | Q(updated_at__gt=t))
+        for c in classes:
+            aggs[f"p{i}_{c}"] = Count("id", filter=open_at & Q(risk_class=c))
+    got = rows.aggregate(**aggs)
+    labels = [t.strftime("%H:%M") for t in instants]
+    return labels, {c: [got[f"p{i}_{c}"] for i in range(points)] for c in classes}
+
+
+def open_calls_age_histogram(*, now) -> list[tuple[str, int]]:
+    """Unresolved uncertain calls by age since their start, in fixed buckets; one query."""
+    from datetime import timedelta
+
+    from django.db.models import Count, Q
+
+    from recovery.models import UncertainCall
+
+    S = UncertainCall.State
+    aggs = {}
+    for i, (lo, hi, _) in enumerate(AGE_BUCKETS):
+        q = Q(started_at__lte=now - timedelta(seconds=lo))
+        if hi is not None:
+            q &= Q(started_at__gt=now - timedelta(seconds=hi))
+        aggs[f"b{i}"] = Count("id", filter=q)
+    got = UncertainCall.objects.filter(state__in=[S.OPEN, S.RECONCILING, S.ESCALATED]).aggregate(**aggs)
+    return [(label, got[f"b{i}"]) for i, (_, _, label) in enumerate(AGE_BUCKETS)]
+
+
+# --- decision log ----------------------------------------------------------------------------
+
+DECISION_LOG_TYPES = ("approval_decided", "tool_call_resolved")
+
+
+def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposition: str = "", kind: str = "", since=None, until=None, before: int | None = None, limit: int = 50) -> Page:
+    """Every human and automatic recovery decision across runs, newest first (keyset on event id).
+
+    People's decisions are ``approval_decided`` events (with ``decision``), and every final
+    disposition, a person's or a rule's, is a ``tool_call_resolved``. Tool and tenant come from the
+    uncertain call the event is about, matched by run and idempotency key.
+    """
+    from django.db.models import Exists, OuterRef, Q, Subquery
+    from django.db.models.fields.json import KeyTextTransform
+
+    from recovery.models import UncertainCall
+
+    qs = Event.objects.filter(type__in=DECISION_LOG_TYPES).annotate(key=KeyTextTransform("idempotency_key", "payload"))
+    calls = UncertainCall.objects.filter(run_id=OuterRef("run_id"), idempotency_key=OuterRef("key"))
+    if by:
+        qs = qs.filter(Q(payload__by=by) | Q(payload__rule__icontains=by))
+    if disposition:
+        qs = qs.filter(Q(payload__disposition=disposition) | Q(payload__decision=disposition))
+    if kind == "person":
+        qs = qs.filter(payload__has_key="by")
+    elif kind == "automatic":
+        qs = qs.exclude(payload__has_key="by")
+    if tool:
+        qs = qs.filter(Exists(calls.filter(tool=tool)))
+    if tenant:
+        qs = qs.filter(Exists(calls.filter(tenant=tenant)))
+    if since is not None:
+        qs = qs.filter(ts__gte=since)
+    if until is not None:
+        qs = qs.filter(ts__lt=until)
+    if before is not None:
+        qs = qs.filter(id__lt=before)
+    qs = qs.annotate(
+        tool=Subquery(calls.values("tool")[:1]),
+        tenant=Subquery(calls.values("tenant")[:1]),
+        call_pk=Subquery(calls.values("pk")[:1]),
+    ).order_by("-id")
+    rows = list(qs[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, rows[-1].id if more and rows else None)
+
+
+def call_notes(*, history: list[dict]) -> list[dict]:
+    """The people's notes among a call's history (claims and assignments are shown elsewhere)."""
+    return [h for h in history if h["type"] == "operator_note" and h["payload"].get("action", "note") == "note"]
+
+
+def comparison_rows(evidence: dict | None) -> list[dict]:
+    """The field-by-field comparison of a lookup's evidence as rows: field, intended, observed, equal."""
+    comp = (evidence or {}).get("comparison") or {}
+    return [{"field": f, "intended": c.get("expected"), "observed": c.get("observed"), "equal": bool(c.get("equal"))} for f, c in comp.items()]

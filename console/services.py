@@ -54,3 +54,80 @@ def export_record(*, user, run_id: str, fmt: str, digest: str) -> None:
         action_flag=CHANGE,
         change_message=f"{REVEAL_PREFIX}every sensitive field in an unmasked {fmt} export (sha256 {digest})",
     )
+
+
+# --- bulk actions ----------------------------------------------------------------------------
+#
+# A bulk action is a preview (what will happen to each call, and why some will be skipped) and then
+# an application call by call, each through the same recovery service a single decision uses, so a
+# rule is never restated here. Each call is applied against the version the preview showed: a call
+# that changed in between is reported as such and left alone. Retry is deliberately not a bulk
+# action: for an irreversible call "again" may mean "twice", and that is a one-call decision.
+
+BULK_LIMIT = 500
+
+
+def _bulk_plan_one(row, *, action: str, user) -> tuple[bool, str]:
+    S = type(row).State
+    if row.state == S.RESOLVED:
+        return False, f"already resolved ({row.disposition or 'resolved'}): nothing to do"
+    if row.state == S.IN_FLIGHT:
+        return False, "still in flight: its writer may yet complete it"
+    if action == "claim":
+        if row.claimed_by_name == user.get_username():
+            return False, "already yours"
+        return True, f"claim for {user.get_username()}" + (f" (taking it from {row.claimed_by_name})" if row.claimed_by_name else "")
+    if action == "assign":
+        return True, "assign"
+    if action == "escalate":
+        return True, "escalate with your reason"
+    if action == "happened":
+        if row.last_outcome != "match":
+            return False, f"no matching evidence (last lookup: {row.last_outcome or 'none yet'}): decide it on its own screen"
+        return True, f"record that it happened, citing reconciliation attempt {row.attempts} (a match)"
+    return False, f"unknown action {action!r}"
+
+
+def bulk_preview(*, rows, action: str, user, assignee: str = "") -> list[dict]:
+    """What ``action`` would do to each call: ``{call, ok, what}``; nothing is written."""
+    out = []
+    for row in rows:
+        ok, what = _bulk_plan_one(row, action=action, user=user)
+        if ok and action == "assign":
+            what = f"assign to {assignee}"
+        out.append({"call": row, "ok": ok, "what": what})
+    return out
+
+
+def bulk_apply(*, rows, seen: dict[int, int], action: str, user, assignee: str = "", reason: str = "") -> list[dict]:
+    """Apply ``action`` call by call; ``{call, ok, result}`` per call. One refusal stops nothing."""
+    from recovery import services as recovery
+
+    out = []
+    for row in rows:
+        ok, what = _bulk_plan_one(row, action=action, user=user)
+        version = seen.get(row.pk)
+        if not ok:
+            out.append({"call": row, "ok": False, "result": f"skipped: {what}"})
+            continue
+        if version is None:
+            out.append({"call": row, "ok": False, "result": "skipped: not in the preview you confirmed"})
+            continue
+        try:
+            if action == "claim":
+                recovery.call_claim(pk=row.pk, user=user, seen_version=version)
+            elif action == "assign":
+                recovery.call_assign(pk=row.pk, user=user, assignee=assignee, seen_version=version)
+            elif action == "escalate":
+                recovery.decision_record(pk=row.pk, decision="escalate", by=user, reason=reason, seen_version=version)
+            elif action == "happened":
+                recovery.decision_record(
+                    pk=row.pk, decision="happened", by=user, reason=reason, seen_version=version,
+                    evidence_ref=f"reconciliation attempt {row.attempts} of call {row.pk}: match",
+                )
+            out.append({"call": row, "ok": True, "result": "done: " + what})
+        except recovery.StaleDecision:
+            out.append({"call": row, "ok": False, "result": "not applied: the call changed since the preview"})
+        except recovery.RecoveryError as exc:
+            out.append({"call": row, "ok": False, "result": f"not applied: {exc}"})
+    return out

@@ -20,6 +20,13 @@ urlpatterns = [
 urlpatterns += [
     path("overview/", views.overview, name="overview"),
     path("queue/", views.queue, name="queue"),
+    path("queue/bulk/", views.queue_bulk, name="queue_bulk"),
+    path("calls/<int:pk>/", views.call_detail, name="call"),
+    path("calls/<int:pk>/decide/", views.call_decide, name="call_decide"),
+    path("calls/<int:pk>/claim/", views.call_claim, name="call_claim"),
+    path("calls/<int:pk>/release/", views.call_release, name="call_release"),
+    path("calls/<int:pk>/assign/", views.call_assign, name="call_assign"),
+    path("calls/<int:pk>/note/", views.call_note, name="call_note"),
     path("decisions/", views.decisions, name="decisions"),
     path("policies/", views.policies, name="policies"),
 ]

@@ -10,6 +10,7 @@ from django.contrib import messages
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import views as auth_views
 from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -18,7 +19,7 @@ from runs.errors import RunNotFound
 from runs.models import Run
 from runs.selectors import run_get, run_state
 
-from console import selectors, services
+from console import forms, selectors, services
 from console.roles import perm, requires, role_names
 
 
@@ -201,28 +202,349 @@ def reveal(request, run_id: str, seq: int):
     return _render(request, "console/reveal.html", ctx, partial="value" if request.htmx else None)
 
 
-# --- placeholders until the recovery engine's screens land ------------------------------------
+# --- overview --------------------------------------------------------------------------------
 
 
 @requires("view_console")
 @require_GET
 def overview(request):
-    return _render(request, "console/overview.html", {}, nav="overview")
+    from django.utils import timezone
+
+    from console import svg
+    from recovery.selectors import queue_figures_by_risk
+
+    now = timezone.now()
+    figures = queue_figures_by_risk()
+    labels, series = selectors.open_calls_over_time(now=now)
+    hist = selectors.open_calls_age_histogram(now=now)
+    ctx = {
+        "figures": figures,
+        "overdue_irreversible": figures.get("irreversible", {}).get("overdue", []),
+        "overdue_other": [(c, o) for c, f in figures.items() if c != "irreversible" for o in f["overdue"]],
+        "chart_time": svg.line_chart(labels=labels, series=series, title="Open uncertain calls by risk class, last 24 hours (UTC)"),
+        "chart_rows": [(labels[i], [series[c][i] for c in series]) for i in range(len(labels))],
+        "chart_classes": list(series),
+        "chart_age": svg.bar_chart(bars=hist, title="Age of open uncertain calls"),
+        "hist": hist,
+        "now": now,
+    }
+    return _render(request, "console/overview.html", ctx, nav="overview", partial="figures" if request.htmx else None)
+
+
+# --- queue -----------------------------------------------------------------------------------
+
+
+def _queue_page(request):
+    from recovery.selectors import QueryError, uncertain_calls_filter
+
+    form = forms.QueueFilterForm(request.GET)
+    if not form.is_valid():
+        return form, None, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+    try:
+        page = uncertain_calls_filter(**form.selector_kwargs(), after=request.GET.get("after") or None, limit=form.cleaned_data.get("limit") or 50)
+    except QueryError as exc:
+        return form, None, str(exc)
+    return form, page, None
+
+
+def _filter_query(request, *, drop=("after",)) -> str:
+    q = request.GET.copy()
+    for k in drop:
+        q.pop(k, None)
+    return q.urlencode()
 
 
 @requires("view_console")
 @require_GET
 def queue(request):
-    return _render(request, "console/queue.html", {}, nav="queue")
+    form, page, error = _queue_page(request)
+    fields = selectors.sensitive_fields()
+    if page is not None:
+        for row in page.items:
+            row.shown_arguments = selectors.value_mask(row.arguments, fields)
+    ctx = {
+        "form": form,
+        "page": page,
+        "error": error,
+        "filters": _filter_query(request),
+        "full_query": request.GET.urlencode(),
+        "can_claim": request.user.has_perm(perm("claim_call")),
+        "can_bulk": request.user.has_perm(perm("claim_call")) or request.user.has_perm(perm("decide_call")),
+        "bulk_actions": _bulk_actions_for(request.user),
+    }
+    status = 400 if error else 200
+    return _render(request, "console/queue.html", ctx, nav="queue", partial="results" if request.htmx else None, status=status)
+
+
+def _bulk_actions_for(user) -> dict[str, str]:
+    allowed = {}
+    for key, label in forms.BULK_ACTIONS.items():
+        needs = "claim_call" if key in ("claim", "assign") else "decide_call"
+        if user.has_perm(perm(needs)):
+            allowed[key] = label
+    return allowed
+
+
+@requires("view_console")
+@require_POST
+def queue_bulk(request):
+    from recovery.models import UncertainCall
+
+    form = forms.BulkForm(request.POST)
+    allowed = _bulk_actions_for(request.user)
+    if not form.is_valid():
+        return _render(request, "console/bulk.html", {"form": form, "errors": form.errors, "filters": request.POST.get("filters", "")}, nav="queue", status=400)
+    action = form.cleaned_data["action"]
+    if action not in allowed:
+        raise PermissionDenied(f"your role may not {forms.BULK_ACTIONS[action].lower()}")
+    filters = request.POST.get("filters", "")
+    if form.cleaned_data["scope"] == "all":
+        rows = _all_matching(filters)
+    else:
+        ids = form.cleaned_data["ids"][: services.BULK_LIMIT]
+        by_pk = UncertainCall.objects.in_bulk(ids)
+        rows = [by_pk[i] for i in ids if i in by_pk]
+    ctx = {"form": form, "action": action, "action_label": forms.BULK_ACTIONS[action], "filters": filters, "assignee": form.cleaned_data.get("assignee", ""), "reason": form.cleaned_data.get("reason", "")}
+    if form.cleaned_data["step"] == "preview":
+        ctx["preview"] = services.bulk_preview(rows=rows, action=action, user=request.user, assignee=form.cleaned_data.get("assignee", ""))
+        ctx["will_apply"] = sum(1 for p in ctx["preview"] if p["ok"])
+        return _render(request, "console/bulk.html", ctx, nav="queue")
+    seen = {}
+    for key, value in request.POST.items():
+        if key.startswith("v_") and key[2:].isdigit() and value.isdigit():
+            seen[int(key[2:])] = int(value)
+    ctx["results"] = services.bulk_apply(rows=rows, seen=seen, action=action, user=request.user, assignee=form.cleaned_data.get("assignee", ""), reason=form.cleaned_data.get("reason", ""))
+    ctx["applied"] = sum(1 for r in ctx["results"] if r["ok"])
+    return _render(request, "console/bulk.html", ctx, nav="queue")
+
+
+def _all_matching(filters: str) -> list:
+    """Every call the queue's filter matches, page by page, up to the bulk limit."""
+    from django.http import QueryDict
+
+    from recovery.selectors import uncertain_calls_filter
+
+    form = forms.QueueFilterForm(QueryDict(filters))
+    if not form.is_valid():
+        raise BadParam("the filter is not valid: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+    rows, after = [], None
+    while len(rows) < services.BULK_LIMIT:
+        page = uncertain_calls_filter(**form.selector_kwargs(), after=after, limit=200)
+        rows.extend(page.items)
+        if page.next is None:
+            break
+        after = page.next
+    return rows[: services.BULK_LIMIT]
+
+
+# --- one call: the approval screen ------------------------------------------------------------
+
+
+def _call_or_404(pk: int):
+    from recovery.selectors import uncertain_call_evidence
+    from recovery.services import CallNotFound
+
+    try:
+        return uncertain_call_evidence(pk=pk)
+    except CallNotFound as exc:
+        raise Http404(str(exc))
+
+
+def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> dict:
+    from recovery.selectors import policy_for
+
+    ev = _call_or_404(pk)
+    call = ev["call"]
+    fields = selectors.sensitive_fields()
+    policy = policy_for(call.tool)
+    attempts = ev["attempts"]
+    for a in attempts:
+        a["shown_evidence"] = selectors.value_mask(a["evidence"], fields)
+        a["comparison"] = [
+            {**r, "intended": selectors.MASK if r["field"] in fields else r["intended"], "observed": selectors.MASK if r["field"] in fields else r["observed"]}
+            for r in selectors.comparison_rows(a["evidence"])
+        ]
+    conflict = next((a for a in reversed(attempts) if a["outcome"] == "conflict"), None)
+    recent = selectors.run_events_page(run_id=call.run_id, limit=12)
+    _shown(recent.items, fields)
+    arguments = call.arguments if isinstance(call.arguments, dict) else {"(arguments)": call.arguments}
+    can_decide = request.user.has_perm(perm("decide_call")) and call.state not in ("resolved", "in_flight")
+    return {
+        "call": call,
+        "policy": policy,
+        "attempts": attempts,
+        "conflict": conflict,
+        "history": [{**h, "shown": selectors.value_mask(h["payload"], fields)} for h in ev["history"]],
+        "notes": selectors.call_notes(history=ev["history"]),
+        "arguments": [(k, selectors.MASK if k in fields and v is not None else v, k in fields and v is not None) for k, v in arguments.items()],
+        "recent": recent.items,
+        "can_decide": can_decide,
+        "can_claim": request.user.has_perm(perm("claim_call")) and call.state != "resolved",
+        "can_note": request.user.has_perm(perm("add_note")),
+        "can_reveal": request.user.has_perm(perm("view_sensitive")),
+        "decision_form": decision_form or forms.DecisionForm(initial={"seen_version": call.version}),
+        "note_form": note_form or forms.NoteForm(),
+        "decisions": forms.DECISIONS,
+        "has_execute": policy.execute is not None,
+        "has_compensate": policy.compensate is not None,
+    }
+
+
+@requires("view_console")
+@require_GET
+def call_detail(request, pk: int):
+    return _render(request, "console/call.html", _call_context(request, pk), nav="queue")
+
+
+@requires("view_console", "decide_call")
+@require_POST
+def call_decide(request, pk: int):
+    from recovery import services as recovery
+
+    form = forms.DecisionForm(request.POST)
+    if not form.is_valid():
+        ctx = _call_context(request, pk, decision_form=form)
+        return _render(request, "console/call.html", ctx, nav="queue", status=400)
+    d = form.cleaned_data
+    try:
+        row = recovery.decision_record(pk=pk, decision=d["decision"], by=request.user, reason=d["reason"], seen_version=d["seen_version"], evidence_ref=(d.get("evidence_ref") or None))
+        if d["decision"] == "escalate" and d.get("assignee"):
+            recovery.call_assign(pk=pk, user=request.user, assignee=d["assignee"], seen_version=row.version)
+    except recovery.CallNotFound as exc:
+        raise Http404(str(exc))
+    except recovery.StaleDecision as exc:
+        messages.error(request, f"Your decision was not recorded: someone else acted on this call first ({exc}). Read what changed below, then decide again if it is still needed.")
+        ctx = _call_context(request, pk)
+        return _render(request, "console/call.html", {**ctx, "stale": True}, nav="queue", status=409)
+    except recovery.RunBusy as exc:
+        messages.error(request, f"Your decision was not recorded: {exc}.")
+        return _render(request, "console/call.html", _call_context(request, pk, decision_form=form), nav="queue", status=409)
+    except recovery.RecoveryError as exc:
+        messages.error(request, f"Your decision was not recorded: {exc}.")
+        return _render(request, "console/call.html", _call_context(request, pk, decision_form=form), nav="queue", status=400)
+    messages.success(request, f"Recorded: {forms.DECISIONS[d['decision']]}. The call is now {row.state}{' (' + row.disposition + ')' if row.disposition else ''}.")
+    return redirect("console:call", pk=pk)
+
+
+def _call_write(request, pk: int, fn, ok: str):
+    from recovery import services as recovery
+
+    try:
+        seen = int(request.POST.get("seen_version", ""))
+    except ValueError:
+        return _bad(request, BadParam("seen_version must be the version number shown on the page"))
+    try:
+        fn(seen)
+    except recovery.CallNotFound as exc:
+        raise Http404(str(exc))
+    except recovery.StaleDecision:
+        messages.error(request, "Not done: the call changed since you loaded the page (someone else may have claimed or decided it). Here it is as it is now.")
+    except recovery.RecoveryError as exc:
+        messages.error(request, f"Not done: {exc}.")
+    else:
+        messages.success(request, ok)
+    nxt = request.POST.get("next", "")
+    return redirect(nxt if nxt.startswith("/queue/") else f"/calls/{pk}/")
+
+
+@requires("view_console", "claim_call")
+@require_POST
+def call_claim(request, pk: int):
+    from recovery.services import call_claim as claim
+
+    return _call_write(request, pk, lambda v: claim(pk=pk, user=request.user, seen_version=v), "You have claimed this call.")
+
+
+@requires("view_console", "claim_call")
+@require_POST
+def call_release(request, pk: int):
+    from recovery.services import call_release as release
+
+    return _call_write(request, pk, lambda v: release(pk=pk, user=request.user, seen_version=v), "You have released this call.")
+
+
+@requires("view_console", "claim_call")
+@require_POST
+def call_assign(request, pk: int):
+    from django.contrib.auth import get_user_model
+
+    from recovery.services import call_assign as assign
+
+    form = forms.AssignForm(request.POST)
+    if not form.is_valid():
+        return _bad(request, BadParam("name the person to assign the call to"))
+    name = form.cleaned_data["assignee"].strip()
+    if not get_user_model().objects.filter(username=name, is_active=True).exists():
+        messages.error(request, f"Not assigned: there is no active user {name!r}.")
+        return redirect("console:call", pk=pk)
+    return _call_write(request, pk, lambda v: assign(pk=pk, user=request.user, assignee=name, seen_version=v), f"Assigned to {name}.")
+
+
+@requires("view_console", "add_note")
+@require_POST
+def call_note(request, pk: int):
+    from recovery import services as recovery
+
+    form = forms.NoteForm(request.POST)
+    if not form.is_valid():
+        return _render(request, "console/call.html", _call_context(request, pk, note_form=form), nav="queue", status=400)
+    try:
+        recovery.call_note(pk=pk, by=request.user, text=form.cleaned_data["text"])
+    except recovery.CallNotFound as exc:
+        raise Http404(str(exc))
+    except recovery.RecoveryError as exc:
+        messages.error(request, f"The note was not saved: {exc}.")
+    else:
+        messages.success(request, "Note added to the run's log.")
+    return redirect("console:call", pk=pk)
+
+
+# --- decision log ----------------------------------------------------------------------------
 
 
 @requires("view_console")
 @require_GET
 def decisions(request):
-    return _render(request, "console/decisions.html", {}, nav="decisions")
+    from datetime import datetime, time, timezone
+
+    g = request.GET
+    try:
+        before = _int(request, "before", minimum=1)
+        since = datetime.combine(datetime.strptime(g["since"], "%Y-%m-%d").date(), time.min, tzinfo=timezone.utc) if g.get("since") else None
+        until = datetime.combine(datetime.strptime(g["until"], "%Y-%m-%d").date(), time.max, tzinfo=timezone.utc) if g.get("until") else None
+    except (BadParam, ValueError) as exc:
+        return _bad(request, BadParam(f"dates are YYYY-MM-DD: {exc}"))
+    q = {k: g.get(k, "").strip()[:200] for k in ("by", "tool", "tenant", "disposition", "kind")}
+    page = selectors.decisions_search(**q, since=since, until=until, before=before)
+    _shown(page.items, selectors.sensitive_fields())
+    ctx = {"page": page, "q": q, "since": g.get("since", ""), "until": g.get("until", ""), "filters": _filter_query(request, drop=("before",))}
+    return _render(request, "console/decisions.html", ctx, nav="decisions", partial="rows" if request.htmx and before else None)
+
+
+# --- policies (administrators) -----------------------------------------------------------------
 
 
 @requires("manage_policies")
-@require_GET
 def policies(request):
-    return _render(request, "console/policies.html", {}, nav="policies")
+    from recovery.models import PolicyChange, ToolPolicy
+    from recovery.policies import PolicyError
+    from recovery.services import policy_update
+
+    if request.method == "POST":
+        tool = request.POST.get("tool", "").strip()
+        fields = {}
+        for name in ("risk_class", "strategy", "deadline"):
+            if request.POST.get(name, "").strip():
+                fields[name] = request.POST[name].strip()
+        for name in ("semantic_fields", "sensitive_fields"):
+            if name in request.POST:
+                fields[name] = [f.strip() for f in request.POST[name].split(",") if f.strip()]
+        try:
+            policy_update(tool=tool, fields=fields, by=request.user)
+        except PolicyError as exc:
+            messages.error(request, f"Policy not changed: {exc}")
+            return redirect("console:policies")
+        messages.success(request, f"Policy for {tool} saved.")
+        return redirect("console:policies")
+    ctx = {"policies": ToolPolicy.objects.order_by("tool"), "changes": PolicyChange.objects.order_by("-at", "-id")[:30]}
+    return _render(request, "console/policies.html", ctx, nav="policies")

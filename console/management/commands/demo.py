@@ -41,9 +41,13 @@ class Command(BaseCommand):
             raise CommandError(f"--interval must be positive, got {interval}")
         call_command("migrate", verbosity=0, interactive=False)
         self.stdout.write("database: migrated")
-        self._import()
         self._policies()
+        self._import()
         self._users(reset_passwords)
+        made = scenarios_create()
+        self.stdout.write(f"scenarios: {len(made)} live runs with uncertain calls ({', '.join(made)}); first reconcile pass:")
+        if "reconcile" in get_commands():
+            call_command("reconcile", once=True, stdout=self.stdout)
         if no_serve:
             self.stdout.write("ready (--no-serve): not starting the server")
             return
@@ -61,14 +65,18 @@ class Command(BaseCommand):
             self.stdout.write(f"events: {result.line()}")
 
     def _policies(self) -> None:
-        path = Path(settings.BASE_DIR) / "fixtures" / "policies.toml"
+        # The demo file points the tools at the built-in demo ledger, so reconciliation works offline.
+        fixtures = Path(settings.BASE_DIR) / "fixtures"
+        path = fixtures / "policies-demo.toml"
+        if not path.exists():
+            path = fixtures / "policies.toml"
         if "load_policies" not in get_commands():
             self.stdout.write("policies: the recovery engine has no load_policies command yet; skipped")
             return
         if not path.exists():
             self.stdout.write(f"policies: {path} not found; skipped")
             return
-        call_command("load_policies", str(path), stdout=self.stdout)
+        call_command("load_policies", str(path), by="demo", stdout=self.stdout)
 
     @transaction.atomic
     def _users(self, reset: bool) -> None:
@@ -131,3 +139,57 @@ def _reconcile_loop(stop: threading.Event, interval: float, err) -> None:
             err.write(f"reconcile pass failed: {type(exc).__name__}: {exc}")
         finally:
             close_old_connections()
+
+
+# --- demo scenarios ---------------------------------------------------------------------------
+#
+# The fixtures are history: every call in them is settled. These runs give the console something to
+# work on: an agent started a ledger correction and died before recording the result, and the demo
+# ledger (policies-demo.toml) holds what the receiver did. Each case is one row of the seed's table.
+
+SCENARIOS = (
+    # (run id, minutes ago, arguments, what the demo ledger holds for the key: None = nothing)
+    ("demo-conflict-c801", 40, {"tenant": "acme", "account": "4020", "amount": "840.00", "currency": "GBP", "period": "2026-Q3", "reference": "C-801"}, {"tenant": "acme", "account": "4020", "amount": "480.00", "currency": "GBP", "period": "2026-Q3", "reference": "C-801"}),
+    ("demo-match-c802", 5, {"tenant": "acme", "account": "4030", "amount": "125.50", "currency": "GBP", "period": "2026-Q3", "reference": "C-802"}, "same"),
+    ("demo-absent-c803", 3, {"tenant": "globex", "account": "7100", "amount": "60.00", "currency": "EUR", "period": "2026-Q3", "reference": "C-803"}, None),
+    ("demo-conflict-c804", 180, {"tenant": "initech", "account": "5500", "amount": "2300.00", "currency": "USD", "period": "2026-Q3", "reference": "C-804"}, {"tenant": "initech", "account": "5501", "amount": "2300.00", "currency": "USD", "period": "2026-Q3", "reference": "C-804"}),
+)
+
+
+def scenario_run_create(*, run_id: str, tool: str, arguments: dict, started_minutes_ago: float, ledger: dict | str | None = None) -> str:
+    """A run whose agent started ``tool`` and died before the completion: an unmatched start.
+
+    ``ledger`` is what the demo ledger holds under the call's key: the same fields ("same"), other
+    fields (a conflict), or nothing (authoritative absence).
+    """
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from recovery.models import DemoLedgerEntry
+    from runs.identity import idempotency_key, signature
+    from runs.leases import lease_acquire, lease_release
+    from runs.store import NewEvent, events_append
+
+    t0 = timezone.now() - timedelta(minutes=started_minutes_ago)
+    sig = signature(tool, arguments)
+    key = idempotency_key(run_id, sig)
+    lease = lease_acquire(run_id=run_id, holder="demo-agent")
+    if lease.last_seq == 0:
+        events = [
+            NewEvent("run_started", {"run_id": run_id}, ts=t0 - timedelta(seconds=9)),
+            NewEvent("user_message", {"content": f"Post correction {arguments.get('reference', '')} for tenant {arguments.get('tenant', '')}."}, ts=t0 - timedelta(seconds=6)),
+            NewEvent("model_turn", {"text": "Posting the correction.", "tool_calls": [{"id": "call_1", "name": tool, "arguments": arguments}], "usage": {"input_tokens": 900, "output_tokens": 60}, "cost_usd": 0.004}, ts=t0 - timedelta(seconds=3)),
+            NewEvent("tool_call_started", {"call_id": "call_1", "name": tool, "arguments": arguments, "idempotency_key": key, "signature": sig, "tenant": arguments.get("tenant", "default")}, ts=t0),
+        ]
+        events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=events)
+        if ledger is not None:
+            fields = arguments if ledger == "same" else ledger
+            DemoLedgerEntry.objects.get_or_create(idempotency_key=key, defaults={"tool": tool, "fields": fields, "result": {"ledger_id": f"L-{key[:8]}", "status": "posted"}})
+    # The agent "dies": its lease goes, and nobody will ever append the completion.
+    lease_release(run_id=run_id, epoch=lease.epoch)
+    return run_id
+
+
+def scenarios_create() -> list[str]:
+    return [scenario_run_create(run_id=r, tool="post_correction", arguments=a, started_minutes_ago=m, ledger=ledger) for r, m, a, ledger in SCENARIOS]

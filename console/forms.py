@@ -1,0 +1,108 @@
+"""Forms of the console. They check shape and presence (a reason is required, a page size is a
+number); what a decision means and whether it is allowed is the recovery engine's to say."""
+
+from __future__ import annotations
+
+from django import forms
+
+RISK_CHOICES = [("", "any risk"), ("irreversible", "irreversible"), ("reversible", "reversible"), ("idempotent", "idempotent"), ("read_only", "read only")]
+STATE_CHOICES = [("", "not resolved"), ("open", "open"), ("reconciling", "reconciling"), ("escalated", "escalated"), ("in_flight", "in flight"), ("resolved", "resolved")]
+DUP_CHOICES = [("", "either"), ("yes", "possible duplicates only"), ("no", "no possible duplicate")]
+
+DECISIONS = {
+    "happened": "It happened",
+    "retry_same_key": "It did not happen: retry with the same key",
+    "not_happened": "It did not happen: do not retry",
+    "compensate": "Compensate (run the tool's inverse)",
+    "escalate": "Escalate to someone",
+}
+
+
+class QueueFilterForm(forms.Form):
+    risk_class = forms.ChoiceField(choices=RISK_CHOICES, required=False, label="Risk class")
+    tool = forms.CharField(required=False, max_length=200)
+    tenant = forms.CharField(required=False, max_length=200)
+    state = forms.ChoiceField(choices=STATE_CHOICES, required=False)
+    min_age_m = forms.IntegerField(required=False, min_value=0, max_value=525600, label="Older than (minutes)")
+    duplicate = forms.ChoiceField(choices=DUP_CHOICES, required=False, label="Possible duplicate")
+    limit = forms.TypedChoiceField(choices=[(25, 25), (50, 50), (100, 100), (200, 200)], coerce=int, required=False, empty_value=50, label="Per page")
+
+    FILTER_KEYS = ("risk_class", "tool", "tenant", "state", "min_age_m", "duplicate", "limit")
+
+    def selector_kwargs(self) -> dict:
+        d = self.cleaned_data
+        dup = {"yes": True, "no": False}.get(d.get("duplicate") or "")
+        return {
+            "risk_class": d.get("risk_class") or None,
+            "tool": (d.get("tool") or "").strip() or None,
+            "tenant": (d.get("tenant") or "").strip() or None,
+            "state": d.get("state") or None,
+            "min_age_s": (d["min_age_m"] * 60) if d.get("min_age_m") is not None else None,
+            "possible_duplicate": dup,
+        }
+
+
+class DecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=list(DECISIONS.items()), widget=forms.RadioSelect)
+    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}), help_text="Required: why you decided this. It is kept in the run's log.")
+    evidence_ref = forms.CharField(max_length=500, required=False, label="Evidence reference", help_text="For “it happened”: where you saw it (ticket, ledger entry, receipt id).")
+    seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+    assignee = forms.CharField(max_length=150, required=False, label="Escalate to (user name, optional)")
+    confirm_twice = forms.BooleanField(
+        required=False,
+        label="I understand: if the original call did take effect, retrying can make it happen twice, unless the receiver honours the idempotency key.",
+    )
+
+    def clean_reason(self):
+        reason = self.cleaned_data["reason"].strip()
+        if not reason:
+            raise forms.ValidationError("Give a reason: it is recorded with your decision.")
+        return reason
+
+    def clean(self):
+        d = super().clean()
+        if d.get("decision") == "happened" and not (d.get("evidence_ref") or "").strip():
+            self.add_error("evidence_ref", "“It happened” needs a reference to the evidence you saw.")
+        if d.get("decision") == "retry_same_key" and not d.get("confirm_twice"):
+            self.add_error("confirm_twice", "Confirm that you understand a retry can make the effect happen twice.")
+        return d
+
+
+class NoteForm(forms.Form):
+    text = forms.CharField(max_length=4000, widget=forms.Textarea(attrs={"rows": 3}), label="Note")
+
+
+class AssignForm(forms.Form):
+    assignee = forms.CharField(max_length=150, label="Assign to (user name)")
+
+
+BULK_ACTIONS = {
+    "claim": "Claim for me",
+    "assign": "Assign to someone",
+    "escalate": "Escalate",
+    "happened": "It happened (only calls with matching evidence)",
+}
+
+
+class BulkForm(forms.Form):
+    action = forms.ChoiceField(choices=list(BULK_ACTIONS.items()))
+    scope = forms.ChoiceField(choices=[("selected", "the selected calls"), ("all", "every call the filter matches")], initial="selected")
+    ids = forms.TypedMultipleChoiceField(coerce=int, required=False)
+    assignee = forms.CharField(max_length=150, required=False)
+    reason = forms.CharField(max_length=2000, required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    step = forms.ChoiceField(choices=[("preview", "preview"), ("apply", "apply")], initial="preview")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Any ids are acceptable in shape; which exist and may be acted on is decided per call.
+        self.fields["ids"].valid_value = lambda value: True
+
+    def clean(self):
+        d = super().clean()
+        if d.get("action") == "assign" and not (d.get("assignee") or "").strip():
+            self.add_error("assignee", "Name the person to assign the calls to.")
+        if d.get("action") in ("escalate", "happened") and not (d.get("reason") or "").strip():
+            self.add_error("reason", "Give a reason: it is recorded with each decision.")
+        if d.get("scope") == "selected" and not d.get("ids"):
+            self.add_error("ids", "Select at least one call, or choose every call the filter matches.")
+        return d
