@@ -9,6 +9,7 @@ import json
 import sys
 from importlib import import_module
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
@@ -28,6 +29,8 @@ class Command(BaseCommand):
         parser.add_argument("--keep-db", action="store_true", help="reuse the benchmark database between runs")
 
     def handle(self, *args, suite, **options):
+        # Measure what production runs: without DEBUG's per-query logging.
+        settings.DEBUG = False
         names = list(SUITES) if suite == "all" else [suite]
         old_name = connection.settings_dict["NAME"]
         creation = connection.creation
