@@ -142,14 +142,14 @@ def correction(ref: str = "C-771", amount: str = "840.00", account: str = "4020"
     return {"tenant": "acme", "account": account, "amount": amount, "currency": "GBP", "period": "2026-Q3", "reference": ref}
 
 
-def crashed_run(run_id: str, calls: list[tuple[str, str, dict]], *, completed: int = 0) -> list[UncertainCall]:
+def crashed_run(run_id: str, calls: list[tuple[str, str, dict]], *, completed: int = 0, ts=None) -> list[UncertainCall]:
     """A run whose agent started ``calls`` (call_id, tool, arguments), completed the first
     ``completed`` of them, then died: its lease is released, so nobody owns the run any more."""
     lease = lease_acquire(run_id=run_id, holder="agent-7:worker-a")
-    events = [NewEvent("run_started", {"run_id": run_id})]
+    events = [NewEvent("run_started", {"run_id": run_id}, ts=ts)]
     for i, (cid, tool, args) in enumerate(calls):
         key = call_key(run_id, tool, args)
-        events.append(NewEvent("tool_call_started", {"call_id": cid, "name": tool, "arguments": args, "idempotency_key": key}))
+        events.append(NewEvent("tool_call_started", {"call_id": cid, "name": tool, "arguments": args, "idempotency_key": key}, ts=ts))
         if i < completed:
             events.append(NewEvent("tool_call_completed", {"call_id": cid, "name": tool, "content": "ok", "is_error": False, "idempotency_key": key}))
     events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=events)
