@@ -161,3 +161,10 @@ api.add_router("/", runs_router)
 from recovery.api import router as recovery_router  # noqa: E402
 
 api.add_router("/", recovery_router)
+
+
+def api_not_found(request: HttpRequest, rest: str = ""):
+    """Any other path under /api/: a JSON 404 rather than the console's HTML page."""
+    from django.http import JsonResponse
+
+    return JsonResponse({"detail": f"no API operation at /api/{rest}", "code": "not_found"}, status=404)

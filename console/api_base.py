@@ -107,8 +107,9 @@ class Conflict(Schema):
 
 
 def responses(ok: dict[int, Any]) -> dict[int, Any]:
-    """``ok`` plus every error status an operation can answer with, each with its schema."""
-    return {**ok, 401: Error, 403: Error, 404: Error, 409: Conflict, 422: Error}
+    """``ok`` plus every error status an operation can answer with, each with its schema (400: a body
+    that is not JSON at all; 422: JSON that does not fit)."""
+    return {**ok, 400: Error, 401: Error, 403: Error, 404: Error, 409: Conflict, 422: Error}
 
 
 _BAD_TEXT = re.compile(r"[\x00-\x1f\x7f]")

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from django.http import HttpRequest
-from ninja import Field, Header, Query, Router, Schema
+from ninja import Field, Header, Path, Query, Router, Schema
 
 from console.api_base import Forbidden, NotFound, Unprocessable, caller, clean_name, mask_fields, masked, responses
 from console.idempotency import idempotent
@@ -183,8 +183,8 @@ def calls_list_view(request: HttpRequest, filters: Query[CallFilters]):
     return {"calls": [_call_out(r, mask) for r in page.items], "next": page.next}
 
 
-@router.get("/uncertain-calls/{int:pk}", response=responses({200: UncertainCallDetail}), auth=caller("read"), summary="One uncertain call with its evidence")
-def call_view(request: HttpRequest, pk: int):
+@router.get("/uncertain-calls/{pk}", response=responses({200: UncertainCallDetail}), auth=caller("read"), summary="One uncertain call with its evidence")
+def call_view(request: HttpRequest, pk: int = Path(..., ge=1, le=2**63 - 1)):
     """The call, every reconciliation attempt with its evidence, and every event about it."""
     principal: Principal = request.auth
     _visible_call(principal, pk)
@@ -198,15 +198,15 @@ def call_view(request: HttpRequest, pk: int):
 
 
 @router.post(
-    "/uncertain-calls/{int:pk}/decisions",
+    "/uncertain-calls/{pk}/decisions",
     response=responses({200: UncertainCallOut}),
     auth=caller("decide"),
     summary="Record a decision on an uncertain call",
 )
 def decision_view(
     request: HttpRequest,
-    pk: int,
     body: DecisionIn,
+    pk: int = Path(..., ge=1, le=2**63 - 1),
     idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=255, description="repeat-safe submission, as Stripe's"),
 ):
     """The same decisions as the console, through ``recovery.services.decision_record``: each
