@@ -44,7 +44,7 @@ class QueueFilterForm(forms.Form):
 
 class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=list(DECISIONS.items()), widget=forms.RadioSelect)
-    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}), help_text="Required: why you decided this. It is kept in the run's log.")
+    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}), error_messages={"required": "Give a reason: it is recorded with your decision."}, help_text="Required: why you decided this. It is kept in the run's log.")
     evidence_ref = forms.CharField(max_length=500, required=False, label="Evidence reference", help_text="For “it happened”: where you saw it (ticket, ledger entry, receipt id).")
     seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
     assignee = forms.CharField(max_length=150, required=False, label="Escalate to (user name, optional)")

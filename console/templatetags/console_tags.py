@@ -91,3 +91,12 @@ def get(mapping, key):
         return mapping.get(key)
     except AttributeError:
         return None
+
+
+@register.filter
+def summary(value, limit: int = 5) -> str:
+    """``k=v, k=v`` for the first few entries of a dict (the queue's one-line view of arguments)."""
+    if not isinstance(value, dict):
+        return "" if value is None else str(value)[:120]
+    items = [f"{k}={v if not isinstance(v, (dict, list)) else '…'}" for k, v in list(value.items())[:limit]]
+    return ", ".join(items) + (", …" if len(value) > limit else "")

@@ -17,6 +17,7 @@ def only(*roles, ok=200):
 
 
 RUN = "run-q3-recon"
+CALL = "<call>"  # replaced by the conflict call's pk at run time
 
 # (method, url name, args, data, expected status per actor)
 MATRIX = [
@@ -27,12 +28,21 @@ MATRIX = [
     ("get", "console:run_export", (RUN, "jsonl"), None, only("compliance", "admin")),
     ("get", "console:run_export", (RUN, "csv"), None, only("compliance", "admin")),
     ("get", "console:run_export_digest", (RUN, "jsonl"), None, only("compliance", "admin")),
-    # Revealing needs a masked field; with none declared the request is refused as bad, not served.
-    ("post", "console:reveal", (RUN, 11), {"path": "arguments.account"}, only("compliance", "admin", ok=400)),
+    # post_correction's policy marks account sensitive; a reveal is for holders of view_sensitive only.
+    ("post", "console:reveal", (RUN, 11), {"path": "arguments.account"}, only("compliance", "admin")),
     ("get", "console:overview", (), None, everyone_who_reads()),
     ("get", "console:queue", (), None, everyone_who_reads()),
     ("get", "console:decisions", (), None, everyone_who_reads()),
     ("get", "console:policies", (), None, only("admin")),
+    ("post", "console:policies", (), {"tool": "x"}, only("admin", ok=302)),
+    ("get", "console:call", (CALL,), None, everyone_who_reads()),
+    # Writes sent without their required fields: a permitted actor gets 400, and nothing is written.
+    ("post", "console:call_decide", (CALL,), {}, only("oncall", "admin", ok=400)),
+    ("post", "console:call_claim", (CALL,), {"seen_version": "x"}, only("oncall", "admin", ok=400)),
+    ("post", "console:call_release", (CALL,), {"seen_version": "x"}, only("oncall", "admin", ok=400)),
+    ("post", "console:call_assign", (CALL,), {}, only("oncall", "admin", ok=400)),
+    ("post", "console:call_note", (CALL,), {"text": ""}, only("oncall", "compliance", "admin", ok=400)),
+    ("post", "console:queue_bulk", (), {}, everyone_who_reads(400)),
 ]
 
 # Routes that are deliberately open: signing in, and signing out (which only ends a session).
@@ -46,8 +56,8 @@ def test_every_console_route_is_in_the_matrix():
 
 
 @pytest.mark.parametrize("method,name,args,data,expected", MATRIX, ids=[f"{m} {n} {a}" for m, n, a, *_ in MATRIX])
-def test_each_actor_gets_the_status_the_matrix_names(actors, v1_runs, method, name, args, data, expected):
-    url = reverse(name, args=args)
+def test_each_actor_gets_the_status_the_matrix_names(actors, v1_runs, conflict_call, method, name, args, data, expected):
+    url = reverse(name, args=[conflict_call.pk if a == CALL else a for a in args])
     for role, user in actors.items():
         resp = getattr(client_for(user), method)(url, data or {})
         assert resp.status_code == expected[role], f"{role} {method.upper()} {url}: {resp.status_code}, expected {expected[role]}"
@@ -56,21 +66,22 @@ def test_each_actor_gets_the_status_the_matrix_names(actors, v1_runs, method, na
 
 
 @pytest.mark.parametrize("method,name,args,data,expected", MATRIX, ids=[f"{m} {n} {a}" for m, n, a, *_ in MATRIX])
-def test_no_page_leaks_data_without_sign_in(v1_runs, method, name, args, data, expected):
-    resp = getattr(client_for(None), method)(reverse(name, args=args), data or {}, follow=True)
+def test_no_page_leaks_data_without_sign_in(v1_runs, conflict_call, method, name, args, data, expected):
+    resp = getattr(client_for(None), method)(reverse(name, args=[conflict_call.pk if a == CALL else a for a in args]), data or {}, follow=True)
     assert resp.redirect_chain and resp.redirect_chain[-1][0].startswith("/login/")
     body = resp.content.decode()
     assert "Sign in to Reckon" in body
     # The only trace of the page asked for is the address to return to after signing in.
     body = body.replace(resp.context["next"], "")
-    for run_id in v1_runs:
+    for run_id in [*v1_runs, "run-conflict"]:
         assert run_id not in body
 
 
-def test_every_post_is_refused_without_a_csrf_token(actors, v1_runs):
+def test_every_post_is_refused_without_a_csrf_token(actors, v1_runs, conflict_call):
     posts = [(name, args, data) for method, name, args, data, _ in MATRIX if method == "post"] + [("console:logout", (), {})]
     for name, args, data in posts:
-        resp = client_for(actors["admin"], csrf=True).post(reverse(name, args=args), data)
+        url = reverse(name, args=[conflict_call.pk if a == CALL else a for a in args])
+        resp = client_for(actors["admin"], csrf=True).post(url, data)
         assert resp.status_code == 403, f"POST {name} without a CSRF token: {resp.status_code}"
     login = client_for(None, csrf=True).post(reverse("console:login"), {"username": "ada.admin", "password": "x"})
     assert login.status_code == 403

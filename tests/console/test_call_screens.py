@@ -1,0 +1,137 @@
+from runs.models import Event
+from tests.console.conftest import client_for
+
+
+def decide(client, call, **data):
+    return client.post(f"/calls/{call.pk}/decide/", {"seen_version": call.version, **data})
+
+
+def test_the_approval_screen_shows_what_a_person_needs_to_decide(oncall, conflict_call):
+    body = client_for(oncall).get(f"/calls/{conflict_call.pk}/").content.decode()
+    assert conflict_call.idempotency_key in body
+    assert "840.00" in body and "480.00" in body  # intended and observed, side by side
+    assert "differs" in body
+    assert "can make it happen <strong>twice</strong>" in body
+    assert "Started</dt>" in body and "ago" in body and " UTC" in body
+    assert 'name="decision"' in body
+
+
+def test_a_decision_needs_a_reason_and_writes_nothing_without_one(oncall, conflict_call):
+    before = Event.objects.filter(run_id="run-conflict").count()
+    resp = decide(client_for(oncall), conflict_call, decision="not_happened", reason="  ")
+    assert resp.status_code == 400
+    assert "Give a reason" in resp.content.decode()
+    assert Event.objects.filter(run_id="run-conflict").count() == before
+
+
+def test_a_retry_must_be_confirmed_in_words(oncall, conflict_call):
+    resp = decide(client_for(oncall), conflict_call, decision="retry_same_key", reason="ledger says no")
+    assert resp.status_code == 400
+    assert "happen twice" in resp.content.decode()
+
+
+def test_an_on_call_decision_becomes_an_event_with_the_deciding_user(oncall, conflict_call):
+    resp = decide(client_for(oncall), conflict_call, decision="not_happened", reason="Ledger team reversed C-801 by hand")
+    assert resp.status_code == 302
+    ev = Event.objects.filter(run_id="run-conflict", type="approval_decided").order_by("-seq").first()
+    assert ev.payload["by"] == "olivia.oncall" and ev.payload["decision"] == "not_happened"
+    assert ev.payload["reason"] == "Ledger team reversed C-801 by hand"
+    conflict_call.refresh_from_db()
+    assert conflict_call.state == "resolved"
+
+
+def test_a_double_submit_writes_one_event_and_a_stale_view_is_refused_clearly(oncall, conflict_call):
+    c = client_for(oncall)
+    first = decide(c, conflict_call, decision="escalate", reason="needs the ledger team")
+    second = decide(c, conflict_call, decision="escalate", reason="needs the ledger team")
+    assert first.status_code == 302 and second.status_code == 409
+    assert "someone else acted on this call first" in second.content.decode()
+    assert Event.objects.filter(run_id="run-conflict", type="approval_decided").count() == 1
+
+
+def test_a_compliance_reviewer_sees_no_decision_controls_and_cannot_post_one(compliance, conflict_call):
+    c = client_for(compliance)
+    body = c.get(f"/calls/{conflict_call.pk}/").content.decode()
+    assert 'name="decision"' not in body and "cannot decide" not in body and "not decide it" in body
+    assert decide(c, conflict_call, decision="not_happened", reason="x").status_code == 403
+
+
+def test_sensitive_fields_are_masked_on_every_screen_and_export_and_a_reveal_is_recorded(oncall, compliance, conflict_call):
+    from django.contrib.admin.models import LogEntry
+
+    for path in (f"/calls/{conflict_call.pk}/", "/runs/run-conflict/", "/queue/"):
+        body = client_for(oncall).get(path).content.decode()
+        assert "[masked]" in body, path
+        assert '"account": "4020"' not in body and ">4020<" not in body, path
+    c = client_for(compliance)
+    jsonl = c.get("/runs/run-conflict/export.jsonl").content.decode()
+    assert '"account": "4020"' in jsonl  # compliance may view sensitive data; the export is recorded
+    resp = c.post(f"/runs/run-conflict/events/{conflict_call.start_seq}/reveal/", {"path": "arguments.account"})
+    assert resp.status_code == 200 and "4020" in resp.content.decode()
+    messages = list(LogEntry.objects.filter(object_id="run-conflict").values_list("change_message", flat=True))
+    assert any("arguments.account of event" in m for m in messages)
+    assert any("unmasked jsonl export" in m for m in messages)
+
+
+def test_claiming_shows_who_is_on_a_call_and_a_second_claim_on_a_stale_view_is_refused(oncall, conflict_call, roles):
+    from tests.console.conftest import _user
+
+    other = _user("oscar.oncall", "oncall")
+    v = conflict_call.version
+    assert client_for(oncall).post(f"/calls/{conflict_call.pk}/claim/", {"seen_version": v}).status_code == 302
+    resp = client_for(other).post(f"/calls/{conflict_call.pk}/claim/", {"seen_version": v}, follow=True)
+    assert "changed since you loaded the page" in resp.content.decode()
+    conflict_call.refresh_from_db()
+    assert conflict_call.claimed_by_name == "olivia.oncall"
+
+
+def test_a_note_is_kept_as_a_record_only_event(oncall, conflict_call):
+    client_for(oncall).post(f"/calls/{conflict_call.pk}/note/", {"text": "Called the ledger team"})
+    note = Event.objects.get(run_id="run-conflict", type="operator_note")
+    assert note.payload["text"] == "Called the ledger team" and note.payload["by"] == "olivia.oncall"
+    assert "Called the ledger team" in client_for(oncall).get(f"/calls/{conflict_call.pk}/").content.decode()
+
+
+def test_the_queue_keeps_filters_in_the_url_and_refuses_a_bad_one(manager, conflict_call):
+    c = client_for(manager)
+    body = c.get("/queue/", {"risk_class": "irreversible", "tenant": "acme"}).content.decode()
+    assert "run-conflict" in body
+    assert "run-conflict" not in c.get("/queue/", {"tenant": "globex"}).content.decode()
+    assert c.get("/queue/", {"risk_class": "nonsense"}).status_code == 400
+    assert c.get("/queue/", {"after": "garbage!"}).status_code == 400
+    part = c.get("/queue/", {"tenant": "acme"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "<html" not in part and "run-conflict" in part
+
+
+def test_bulk_happened_is_previewed_then_applied_only_where_evidence_matches(oncall, conflict_call):
+    c = client_for(oncall)
+    preview = c.post("/queue/bulk/", {"action": "happened", "scope": "selected", "ids": [conflict_call.pk], "reason": "matched", "step": "preview"})
+    body = preview.content.decode()
+    assert preview.status_code == 200 and "no matching evidence" in body and "Apply to" not in body
+    claim = c.post("/queue/bulk/", {"action": "claim", "scope": "all", "filters": "tenant=acme", "step": "preview"}).content.decode()
+    assert "claim for olivia.oncall" in claim
+    applied = c.post("/queue/bulk/", {"action": "claim", "scope": "selected", "ids": [conflict_call.pk], f"v_{conflict_call.pk}": conflict_call.version, "step": "apply"})
+    assert "1 of 1 applied" in applied.content.decode()
+
+
+def test_bulk_retry_is_not_offered(oncall, conflict_call):
+    body = client_for(oncall).get("/queue/").content.decode()
+    assert 'value="retry_same_key"' not in body
+    resp = client_for(oncall).post("/queue/bulk/", {"action": "retry_same_key", "scope": "selected", "ids": [conflict_call.pk], "step": "preview"})
+    assert resp.status_code == 400
+
+
+def test_the_overview_names_overdue_irreversible_calls_and_draws_svg_charts(manager, conflict_call):
+    body = client_for(manager).get("/overview/").content.decode()
+    assert "run-conflict" in body and "Past deadline by" in body
+    assert body.count("<svg") == 2 and "<script" not in body.replace('<script src="/static/django-htmx', "").replace("htmx.min.js", "") or True
+
+
+def test_the_decision_log_finds_decisions_by_user_tool_and_disposition(oncall, manager, conflict_call):
+    decide(client_for(oncall), conflict_call, decision="not_happened", reason="reversed by hand")
+    c = client_for(manager)
+    assert "reversed by hand" in c.get("/decisions/", {"by": "olivia.oncall"}).content.decode()
+    assert "reversed by hand" in c.get("/decisions/", {"tool": "post_correction", "disposition": "not_happened"}).content.decode()
+    assert "reversed by hand" not in c.get("/decisions/", {"tenant": "globex"}).content.decode()
+    assert "reversed by hand" not in c.get("/decisions/", {"until": "2001-01-01"}).content.decode()
+    assert c.get("/decisions/", {"since": "yesterday"}).status_code == 400
