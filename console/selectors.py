@@ -60,6 +60,15 @@ def value_mask(value: Any, fields: frozenset[str]) -> Any:
         return {k: (MASK if k in fields and v is not None else value_mask(v, fields)) for k, v in value.items()}
     if isinstance(value, list):
         return [value_mask(v, fields) for v in value]
+    if isinstance(value, str) and any(f'"{f}"' in value for f in fields):
+        # JSON kept as text would carry the field in the clear: a raw response body in evidence, or
+        # a call's signature ("tool:{...canonical arguments...}"). Mask inside it, or all of it.
+        start = min((i for i in (value.find("{"), value.find("[")) if i >= 0), default=-1)
+        try:
+            inner = value_mask(json.loads(value[start:]), fields)
+        except ValueError:
+            return MASK
+        return value[:start] + json.dumps(inner, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return value
 
 

@@ -1,0 +1,114 @@
+"""The console in a real browser: Debian's Chromium driven by Playwright against a live server."""
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.console.conftest import PASSWORD
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
+]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    # Debian's Chromium, never a downloaded browser build; flags keep it quiet and offline.
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+    }
+
+
+def shot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def sign_in(page, live_server, username: str):
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url(f"{live_server.url}/queue/")
+
+
+def test_an_on_call_operator_resolves_a_conflict_escalation_and_it_appears_in_the_timeline(live_server, page, oncall, conflict_call):
+    page.set_viewport_size({"width": 1280, "height": 900})
+    sign_in(page, live_server, "olivia.oncall")
+    page.click(f"a[href='/calls/{conflict_call.pk}/']")
+    page.wait_for_selector("#conflict")
+    assert "480.00" in page.inner_text("#conflict") and "840.00" in page.inner_text("#conflict")
+    assert "twice" in page.inner_text("#retry-warning")
+    path = shot(page, "approval-screen")
+    if os.environ.get("RECKON_UPDATE_DOCS_SCREENSHOT"):
+        shutil.copy(path, DOCS / "approval-screen.png")
+    # Keyboard: the decision is reachable and choosable without a mouse.
+    page.focus("input[value='not_happened']")
+    page.keyboard.press("Space")
+    page.fill("#id_reason", "Ledger team confirmed C-801 was reversed; the agent must not post it again")
+    page.click("#decide-submit")
+    page.wait_for_selector(".messages .success")
+    assert "Recorded" in page.inner_text(".messages")
+    assert page.inner_text("#call-state") == "resolved"
+    page.click("a:has-text('Full timeline')")
+    row = page.locator("tr", has_text="approval_decided").first
+    assert "olivia.oncall" in row.inner_text() and "not_happened" in row.inner_text()
+    shot(page, "run-timeline-after-decision")
+
+
+def test_a_compliance_reviewer_sees_no_decision_controls_and_exports_a_run(live_server, page, compliance, conflict_call):
+    page.set_viewport_size({"width": 420, "height": 900})  # a narrow screen
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "colin.compliance")
+    page.fill("#id_password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    page.goto(f"{live_server.url}/calls/{conflict_call.pk}/")
+    assert page.locator("input[name='decision']").count() == 0
+    assert page.locator("#decide-submit").count() == 0
+    assert "not decide" in page.inner_text("#no-decide")
+    shot(page, "compliance-call-narrow")
+    page.goto(f"{live_server.url}/runs/run-conflict/")
+    with page.expect_download() as dl:
+        page.click("a:has-text('JSON Lines')")
+    body = Path(dl.value.path()).read_bytes()
+    assert body.startswith(b'{"seq": 1, "type": "run_started"')
+    digest_page = page.request.get(f"{live_server.url}/runs/run-conflict/export.jsonl.sha256").text()
+    assert digest_page.split()[0] == hashlib.sha256(body).hexdigest()
+    shot(page, "compliance-run-audit")
+
+
+def test_two_sessions_decide_the_same_call_and_exactly_one_wins(live_server, browser, oncall, conflict_call, roles):
+    from runs.models import Event
+    from tests.console.conftest import _user
+
+    _user("oscar.oncall", "oncall")
+    pages = []
+    for name in ("olivia.oncall", "oscar.oncall"):
+        ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+        p = ctx.new_page()
+        sign_in(p, live_server, name)
+        p.goto(f"{live_server.url}/calls/{conflict_call.pk}/")
+        p.check("input[value='escalate']")
+        p.fill("#id_reason", f"{name} takes this to the ledger team")
+        pages.append(p)
+    for p in pages:
+        p.click("#decide-submit")
+        p.wait_for_load_state()
+    texts = [p.inner_text(".messages") for p in pages]
+    won = [t for t in texts if t.startswith("Recorded")]
+    lost = [t for t in texts if "someone else acted on this call first" in t]
+    assert len(won) == 1 and len(lost) == 1, texts
+    shot(pages[1], "second-session-refused")
+    assert Event.objects.filter(run_id="run-conflict", type="approval_decided").count() == 1
