@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
+from pydantic import BaseModel
 
 from console.api_base import Unprocessable, caller, clean_name, require_tenants, responses
 from console.tenancy import run_tenant_claim, run_tenants, runs_visible, tenants_named
@@ -61,14 +62,17 @@ class LeaseOut(Schema):
     last_seq: int
 
 
-class EventIn(Schema):
+# EventIn and AppendIn are plain pydantic models: ninja's Schema adds a root validator (for
+# reading Django objects) that runs per event and costs more than the rest of the validation of a
+# 100-event batch. The documented shape is the same.
+class EventIn(BaseModel):
     type: str = Field(..., min_length=1, max_length=64)
     payload: dict[str, Any]
     ts: datetime | None = Field(None, description="when it happened (RFC 3339); default: now")
     v: int = Field(CURRENT_SCHEMA_VERSION, ge=1, le=1000, description="schema version of the payload")
 
 
-class AppendIn(Schema):
+class AppendIn(BaseModel):
     epoch: int = Field(..., ge=0, le=BIG, description="the lease epoch the writer holds")
     expected_seq: int = Field(..., ge=0, le=BIG, description="the run's last seq as the writer knows it")
     events: list[EventIn] = Field(..., min_length=1, max_length=1000)
@@ -250,7 +254,10 @@ def events_append_view(request: HttpRequest, run_id: str, body: AppendIn):
     ``last_seq``; 422 for an event the store cannot hold (unknown type, missing field, bad version).
     """
     principal: Principal = request.auth
-    _visible_run(principal, run_id)
+    if principal.tenants is None:
+        clean_name(run_id, "run id")  # the append itself answers RunNotFound: no extra query
+    else:
+        _visible_run(principal, run_id)
     events = [NewEvent(e.type, e.payload, _utc(e.ts, f"event {i}"), e.v) for i, e in enumerate(body.events)]
     if principal.tenants is not None:
         named = tenants_named(run_id, [Event(0, e.type, e.payload, e.ts, e.v) for e in events if e.v <= CURRENT_SCHEMA_VERSION])

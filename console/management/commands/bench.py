@@ -15,7 +15,9 @@ from django.db import connection
 
 SUITES: dict[str, str] = {
     "store": "runs.bench:bench_store",
+    "recovery": "recovery.bench:bench_recovery",
     "snapshots": "runs.bench_snapshots:bench_snapshots",
+    "api": "console.bench_api:bench_api",
 }
 
 
