@@ -18,6 +18,7 @@ SUITES: dict[str, str] = {
     "recovery": "recovery.bench:bench_recovery",
     "snapshots": "runs.bench_snapshots:bench_snapshots",
     "api": "console.bench_api:bench_api",
+    "console": "console.bench_console:bench_console",
 }
 
 
