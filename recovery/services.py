@@ -26,7 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone as djtz
 
 from recovery import adapters
@@ -109,24 +109,73 @@ def _name(who) -> str:
     return name[:150]
 
 
+def _commit_lazily() -> None:
+    """Let this transaction commit without waiting for its WAL flush (PostgreSQL only).
+
+    Used for lease bookkeeping only, never for history. It is safe because WAL is one sequence: the
+    append that follows under this lease commits synchronously, and flushing its commit record
+    flushes everything before it, this lease change included. If the server crashed before that, the
+    lost lease was never used to write history, and the retry start that precedes any remote effect
+    is itself such a synchronous append. It halves the fsyncs per reconciled call.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute("SET LOCAL synchronous_commit TO OFF")
+
+
 class _Owner:
-    """The run's lease for the duration of one recovery write; appends carry its epoch."""
+    """The run's lease for the duration of one recovery write; appends carry its epoch.
+
+    Appends are buffered and written by ``flush``: explicitly before any remote effect (a retry's
+    start must be durable before the request leaves), and otherwise together with the lease's
+    release in one transaction when the work is done.
+    """
 
     def __init__(self, run_id: str):
         self.run_id = run_id
-        self.lease = lease_acquire(
-            run_id=run_id, holder=holder_name(), ttl_seconds=settings.RECKON_RECOVERY_LEASE_SECONDS, create=False
-        )
+        self.pending: list[NewEvent] = []
+        held = None
+        with transaction.atomic():
+            _commit_lazily()
+            try:
+                self.lease = lease_acquire(
+                    run_id=run_id, holder=holder_name(), ttl_seconds=settings.RECKON_RECOVERY_LEASE_SECONDS, create=False
+                )
+            except LeaseHeld as exc:
+                held = exc  # raised after the commit, so the refusal stays in the lease records
+        if held is not None:
+            raise held
         self.epoch = self.lease.epoch
         self.seq = self.lease.last_seq
 
     def append(self, events: list[NewEvent]) -> None:
-        appended = events_append(run_id=self.run_id, epoch=self.epoch, expected_seq=self.seq, events=events)
-        self.seq = appended[-1].seq
+        self.pending.extend(events)
+
+    def flush(self) -> None:
+        if self.pending:
+            appended = events_append(run_id=self.run_id, epoch=self.epoch, expected_seq=self.seq, events=self.pending)
+            self.seq = appended[-1].seq
+            self.pending = []
+
+    def finish(self) -> None:
+        """Write what is pending and give the lease up, in one transaction."""
+        fenced = None
+        with transaction.atomic():
+            try:
+                self.flush()
+            except FenceError as exc:
+                fenced = exc  # raised after the commit, so the store's record of the rejection stays
+            else:
+                lease_release(run_id=self.run_id, epoch=self.epoch)
+        if fenced is not None:
+            raise fenced
 
     def release(self) -> None:
+        self.pending = []
         try:
-            lease_release(run_id=self.run_id, epoch=self.epoch)
+            with transaction.atomic():
+                _commit_lazily()
+                lease_release(run_id=self.run_id, epoch=self.epoch)
         except (StaleEpoch, RunNotFound):
             pass  # someone took the run over after our lease expired: it is theirs now
 
@@ -139,8 +188,14 @@ def _owning(run_id: str):
         raise RunBusy(f"run {run_id!r} is owned by {exc.holder!r} right now; try again when its lease ends") from None
     try:
         yield owner
-    finally:
+    except BaseException:
         owner.release()
+        raise
+    try:
+        owner.finish()
+    except BaseException:
+        owner.release()  # the append was refused (fenced) or failed: nothing of ours was written
+        raise
 
 
 def _row(pk) -> UncertainCall:
@@ -336,7 +391,9 @@ def call_reconcile(*, pk: int, attempt: int | None = None) -> AttemptResult:
                 return AttemptResult(pk, "skipped", detail=why)
             if attempt is not None and row.attempts >= attempt:
                 return AttemptResult(pk, "skipped", detail=f"attempt {attempt} already recorded")
-            return _reconcile_owned(owner, row)
+            result = _reconcile_owned(owner, row)
+        _pause("after_append")
+        return result
     except RunBusy as exc:
         return AttemptResult(pk, "busy", detail=str(exc))
     except FenceError as exc:
@@ -426,7 +483,6 @@ def _reconcile_owned(owner: _Owner, row: UncertainCall) -> AttemptResult:
     elif k == "compensate":
         write([_attempt(row, n, evidence, action, next_in=None)])
         _compensate_owned(owner, row, policy, n, write=write, rule=action.rule, by=None)
-    _pause("after_append")
     log.info("reconciliation attempt", extra={"pk": row.pk, "attempt": n, "action": k, "rule": action.rule})
     return result
 
@@ -447,6 +503,7 @@ def _retry_owned(owner: _Owner, row: UncertainCall, policy: Policy, n: int, *, w
     )
     # The retry's start is durable before the request leaves, exactly as a live call's would be.
     write([*extra_before, start])
+    owner.flush()
     try:
         done = adapters.execute(_ref(row), policy.execute)
     except Exception as exc:
@@ -482,6 +539,7 @@ def _retry_owned(owner: _Owner, row: UncertainCall, policy: Policy, n: int, *, w
 
 
 def _compensate_owned(owner: _Owner, row: UncertainCall, policy: Policy, n: int, *, write, rule: str, by: str | None) -> str:
+    owner.flush()  # the attempt (or decision) that chose compensation is durable before the inverse runs
     try:
         done = adapters.compensate(_ref(row), policy.compensate)
     except Exception as exc:
