@@ -19,7 +19,7 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import BaseModel
 
-from console.api_base import Unprocessable, caller, clean_name, require_tenants, responses
+from console.api_base import Unprocessable, caller, clean_name, mask_fields, masked, require_tenants, responses
 from console.tenancy import run_tenant_claim, run_tenants, runs_visible, tenants_named
 from console.tokens import Principal
 from runs.errors import RunNotFound
@@ -277,10 +277,11 @@ def events_page_view(
     run = _visible_run(request.auth, run_id)
     upto = min(after + limit, run.last_seq)
     events = events_load(run_id=run_id, after=after, upto=upto) if after < upto else []
+    mask = mask_fields(request.auth)
     return {
         "run_id": run_id,
         "last_seq": run.last_seq,
-        "events": [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": e.payload} for e in events],
+        "events": [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": masked(e.payload, mask)} for e in events],
         "next_after": upto if upto < run.last_seq else None,
     }
 
@@ -338,4 +339,5 @@ def run_state_view(request: HttpRequest, run_id: str, at: int | None = Query(Non
     run = _visible_run(request.auth, run_id)
     if at is not None and at > run.last_seq:
         raise Unprocessable(f"at={at} is past the run's last seq {run.last_seq}")
-    return run_state(run_id=run_id, at=at).to_dict()
+    # Sensitive argument fields are masked wherever they appear (messages, calls, results).
+    return masked(run_state(run_id=run_id, at=at).to_dict(), mask_fields(request.auth))

@@ -95,3 +95,16 @@ def test_without_credentials_it_is_401_and_a_read_token_cannot_append(outsider, 
 def test_a_missing_run_is_404(reader):
     assert reader.get("/api/runs/nope").status_code == 404
     assert reader.get("/api/runs/nope/state").status_code == 404
+
+
+def test_sensitive_fields_are_masked_for_tokens(agent, reader):
+    from recovery.models import ToolPolicy
+
+    ToolPolicy.objects.create(tool="post_correction", risk_class="irreversible", strategy="escalate", sensitive_fields=["account"])
+    _start(agent)
+    agent.post("/api/runs/run-api-1/events", {"epoch": 1, "expected_seq": 1, "events": [
+        {"type": "tool_call_started", "payload": {"call_id": "c1", "name": "post_correction", "arguments": {"account": "C-771", "amount": 840}}},
+    ]})
+    started = reader.get("/api/runs/run-api-1/events").json()["events"][1]["payload"]
+    assert started["arguments"] == {"account": "[masked]", "amount": 840}
+    assert reader.get("/api/runs/run-api-1/state").json()["uncertain_calls"][0]["arguments"]["account"] == "[masked]"
