@@ -38,7 +38,7 @@ from django.db import connection, transaction
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.events import CURRENT_SCHEMA_VERSION, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.upcasters import events_upcast, payload_complete
-from runs.fold import Event
+from runs.fold import Event, gc_paused
 
 log = logging.getLogger("reckon.store")
 
@@ -306,11 +306,13 @@ def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list
         with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
             cur.execute(_PG_READ, [run_id, after, upto], prepare=True, binary=True)
             rows = cur.fetchall()
-        return [Event(s, t, loads(p), ts, v) for s, t, v, ts, p in rows]
+        with gc_paused():
+            return [Event(s, t, loads(p), ts, v) for s, t, v, ts, p in rows]
     with connection.cursor() as cur:
         cur.execute(_SQLITE_READ, [run_id, after, upto])
         rows = cur.fetchall()
-    return [Event(s, t, loads(p), _sqlite_ts(ts), v) for s, t, v, ts, p in rows]
+    with gc_paused():
+        return [Event(s, t, loads(p), _sqlite_ts(ts), v) for s, t, v, ts, p in rows]
 
 
 def events_load(*, run_id: str, after: int = 0, upto: int | None = None) -> list[Event]:
