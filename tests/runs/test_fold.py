@@ -9,7 +9,7 @@ from runs import events as registry
 from runs.events import EventType, UnknownEventType
 from runs.fold import Event, FoldError, RULES, fold
 from runs.identity import call_key, idempotency_key, signature
-from tests.golden import fixture_logs, fixture_states
+from tests.golden import fixture_logs
 
 RUN = "run-t"
 
@@ -184,14 +184,3 @@ def test_the_signature_is_canonical_and_the_key_follows_the_contract():
 
     assert idempotency_key("run-1", a) == hashlib.sha256(f"run-1|{a}".encode()).hexdigest()[:24]
     assert len(idempotency_key("run-1", a)) == 24 and idempotency_key("run-2", a) != idempotency_key("run-1", a)
-
-
-@pytest.mark.parametrize("path", fixture_logs(), ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_every_prefix_of_every_fixture_folds_to_its_golden_state(path):
-    from tests.golden import golden_path
-
-    golden = json.loads(golden_path(path).read_text(encoding="utf-8"))
-    states = fixture_states(path)
-    assert list(states) == list(golden) or sorted(states, key=int) == sorted(golden, key=int)
-    for seq, state in states.items():
-        assert state == golden[seq], f"{path.name}: state after seq {seq} differs from its golden state"
