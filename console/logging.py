@@ -30,7 +30,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, default=str, ensure_ascii=False)
 
 
-_DECISION_TYPES = {"tool_call_uncertain", "reconciliation_attempted", "approval_requested", "approval_decided", "tool_call_resolved"}
+DECISION_TYPES = frozenset({"tool_call_uncertain", "reconciliation_attempted", "approval_requested", "approval_decided", "tool_call_resolved"})
 decisions = logging.getLogger("reckon.recovery.decisions")
 
 
@@ -41,7 +41,7 @@ def recovery_decisions_log(run_id: str, events: list) -> None:
     Logged on commit, so a line never describes a decision the database rolled back. The epoch is
     the run's lease epoch inside the append's transaction: the fence just accepted it.
     """
-    mine = [e for e in events if e.type in _DECISION_TYPES]
+    mine = [e for e in events if e.type in DECISION_TYPES]
     if not mine:
         return
     from django.db import transaction

@@ -20,12 +20,12 @@ from django.db.models import Q, QuerySet
 from runs.fold import Event
 from runs.upcasters import DEFAULT_TENANT, events_upcast, payload_complete
 
-_NAMING = ("run_started", "tool_call_started")
+TENANT_NAMING = ("run_started", "tool_call_started")
 
 
 def tenants_named(run_id: str, events: Iterable[Event]) -> set[str]:
     found = set()
-    for ev in events_upcast([e for e in events if e.type in _NAMING], run_id):
+    for ev in events_upcast([e for e in events if e.type in TENANT_NAMING], run_id):
         # A current-version payload a writer sent without its defaulted fields gets them filled
         # exactly as the store will fill them.
         tenant = payload_complete(ev.type, ev.payload, run_id).get("tenant")
@@ -81,8 +81,8 @@ def run_tenants_rebuild() -> int:
 
     RunTenant.objects.all().delete()
     n = 0
-    for run_id in EventRow.objects.filter(type__in=_NAMING).values_list("run_id", flat=True).distinct():
-        found = tenants_named(run_id, [e for e in events_read(run_id=run_id) if e.type in _NAMING])
+    for run_id in EventRow.objects.filter(type__in=TENANT_NAMING).values_list("run_id", flat=True).distinct():
+        found = tenants_named(run_id, [e for e in events_read(run_id=run_id) if e.type in TENANT_NAMING])
         RunTenant.objects.bulk_create([RunTenant(run_id=run_id, tenant=t) for t in sorted(found)], ignore_conflicts=True)
         n += len(found)
     return n
