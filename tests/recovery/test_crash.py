@@ -44,7 +44,7 @@ def _worker(tmp_path: Path, pause_at: str | None) -> tuple[subprocess.Popen, Pat
     return proc, marker
 
 
-def _wait_for(marker: Path, proc: subprocess.Popen, timeout: float = 30) -> None:
+def _wait_for(marker: Path, proc: subprocess.Popen, timeout: float = 90) -> None:
     end = time.monotonic() + timeout
     while not marker.exists():
         if proc.poll() is not None:
@@ -67,7 +67,7 @@ def _kill_at(tmp_path: Path, point: str) -> None:
 def _restart(tmp_path: Path) -> str:
     time.sleep(LEASE_S + 0.3)  # the killed worker's lease must expire before anyone may take over
     proc, _ = _worker(tmp_path, None)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-2000:]
     return out
 
