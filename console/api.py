@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 
+import orjson
 from django.http import Http404, HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 
 from console.api_base import Conflicted, Forbidden, NotFound, Unprocessable
 from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunNotFound
@@ -21,7 +23,17 @@ from runs.upcasters import UnsupportedVersion
 
 log = logging.getLogger("reckon.api")
 
+class _OrjsonParser(Parser):
+    """Request bodies decoded with orjson: a 100-event append spends less time in JSON than in
+    validation this way. Stricter than the standard library (no NaN, no lone surrogates, no
+    integers beyond 64 bits), which the store would refuse anyway; such a body is a 400."""
+
+    def parse_body(self, request):
+        return orjson.loads(request.body)
+
+
 api = NinjaAPI(
+    parser=_OrjsonParser(),
     title="Reckon API",
     version="1",
     description=(
