@@ -184,3 +184,15 @@ def test_reconcile_once_runs_a_pass_and_reports_it(policies):
     out = StringIO()
     call_command("rebuild_projections", stdout=out)
     assert "rebuilt 1 uncertain-call rows" in out.getvalue()
+
+
+def test_the_scan_enqueues_due_calls_and_a_redelivered_batch_writes_nothing_twice(policies):
+    from recovery.tasks import reconcile_calls, reconcile_scan
+
+    ledger = policies
+    (call,) = crashed_run("run-p9", [("c1", "post_correction", correction())])
+    assert reconcile_scan.apply().get() == {"detected": 0, "queued": 1}  # eager: the batch ran already
+    n = len(events_read(run_id="run-p9"))
+    assert reconcile_calls.apply(args=[[[call.pk, 1]]]).get() == {"skipped": 1}
+    assert len(events_read(run_id="run-p9")) == n
+    assert ledger.effects == {call.idempotency_key: 1}
