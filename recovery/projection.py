@@ -30,6 +30,7 @@ from django.utils import timezone as djtz
 from recovery.models import ToolPolicy, UncertainCall
 from recovery.policies import Policy, call_terms, policy_from_row, unclassified_policy
 from runs.fold import Event
+from runs.identity import idempotency_key, signature
 from runs.upcasters import events_upcast
 
 S = UncertainCall.State
@@ -120,12 +121,35 @@ class RunRows:
 
 def rows_apply(rr: RunRows, events: Iterable[Event], *, epoch_of: Callable[[int], int], policies: Policies, users: Callable[[str], int | None]) -> None:
     """Fold ``events`` (already upcast, in seq order) into the run's rows in ``rr``."""
-    for ev in events:
-        t = ev.type
-        if t not in RELEVANT:
+    events = [ev for ev in events if ev.type in RELEVANT]
+    skip_next = False
+    for i, ev in enumerate(events):
+        if skip_next:
+            skip_next = False
             continue
+        t = ev.type
         p = ev.payload
         seq = ev.seq
+        if t == "tool_call_started" and p.get("retry_of") is None and i + 1 < len(events):
+            # The common case, taken without building a row: a start whose very next event is its
+            # live completion, paired by call_id with no older open start of that call_id in the
+            # way. The row would be created and deleted at once; only its duplicate flags remain.
+            nxt = events[i + 1]
+            q = nxt.payload
+            if (
+                nxt.type == "tool_call_completed"
+                and q.get("source", "live") == "live"
+                and q.get("call_id") == p["call_id"]
+                and not any(r.call_id == str(p["call_id"]) for r in rr.unresolved())
+            ):
+                key = q.get("idempotency_key")
+                if key and not q.get("is_error"):
+                    for other in rr.unresolved():
+                        if other.idempotency_key == key and not other.possible_duplicate:
+                            other.possible_duplicate = True
+                            rr.touch(other, nxt.seq)
+                skip_next = True
+                continue
         if t == "tool_call_started":
             if p.get("retry_of") is not None:
                 row = rr.by_start(p["retry_of"])
@@ -140,7 +164,8 @@ def rows_apply(rr: RunRows, events: Iterable[Event], *, epoch_of: Callable[[int]
             row = UncertainCall(
                 run_id=rr.run_id,
                 call_id=str(p["call_id"]),
-                idempotency_key=p.get("idempotency_key") or "",
+                # A key recorded in the log wins over one computed again (CONTRACTS section 2).
+                idempotency_key=p.get("idempotency_key") or idempotency_key(rr.run_id, p.get("signature") or signature(p["name"], p["arguments"])),
                 tool=p["name"],
                 arguments=p.get("arguments"),
                 tenant=str(p.get("tenant") or "default")[:200],
