@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import BooleanField, Case, DateTimeField, ExpressionWrapper, F, Q, Value, When
@@ -63,6 +64,8 @@ def lease_acquire(
     """
     ttl = float(ttl_seconds if ttl_seconds is not None else settings.RECKON_LEASE_SECONDS)
     _check(run_id, holder, ttl)
+    if connection.vendor == "postgresql":
+        return _pg_acquire(run_id, holder, ttl, create, origin)
     if create and not Run.objects.filter(run_id=run_id).exists():
         try:
             with transaction.atomic():
@@ -99,6 +102,65 @@ def lease_acquire(
     return Lease(run_id, row["lease_epoch"], holder, row["lease_expires_at"], row["last_seq"])
 
 
+# PostgreSQL: acquisition is one statement. ``prev`` locks the run row (a concurrent acquirer waits
+# here and then sees the committed holder), ``upd`` takes the lease only when it is free by the
+# database clock, and ``rec`` writes the acquisition or takeover record in the same statement, so a
+# lease change and its record commit together with one round trip.
+_PG_ACQUIRE = """
+WITH prev AS (
+    SELECT run_id, lease_epoch, lease_holder, lease_expires_at,
+           (lease_holder = '' OR lease_expires_at IS NULL OR lease_expires_at <= now()) AS free
+      FROM reckon_run WHERE run_id = %(run_id)s FOR UPDATE
+), upd AS (
+    UPDATE reckon_run r
+       SET lease_epoch = r.lease_epoch + 1, lease_holder = %(holder)s,
+           lease_expires_at = now() + make_interval(secs => %(ttl)s)
+      FROM prev
+     WHERE r.run_id = prev.run_id AND prev.free
+ RETURNING r.lease_epoch, r.lease_expires_at, r.last_seq
+), rec AS (
+    INSERT INTO reckon_lease_record (run_id, kind, epoch, holder, detail, at)
+    SELECT %(run_id)s,
+           CASE WHEN prev.lease_holder = '' THEN 'acquired' ELSE 'takeover' END,
+           upd.lease_epoch, %(holder)s,
+           CASE WHEN prev.lease_holder = '' THEN ''
+                ELSE 'took over from ' || quote_literal(prev.lease_holder) || ' (epoch ' || prev.lease_epoch || ')' END,
+           now()
+      FROM upd, prev
+)
+SELECT upd.lease_epoch, upd.lease_expires_at, upd.last_seq, prev.lease_epoch, prev.lease_holder, prev.lease_expires_at
+  FROM prev LEFT JOIN upd ON true
+"""
+
+_PG_CREATE = """
+INSERT INTO reckon_run (run_id, origin, source_file, created_at, last_seq, lease_epoch, lease_holder)
+VALUES (%(run_id)s, %(origin)s, '', now(), 0, 0, '') ON CONFLICT (run_id) DO NOTHING
+"""
+
+
+def _pg(sql: str, params: dict) -> list[tuple]:
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
+        cur.execute(sql, params, prepare=True)
+        return cur.fetchall() if cur.description else [(cur.rowcount,)]
+
+
+def _pg_acquire(run_id: str, holder: str, ttl: float, create: bool, origin: str) -> Lease:
+    params = {"run_id": run_id, "holder": holder, "ttl": ttl, "origin": str(origin)}
+    rows = _pg(_PG_ACQUIRE, params)
+    if not rows and create:
+        _pg(_PG_CREATE, params)
+        rows = _pg(_PG_ACQUIRE, params)
+    if not rows:
+        raise RunNotFound(run_id)
+    epoch, expires_at, last_seq, held_epoch, held_by, held_until = rows[0]
+    if epoch is None:
+        refused = LeaseHeld(run_id=run_id, holder=held_by, epoch=held_epoch, expires_at=held_until)
+        lease_record(run_id=run_id, kind="refused", epoch=held_epoch, holder=holder, detail=str(refused))
+        raise refused
+    return Lease(run_id, epoch, holder, expires_at, last_seq)
+
+
 def lease_renew(*, run_id: str, epoch: int, ttl_seconds: float | None = None) -> Lease:
     """Extend the current epoch's lease from now (database clock); StaleEpoch if it is not current.
 
@@ -108,6 +170,11 @@ def lease_renew(*, run_id: str, epoch: int, ttl_seconds: float | None = None) ->
     ttl = float(ttl_seconds if ttl_seconds is not None else settings.RECKON_LEASE_SECONDS)
     if not (0 < ttl <= 86400):
         raise InvalidEvent(f"lease length must be between 0 and 86400 seconds, got {ttl!r}")
+    if connection.vendor == "postgresql":
+        rows = _pg(_PG_RENEW, {"run_id": run_id, "epoch": epoch, "ttl": ttl})
+        if rows:
+            holder, expires_at, last_seq = rows[0]
+            return Lease(run_id, epoch, holder, expires_at, last_seq)
     updated = Run.objects.filter(run_id=run_id, lease_epoch=epoch).exclude(lease_holder="").update(lease_expires_at=_expiry(ttl))
     row = Run.objects.filter(run_id=run_id).values("lease_epoch", "lease_holder", "lease_expires_at", "last_seq").first()
     if row is None:
@@ -119,8 +186,29 @@ def lease_renew(*, run_id: str, epoch: int, ttl_seconds: float | None = None) ->
     return Lease(run_id, epoch, row["lease_holder"], row["lease_expires_at"], row["last_seq"])
 
 
+_PG_RENEW = """
+UPDATE reckon_run SET lease_expires_at = now() + make_interval(secs => %(ttl)s)
+ WHERE run_id = %(run_id)s AND lease_epoch = %(epoch)s AND lease_holder <> ''
+RETURNING lease_holder, lease_expires_at, last_seq
+"""
+
+_PG_RELEASE = """
+WITH upd AS (
+    UPDATE reckon_run SET lease_holder = '', lease_expires_at = NULL
+     WHERE run_id = %(run_id)s AND lease_epoch = %(epoch)s AND lease_holder <> ''
+ RETURNING run_id, lease_epoch
+)
+INSERT INTO reckon_lease_record (run_id, kind, epoch, holder, detail, at)
+SELECT run_id, 'released', lease_epoch, '', '', now() FROM upd
+"""
+
+
 def lease_release(*, run_id: str, epoch: int) -> None:
     """Give the lease up so the next acquirer need not wait for expiry; StaleEpoch if not current."""
+    if connection.vendor == "postgresql":
+        (released,) = _pg(_PG_RELEASE, {"run_id": run_id, "epoch": epoch})[0]
+        if released == 1:
+            return
     updated = Run.objects.filter(run_id=run_id, lease_epoch=epoch).exclude(lease_holder="").update(lease_holder="", lease_expires_at=None)
     if updated != 1:
         row = Run.objects.filter(run_id=run_id).values("lease_epoch", "last_seq").first()
