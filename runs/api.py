@@ -27,6 +27,7 @@ from runs.events import CURRENT_SCHEMA_VERSION
 from runs.leases import Lease, lease_acquire, lease_release, lease_renew
 from runs.models import Run
 from runs.selectors import run_state
+from runs.snapshots import run_state_fast
 from runs.fold import Event
 from runs.store import NewEvent, events_append, events_load
 
@@ -339,5 +340,10 @@ def run_state_view(request: HttpRequest, run_id: str, at: int | None = Query(Non
     run = _visible_run(request.auth, run_id)
     if at is not None and at > run.last_seq:
         raise Unprocessable(f"at={at} is past the run's last seq {run.last_seq}")
+    # The latest state is what a resuming agent or a screen asks for: the current snapshot plus
+    # its tail (run_state_fast falls back to the full replay on any miss). A past seq is an audit
+    # question and is folded from event 1.
+    latest = at is None or at == run.last_seq
+    state = run_state_fast(run_id) if latest else run_state(run_id=run_id, at=at)
     # Sensitive argument fields are masked wherever they appear (messages, calls, results).
-    return masked(run_state(run_id=run_id, at=at).to_dict(), mask_fields(request.auth))
+    return masked(state.to_dict(), mask_fields(request.auth))

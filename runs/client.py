@@ -102,6 +102,13 @@ class StoreTransport:
 
         return events_load(run_id=run_id)
 
+    def state(self, run_id):
+        # Resuming folds from the current snapshot plus its tail; any snapshot miss falls back to
+        # the full replay, so the state is the same either way, only cheaper for a long run.
+        from runs.snapshots import run_state_fast
+
+        return run_state_fast(run_id)
+
     def close_thread(self):
         from django.db import connection
 
@@ -415,7 +422,9 @@ def open_run(
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.1)
-    state = fold(transport.events(rid))  # empty log -> empty state
+    # A transport that can fold on the server side does (the store: snapshot plus tail); otherwise
+    # the client folds the whole log itself. An empty log gives the empty state either way.
+    state = transport.state(rid) if hasattr(transport, "state") else fold(transport.events(rid))
     run = AgentRun(rid, transport, lease.epoch, holder, ttl, state, tenant=tenant)
     if state.last_seq == 0:
         run.append("run_started", run_id=rid, **({"tenant": tenant} if tenant else {}))

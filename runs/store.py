@@ -72,6 +72,32 @@ def projector_register(fn: Projector, *, types: Iterable[str] | None = None) -> 
     return fn
 
 
+AfterAppend = Callable[[str, int, int], None]
+_AFTER_APPEND: list[AfterAppend] = []
+
+
+def after_append_register(fn: AfterAppend) -> AfterAppend:
+    """Call ``fn(run_id, first_seq, last_seq)`` after every append, once its transaction commits
+    (at once in autocommit; never when it rolls back).
+
+    For work that must not delay or endanger the append (enqueuing a snapshot, say): ``fn`` runs
+    outside the append's transaction, an exception it raises is logged and swallowed, since the
+    events are already durable and the caller must learn that they are. ``fn`` should be a few
+    integer comparisons and, rarely, an enqueue: it runs on every append and may not query.
+    """
+    if all(f is not fn for f in _AFTER_APPEND):
+        _AFTER_APPEND.append(fn)
+    return fn
+
+
+def _after_append(run_id: str, first_seq: int, last_seq: int) -> None:
+    for fn in _AFTER_APPEND:
+        def after_append(fn=fn) -> None:
+            fn(run_id, first_seq, last_seq)
+
+        transaction.on_commit(after_append, robust=True)
+
+
 def _projectors_for(events: Sequence[NewEvent]) -> list[Projector]:
     names = {ev.type for ev in events}
     return [fn for fn, wanted in _PROJECTORS if wanted is None or not wanted.isdisjoint(names)]
@@ -188,6 +214,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         # commit together or not at all, with no BEGIN/COMMIT round trips.
         ok = _pg_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq)
         if ok:
+            if _AFTER_APPEND:
+                _after_append(run_id, seqs[0], seqs[-1])
             return appended
         error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
         _record_fenced(run_id, epoch, error)
@@ -210,6 +238,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         if ok:
             for project in projectors:
                 project(run_id, appended)
+            if _AFTER_APPEND:
+                _after_append(run_id, seqs[0], seqs[-1])
             return appended
         error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
     _record_fenced(run_id, epoch, error)

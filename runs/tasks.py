@@ -1,0 +1,48 @@
+"""Celery tasks of the event store: each takes ids and calls one function.
+
+Snapshots are written off the append path. ``snapshot_on_append`` is registered with
+``runs.store.after_append_register`` and runs after every committed append; it only compares
+integers (the settings' interval and minimum, no query) and, when the append crossed an interval
+boundary, enqueues ``snapshot_maybe_task``. The task reads the run's own policy and writes a
+snapshot only when one is due, so a boundary that a run's policy does not care about costs one
+look at the policy, not a snapshot. Without ``REDIS_URL`` the task runs eagerly, in the appending
+process, right after the commit.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+from runs.snapshots import snapshot_maybe
+
+log = logging.getLogger("reckon.snapshots")
+
+
+@shared_task(name="runs.tasks.snapshot_maybe_task", ignore_result=True)
+def snapshot_maybe_task(run_id: str) -> int | None:
+    """Write the run's snapshot if its policy says one is due; the snapshot's seq, or None."""
+    snap = snapshot_maybe(run_id)
+    return snap.seq if snap is not None else None
+
+
+def snapshot_due(old_last: int, new_last: int, interval: int, min_events: int) -> bool:
+    """Did an append from ``old_last`` to ``new_last`` cross a multiple of ``interval`` at or past
+    ``min_events`` events? Pure integer arithmetic: it runs on every append."""
+    return interval > 0 and new_last >= min_events and old_last // interval != new_last // interval
+
+
+def snapshot_on_append(run_id: str, first_seq: int, last_seq: int) -> None:
+    """After-commit hook: enqueue a snapshot check when the append crossed an interval boundary.
+
+    The boundary is the settings' interval; a run's own policy (``SnapshotPolicy``) is applied by
+    ``snapshot_maybe`` in the task, because reading it here would add a query to every append.
+    """
+    if not snapshot_due(first_seq - 1, last_seq, settings.RECKON_SNAPSHOT_INTERVAL, settings.RECKON_SNAPSHOT_MIN_EVENTS):
+        return
+    try:
+        snapshot_maybe_task.delay(run_id)
+    except Exception:  # a broker outage costs a snapshot (a cache), never the append
+        log.exception("could not enqueue a snapshot of run %s", run_id)
