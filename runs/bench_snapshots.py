@@ -10,27 +10,18 @@ makes the snapshot itself large. Every figure is a median of several repeats.
 
 from __future__ import annotations
 
-import statistics
 import time
 
 from django.db import connection
 
 from runs.leases import lease_acquire
 from runs.selectors import run_state
+from runs.bench import median_ms
 from runs.snapshot_plan import plan_compute, plan_measure, synthetic_events
 from runs.snapshots import _restore, run_state_fast, snapshot_current, snapshot_write
 from runs.store import NewEvent, events_append
 
 TAIL = 500
-
-
-def _median_ms(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
 
 
 def _build(run_id: str, n: int, make) -> None:
@@ -44,17 +35,17 @@ def _build(run_id: str, n: int, make) -> None:
 
 
 def _measure_run(run_id: str, n: int, repeats: int) -> dict:
-    full = _median_ms(lambda: run_state(run_id=run_id), max(3, repeats // 3))
+    full = median_ms(lambda: run_state(run_id=run_id), max(3, repeats // 3))
     state = run_state(run_id=run_id, at=n - TAIL)
-    write = _median_ms(lambda: snapshot_write(run_id=run_id, state=state), repeats)
+    write = median_ms(lambda: snapshot_write(run_id=run_id, state=state), repeats)
     snap, _ = snapshot_current(run_id=run_id)
 
     def load_only():
         s, exists = snapshot_current(run_id=run_id)
         assert _restore(run_id, s, exists, s.seq).state is not None
 
-    load = _median_ms(load_only, repeats)
-    fast = _median_ms(lambda: run_state_fast(run_id), repeats * 2)
+    load = median_ms(load_only, repeats)
+    fast = median_ms(lambda: run_state_fast(run_id), repeats * 2)
     assert run_state_fast(run_id).to_dict() == run_state(run_id=run_id).to_dict(), "snapshot plus tail differs from the full replay"
     return {"full_replay_ms": full, "snapshot_write_ms": write, "snapshot_load_ms": load, "snapshot_plus_tail_ms": fast, "snapshot_bytes": len(snap.body.encode())}
 
