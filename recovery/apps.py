@@ -8,7 +8,8 @@ class RecoveryConfig(AppConfig):
     def ready(self) -> None:
         # The uncertain-call projection is kept in the same transaction as every append, whoever
         # appends (the agent, an import, recovery itself), so it is registered as soon as Django loads.
-        from recovery.projection import projection_apply
+        from recovery.projection import RELEVANT, projection_apply
         from runs.store import projector_register
 
-        projector_register(projection_apply)
+        # Only appends that carry a type the projection reads pay for a transaction around them.
+        projector_register(projection_apply, types=RELEVANT)
