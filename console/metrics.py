@@ -90,17 +90,45 @@ def _recovery():
     yield from _lookup_latency()
 
 
+LOOKUP_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+
 def _lookup_latency():
-    """Latest lookup latency per call, when the recovery read model records it (``last_lookup_ms``)."""
+    """Lookup latency and reconciliation outcomes from the recovery read model, aggregated in SQL.
+
+    Each call's row keeps its latest lookup's duration (``last_lookup_ms``, from the evidence of
+    its latest attempt) and its attempts counted per outcome, so a scrape costs three grouped
+    queries over the calls, never a scan of the event log.
+    """
+    from django.db.models import Avg, F, Max, Q
+
     from recovery.models import UncertainCall
 
-    if not any(f.name == "last_lookup_ms" for f in UncertainCall._meta.get_fields()):
-        return
-    buckets = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000]
-    values = list(UncertainCall.objects.exclude(last_lookup_ms__isnull=True).values_list("last_lookup_ms", flat=True))
-    h = HistogramMetricFamily("reckon_lookup_latency_ms", "Latest lookup latency per uncertain call, in milliseconds")
-    h.add_metric([], [(str(b), float(sum(1 for v in values if v <= b))) for b in buckets] + [("+Inf", float(len(values)))], sum_value=float(sum(values)))
+    timed = UncertainCall.objects.filter(last_lookup_ms__isnull=False)
+    buckets = {f"le{b}": Count("id", filter=Q(last_lookup_ms__lte=b)) for b in LOOKUP_BUCKETS_MS}
+    h = HistogramMetricFamily(
+        "reckon_lookup_latency_ms", "Latest adapter lookup duration per uncertain call, in milliseconds", labels=["risk_class"]
+    )
+    for row in timed.values("risk_class").annotate(n=Count("id"), total=Sum("last_lookup_ms"), **buckets).order_by("risk_class"):
+        h.add_metric(
+            [row["risk_class"]],
+            [(str(float(b)), float(row[f"le{b}"])) for b in LOOKUP_BUCKETS_MS] + [("+Inf", float(row["n"]))],
+            sum_value=float(row["total"] or 0.0),
+        )
     yield h
+    peak = GaugeMetricFamily("reckon_lookup_latency_max_ms", "Slowest latest lookup among a tool's uncertain calls, in milliseconds", labels=["tool", "risk_class"])
+    mean = GaugeMetricFamily("reckon_lookup_latency_mean_ms", "Mean latest lookup duration of a tool's uncertain calls, in milliseconds", labels=["tool", "risk_class"])
+    for row in timed.values("tool", "risk_class").annotate(peak=Max("last_lookup_ms"), mean=Avg("last_lookup_ms")).order_by("tool", "risk_class"):
+        peak.add_metric([row["tool"], row["risk_class"]], float(row["peak"]))
+        mean.add_metric([row["tool"], row["risk_class"]], float(row["mean"]))
+    yield from (peak, mean)
+
+    outcomes = ("match", "absent", "conflict", "unavailable")
+    sums = UncertainCall.objects.aggregate(**{o: Sum(F(f"outcomes_{o}")) for o in outcomes})
+    counts = CounterMetricFamily("reckon_reconciliation_outcomes", "Reconciliation attempts by the outcome of their lookup", labels=["outcome"])
+    for o in outcomes:
+        counts.add_metric([o], float(sums[o] or 0))
+    yield counts
 
 
 def _replay():

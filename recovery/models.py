@@ -64,6 +64,14 @@ class UncertainCall(models.Model):
     last_rule = models.CharField(max_length=300, blank=True, default="")
     last_error = models.TextField(blank=True, default="")
     attempts = models.IntegerField(default=0)
+    # How long the latest adapter lookup took (evidence.duration_ms of the latest attempt that ran
+    # one), and how many attempts ended in each outcome: what /metrics exports as lookup latency
+    # and reconciliation outcomes without scanning the event table.
+    last_lookup_ms = models.FloatField(null=True, blank=True)
+    outcomes_match = models.IntegerField(default=0)
+    outcomes_absent = models.IntegerField(default=0)
+    outcomes_conflict = models.IntegerField(default=0)
+    outcomes_unavailable = models.IntegerField(default=0)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     retry_seq = models.BigIntegerField(null=True, blank=True)  # a retry start with no result yet

@@ -48,6 +48,10 @@ RELEVANT = frozenset(
 )
 
 
+# Attempts counted per outcome on the call's row (the four outcomes of CONTRACTS section 3).
+_OUTCOME_COLUMNS = {o: f"outcomes_{o}" for o in ("match", "absent", "conflict", "unavailable")}
+
+
 def backoff_s(attempts: int) -> float:
     """Delay before attempt ``attempts + 1``: doubling from the base, capped."""
     base = float(getattr(settings, "RECKON_RECOVERY_BACKOFF_S", 10))
@@ -220,6 +224,13 @@ def rows_apply(rr: RunRows, events: Iterable[Event], *, epoch_of: Callable[[int]
             row.last_rule = str(p.get("rule") or "")[:300]
             row.last_error = str(p.get("error") or "")
             row.last_attempt_at = ts
+            if row.last_outcome in _OUTCOME_COLUMNS:
+                column = _OUTCOME_COLUMNS[row.last_outcome]
+                setattr(row, column, getattr(row, column) + 1)
+            evidence = p.get("evidence")
+            ms = evidence.get("duration_ms") if isinstance(evidence, dict) else None
+            if isinstance(ms, (int, float)) and not isinstance(ms, bool):
+                row.last_lookup_ms = float(ms)
             if row.state in (S.OPEN, S.IN_FLIGHT):
                 row.state = S.RECONCILING
             # The attempt itself says when to look again (null: nothing left to try automatically).

@@ -352,7 +352,14 @@ def _overdue(row: UncertainCall, now) -> bool:
     return row.deadline is not None and row.deadline < now and row.state != S.RESOLVED
 
 
-def _attempt(row: UncertainCall, n: int, ev: Evidence | None, action: Action, *, next_in: float | None, phase: str = "lookup", error: str = "") -> NewEvent:
+def _attempt(
+    row: UncertainCall, n: int, ev: Evidence | None, action: Action, *, next_in: float | None, phase: str = "lookup", error: str = "", lookup_ms: float | None = None
+) -> NewEvent:
+    evidence = ev.as_dict() if ev is not None else {"note": "the tool has no lookup hook"}
+    if lookup_ms is not None:
+        # Kept in the log with the evidence it timed, so the read model (and /metrics) can be
+        # rebuilt from events like every other figure.
+        evidence["duration_ms"] = lookup_ms
     return NewEvent(
         "reconciliation_attempted",
         {
@@ -360,7 +367,7 @@ def _attempt(row: UncertainCall, n: int, ev: Evidence | None, action: Action, *,
             "attempt": n,
             "phase": phase,
             "outcome": ev.outcome if ev is not None else "unavailable",
-            "evidence": ev.as_dict() if ev is not None else {"note": "the tool has no lookup hook"},
+            "evidence": evidence,
             "error": error or (ev.error if ev is not None else ""),
             "rule": action.rule,
             "action": action.kind,
@@ -416,13 +423,17 @@ def _reconcile_owned(owner: _Owner, row: UncertainCall) -> AttemptResult:
     ref = _ref(row)
     evidence: Evidence | None = None
     error = ""
+    lookup_ms: float | None = None
     if policy.lookup is not None and not policy.unclassified:
+        t0 = time.perf_counter()
         try:
             evidence = adapters.lookup(ref, policy.lookup, policy.semantic_fields)
         except AdapterError as exc:
             error = f"broken policy for {row.tool}: {exc}"
         except Exception as exc:  # an adapter that raises is this call's problem, not the pass's
             error = f"lookup adapter raised {type(exc).__name__}: {exc}"
+        # Timed whatever the answer: a lookup that times out is exactly the slow one to see.
+        lookup_ms = round((time.perf_counter() - t0) * 1000, 3)
         if error:
             evidence = Evidence("unavailable", error=error)
     _pause("after_lookup")
@@ -440,18 +451,18 @@ def _reconcile_owned(owner: _Owner, row: UncertainCall) -> AttemptResult:
     if k == "complete":
         write(
             [
-                _attempt(row, n, evidence, action, next_in=None),
+                _attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=None),
                 _completion(row, content=evidence.observed, source="reconciliation", extra={"evidence_seq_attempt": n}),
                 *_close_approval(row, decision="happened", reason=action.rule),
                 _resolved(row, "completed", rule=action.rule),
             ]
         )
     elif k == "backoff":
-        write([*pre, _attempt(row, n, evidence, action, next_in=backoff_s(n), error=error)])
+        write([*pre, _attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=backoff_s(n), error=error)])
     elif k == "pause_escalate":
         write(
             [
-                _attempt(row, n, evidence, action, next_in=None),
+                _attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=None),
                 NewEvent("run_paused", {**_about(row), "reason": f"conflicting effect for {row.tool} call {row.call_id}"}),
                 _escalation(
                     row,
@@ -464,7 +475,7 @@ def _reconcile_owned(owner: _Owner, row: UncertainCall) -> AttemptResult:
     elif k == "escalate":
         # A person must decide: the escalation names this reason (not "overdue"), so automatic
         # attempts stop until someone answers.
-        events = [_attempt(row, n, evidence, action, next_in=None)]
+        events = [_attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=None)]
         if not (row.approval_pending and row.escalation_reason == (action.reason or "policy")):
             events.append(
                 _escalation(
@@ -476,12 +487,12 @@ def _reconcile_owned(owner: _Owner, row: UncertainCall) -> AttemptResult:
             )
         write(events)
     elif k == "not_happened":
-        write([_attempt(row, n, evidence, action, next_in=None), *_close_approval(row, decision="not_happened", reason=action.rule), _resolved(row, "not_happened", rule=action.rule)])
+        write([_attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=None), *_close_approval(row, decision="not_happened", reason=action.rule), _resolved(row, "not_happened", rule=action.rule)])
     elif k == "retry":
-        write([_attempt(row, n, evidence, action, next_in=backoff_s(n))])
+        write([_attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=backoff_s(n))])
         _retry_owned(owner, row, policy, n, write=write, rule=action.rule, by=None, extra_before=[])
     elif k == "compensate":
-        write([_attempt(row, n, evidence, action, next_in=None)])
+        write([_attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=None)])
         _compensate_owned(owner, row, policy, n, write=write, rule=action.rule, by=None)
     log.info("reconciliation attempt", extra={"pk": row.pk, "attempt": n, "action": k, "rule": action.rule})
     return result
