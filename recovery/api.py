@@ -141,7 +141,8 @@ def _call_out(row: UncertainCall, mask: frozenset[str]) -> dict:
         "disposition": row.disposition,
         "attempts": row.attempts,
         "last_outcome": row.last_outcome,
-        "last_error": row.last_error,
+        # An error may quote the receiver's JSON, sensitive fields included: the same rule applies.
+        "last_error": masked(row.last_error, mask),
         "escalation_reason": row.escalation_reason,
         "claimed_by": row.claimed_by_name,
         "version": row.version,
@@ -192,7 +193,7 @@ def call_view(request: HttpRequest, pk: int = Path(..., ge=1, le=2**63 - 1)):
     mask = mask_fields(principal)
     return {
         "call": _call_out(doc["call"], mask),
-        "attempts": [{**a, "evidence": masked(a["evidence"], mask)} for a in doc["attempts"]],
+        "attempts": [{**a, "evidence": masked(a["evidence"], mask), "error": masked(a["error"], mask)} for a in doc["attempts"]],
         "history": [{**h, "payload": masked(h["payload"], mask)} for h in doc["history"]],
     }
 
