@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.db.models.functions import Now
 
+UNRESOLVED_STATES = ("open", "reconciling", "escalated")
 RISK_CLASSES = ("read_only", "idempotent", "reversible", "irreversible")
 STRATEGIES = ("provider_idempotency", "reconcile_then_retry", "escalate", "compensate")
 
@@ -90,8 +92,19 @@ class UncertainCall(models.Model):
         db_table = "reckon_uncertain_call"
         constraints = [models.UniqueConstraint(fields=["run_id", "start_seq"], name="reckon_uncertain_run_start_uniq")]
         indexes = [
-            # The queue: by state and risk, most dangerous first (possible duplicates, then age).
-            models.Index(fields=["state", "-possible_duplicate", "started_at", "id"], name="reckon_uc_queue"),
+            # The queue reads each danger rank as a range in (started_at, id) order (see
+            # recovery.selectors._danger_branches); partial indexes on the unresolved states hold only
+            # the calls in doubt, so in-flight rows (most writes) and resolved history cost nothing.
+            models.Index(fields=["started_at", "id"], name="reckon_uc_open_age", condition=Q(state__in=UNRESOLVED_STATES)),
+            models.Index(fields=["risk_class", "started_at", "id"], name="reckon_uc_open_risk_age", condition=Q(state__in=UNRESOLVED_STATES), include=["escalated_at"]),
+            models.Index(fields=["tenant", "started_at", "id"], name="reckon_uc_open_tenant_age", condition=Q(state__in=UNRESOLVED_STATES)),
+            models.Index(fields=["tool", "started_at", "id"], name="reckon_uc_open_tool_age", condition=Q(state__in=UNRESOLVED_STATES)),
+            models.Index(fields=["started_at", "id"], name="reckon_uc_dup_age", condition=Q(possible_duplicate=True)),
+            # Overdue calls per risk class, most overdue first (the queue's rank 1, the overview).
+            models.Index(fields=["risk_class", "deadline"], name="reckon_uc_open_deadline", condition=Q(state__in=UNRESOLVED_STATES)),
+            # The overview's counts of settled calls and the chart's recently resolved ones.
+            models.Index(fields=["risk_class", "resolution_kind"], name="reckon_uc_settled", condition=Q(state="resolved"), include=["escalated_at"]),
+            models.Index(fields=["updated_at"], name="reckon_uc_settled_at", condition=Q(state="resolved")),
             models.Index(fields=["risk_class", "state", "started_at"], name="reckon_uc_risk"),
             models.Index(fields=["tool", "state"], name="reckon_uc_tool"),
             models.Index(fields=["tenant", "state"], name="reckon_uc_tenant"),

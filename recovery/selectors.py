@@ -7,7 +7,9 @@ import base64
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from django.db import connection
 from django.db.models import Case, Count, IntegerField, Min, Q, Value, When
+from django.db.models.expressions import RawSQL
 from django.utils import timezone as djtz
 
 from recovery.models import ToolPolicy, UncertainCall
@@ -41,14 +43,25 @@ def is_overdue(row: UncertainCall, now: datetime | None = None) -> bool:
     return row.state != S.RESOLVED and row.deadline is not None and row.deadline < now
 
 
-def _danger(now: datetime):
-    # 0: the effect may exist twice; 1: irreversible and past its deadline; 2: the rest (by age).
-    return Case(
-        When(possible_duplicate=True, then=Value(0)),
-        When(Q(risk_class="irreversible") & Q(deadline__lt=now) & ~Q(state=S.RESOLVED), then=Value(1)),
-        default=Value(2),
-        output_field=IntegerField(),
-    )
+def _overdue_irreversible(now: datetime) -> Q:
+    return Q(risk_class="irreversible", deadline__lt=now) & ~Q(state=S.RESOLVED)
+
+
+def _danger_branches(qs, now: datetime) -> list[tuple[int, object]]:
+    """The queue split by danger rank, each part a plain range that an index serves in order.
+
+    Danger is 0 when the effect may exist twice, 1 for an unresolved irreversible call past its
+    deadline, 2 for the rest. Rank 1 depends on the clock (a call becomes overdue with no event), so
+    it cannot be a stored column kept by the projection. Sorting by a CASE expression made the
+    database rank every matching row before it could return the first page; as three queries, each
+    ordered by (started_at, id) and limited, each is an index range scan that stops after a page.
+    """
+    late = _overdue_irreversible(now)
+    return [
+        (0, qs.filter(possible_duplicate=True)),
+        (1, qs.filter(late, possible_duplicate=False)),
+        (2, qs.filter(possible_duplicate=False).exclude(late)),
+    ]
 
 
 def _cursor_encode(danger: int, started_at: datetime, pk: int) -> str:
@@ -96,7 +109,7 @@ def uncertain_calls_filter(
         raise QueryError(f"risk_class {risk_class!r} is not one of {', '.join(UncertainCall.Risk.values)}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
         raise QueryError(f"limit must be between 1 and 500, got {limit!r}")
-    qs = UncertainCall.objects.filter(state__in=states).annotate(danger=_danger(now))
+    qs = UncertainCall.objects.filter(state__in=states)
     if risk_class:
         qs = qs.filter(risk_class=risk_class)
     if tool:
@@ -110,10 +123,25 @@ def uncertain_calls_filter(
             qs = qs.filter(started_at__lte=now - timedelta(seconds=float(min_age_s)))
         except (TypeError, ValueError, OverflowError):
             raise QueryError(f"min_age_s must be a number of seconds, got {min_age_s!r}") from None
-    if after:
-        d, ts, pk = _cursor_decode(after)
-        qs = qs.filter(Q(danger__gt=d) | Q(danger=d, started_at__gt=ts) | Q(danger=d, started_at=ts, id__gt=pk))
-    items = list(qs.select_related("claimed_by").order_by("danger", "started_at", "id")[: limit + 1])
+    d, ts, pk = _cursor_decode(after) if after else (-1, None, None)
+    parts = []
+    for rank, part in _danger_branches(qs, now):
+        if rank < d:
+            continue  # the cursor is past this rank
+        if rank == d:
+            part = part.filter(Q(started_at__gt=ts) | Q(started_at=ts, id__gt=pk))
+        parts.append(part.annotate(danger=Value(rank, output_field=IntegerField())).order_by("started_at", "id")[: limit + 1])
+    if len(parts) == 1:  # the cursor is in the last rank
+        items = list(parts[0])
+    elif connection.features.supports_slicing_ordering_in_compound:
+        # One query whatever the page size: each rank's page, from its own index, then merged.
+        items = list(parts[0].union(*parts[1:], all=True).order_by("danger", "started_at", "id")[: limit + 1])
+    else:  # SQLite cannot limit the parts of a UNION: the same pages, read one rank at a time
+        items = []
+        for part in parts:
+            if len(items) > limit:
+                break
+            items.extend(part[: limit + 1 - len(items)])
     for row in items:
         row.overdue = is_overdue(row, now)
     nxt = None
@@ -188,28 +216,82 @@ def uncertain_call_evidence(*, pk: int) -> dict:
     return {"call": row, "attempts": attempts, "history": history}
 
 
-def queue_figures_by_risk() -> dict[str, dict]:
+def edges_bucket(field: str, edges: list[datetime]):
+    """An expression: how many of the ascending instants ``edges`` are strictly before ``field``.
+
+    So a row is counted at instant ``edges[i]`` exactly when ``field <= edges[i]``, that is when its
+    bucket is at most ``i``. PostgreSQL's width_bucket does the binary search per row; it counts the
+    edges at or before the value, so the edges move up by the timestamp resolution (1 microsecond)
+    to exclude equality. SQLite gets the same answer from a CASE.
+    """
+    if connection.vendor == "postgresql":
+        col = f'{connection.ops.quote_name(UncertainCall._meta.db_table)}.{connection.ops.quote_name(field)}'
+        return RawSQL(f"width_bucket({col}, %s::timestamptz[])", [[e + timedelta(microseconds=1) for e in edges]], output_field=IntegerField())
+    return Case(*[When(**{f"{field}__lte": e}, then=Value(i)) for i, e in enumerate(edges)], default=Value(len(edges)), output_field=IntegerField())
+
+
+def unresolved_tally(*, edges: tuple[list[datetime], ...] = ()) -> list[dict]:
+    """One pass over the unresolved calls, grouped by risk class and, for each list of instants in
+    ``edges``, by ``edges_bucket`` of the call's start.
+
+    Each item: ``risk_class``, ``buckets`` (a tuple, one index per edge list), ``n``, ``escalated``
+    (how many were ever escalated) and ``oldest`` (the earliest start). The overview draws its
+    figures, its 24-hour chart and its age histogram from this one scan (of a partial index that
+    holds only unresolved calls), instead of one scan each.
+    """
+    keys = {f"b{i}": edges_bucket("started_at", e) for i, e in enumerate(edges)}
+    qs = UncertainCall.objects.filter(state__in=UNRESOLVED).annotate(**keys).values("risk_class", *keys)
+    qs = qs.annotate(n=Count("id"), escalated=Count("id", filter=Q(escalated_at__isnull=False)), oldest=Min("started_at")).order_by()
+    return [
+        {"risk_class": r["risk_class"], "buckets": tuple(r[k] for k in keys), "n": r["n"], "escalated": r["escalated"], "oldest": r["oldest"]}
+        for r in qs
+    ]
+
+
+def queue_figures_by_risk(*, now: datetime | None = None, overdue_limit: int | None = None, tally: list[dict] | None = None) -> dict[str, dict]:
     """Per risk class: opened, reconciled automatically, escalated, still open, age of the oldest
-    open call in seconds, and the named overdue calls (the number that matters for irreversible tools)."""
-    now = djtz.now()
-    became_uncertain = UncertainCall.objects.exclude(state=S.IN_FLIGHT)
-    agg = became_uncertain.values("risk_class").annotate(
-        opened=Count("id"),
-        reconciled=Count("id", filter=Q(state=S.RESOLVED, resolution_kind="automatic")),
-        escalated=Count("id", filter=Q(escalated_at__isnull=False)),
-        still_open=Count("id", filter=Q(state__in=UNRESOLVED)),
-        oldest=Min("started_at", filter=Q(state__in=UNRESOLVED)),
-    )
+    open call in seconds, how many are overdue (``overdue_count``) and the overdue calls themselves,
+    most overdue first (``overdue``: all of them, or the ``overdue_limit`` most overdue per class).
+
+    Unresolved calls are counted by ``unresolved_tally`` (pass one already made to reuse it);
+    resolved ones by a count over a partial index of resolved rows; overdue ones from a partial index
+    on (risk_class, deadline) of unresolved rows: no query reads every call's row.
+    """
+    from django.db.models import F, Window
+    from django.db.models.functions import RowNumber
+
+    now = now or djtz.now()
     out = {
-        r: {"opened": 0, "reconciled_automatically": 0, "escalated": 0, "still_open": 0, "oldest_age_s": None, "overdue": []}
+        r: {"opened": 0, "reconciled_automatically": 0, "escalated": 0, "still_open": 0, "oldest_age_s": None, "overdue_count": 0, "overdue": []}
         for r in UncertainCall.Risk.values
     }
-    for a in agg:
+    oldest: dict[str, datetime] = {}
+    for t in unresolved_tally() if tally is None else tally:
+        f = out[t["risk_class"]]
+        f["opened"] += t["n"]
+        f["still_open"] += t["n"]
+        f["escalated"] += t["escalated"]
+        if t["oldest"] is not None and (t["risk_class"] not in oldest or t["oldest"] < oldest[t["risk_class"]]):
+            oldest[t["risk_class"]] = t["oldest"]
+    for risk, first in oldest.items():
+        out[risk]["oldest_age_s"] = round((now - first).total_seconds(), 1)
+    settled = UncertainCall.objects.filter(state=S.RESOLVED).values("risk_class").annotate(
+        n=Count("id"),
+        reconciled=Count("id", filter=Q(resolution_kind="automatic")),
+        escalated=Count("id", filter=Q(escalated_at__isnull=False)),
+    ).order_by()
+    for a in settled:
         f = out[a["risk_class"]]
-        f.update(opened=a["opened"], reconciled_automatically=a["reconciled"], escalated=a["escalated"], still_open=a["still_open"])
-        f["oldest_age_s"] = round((now - a["oldest"]).total_seconds(), 1) if a["oldest"] else None
-    overdue = became_uncertain.filter(state__in=UNRESOLVED, deadline__lt=now).order_by("deadline", "id")
-    for row in overdue.values("id", "run_id", "call_id", "tool", "idempotency_key", "deadline", "risk_class", "state"):
+        f["opened"] += a["n"]
+        f["reconciled_automatically"] += a["reconciled"]
+        f["escalated"] += a["escalated"]
+    overdue = UncertainCall.objects.filter(state__in=UNRESOLVED, deadline__lt=now)
+    for a in overdue.values("risk_class").annotate(n=Count("id")).order_by():
+        out[a["risk_class"]]["overdue_count"] = a["n"]
+    listed = overdue.order_by("deadline", "id")
+    if overdue_limit is not None:
+        listed = listed.annotate(rank=Window(RowNumber(), partition_by=[F("risk_class")], order_by=[F("deadline").asc(), F("id").asc()])).filter(rank__lte=overdue_limit)
+    for row in listed.values("id", "run_id", "call_id", "tool", "idempotency_key", "deadline", "risk_class", "state"):
         out[row["risk_class"]]["overdue"].append(
             {
                 "pk": row["id"],
