@@ -202,52 +202,91 @@ def run_export(*, run_id: str, fmt: str, fields: frozenset[str]) -> tuple[bytes,
 AGE_BUCKETS = ((0, 300, "< 5 min"), (300, 900, "5–15 min"), (900, 3600, "15 min–1 h"), (3600, 14400, "1–4 h"), (14400, 86400, "4–24 h"), (86400, None, "> 1 day"))
 
 
-def open_calls_over_time(*, now, hours: int = 24, points: int = 25) -> tuple[list[str], dict[str, list[int]]]:
+def chart_instants(*, now, hours: int = 24, points: int = 25) -> list:
+    """The instants the 24-hour chart samples, oldest first, the last one ``now``."""
+    from datetime import timedelta
+
+    step = timedelta(hours=hours) / (points - 1)
+    return [now - step * (points - 1 - i) for i in range(points)]
+
+
+def age_edges(*, now) -> list:
+    """The boundaries of ``AGE_BUCKETS`` as instants, ascending (oldest boundary first)."""
+    from datetime import timedelta
+
+    return sorted(now - timedelta(seconds=lo) for lo, _, _ in AGE_BUCKETS)
+
+
+def overview_tally(*, now) -> list[dict]:
+    """The one scan of unresolved calls the overview needs: by risk class, chart bucket and age bucket."""
+    from recovery.selectors import unresolved_tally
+
+    return unresolved_tally(edges=(chart_instants(now=now), age_edges(now=now)))
+
+
+def open_calls_over_time(*, now, hours: int = 24, points: int = 25, tally: list[dict] | None = None) -> tuple[list[str], dict[str, list[int]]]:
     """How many uncertain calls were open at each of ``points`` instants over the last ``hours``, by risk class.
 
     A call counts as open at t when it started at or before t and was not yet resolved; the time a
     resolved call stopped being open is its row's last change (resolution is the last thing that
-    happens to a row). One query with one filtered count per (instant, class).
+    happens to a row). Each call is open over a run of consecutive instants, from the first at or
+    after its start to the last before its resolution; counting calls by those two bucket numbers
+    (one GROUP BY each for unresolved and recently resolved calls) and summing the differences
+    gives the curve without evaluating every instant against every call. ``tally`` is an
+    ``overview_tally`` made with the same ``now`` and the default hours and points.
     """
-    from datetime import timedelta
-
-    from django.db.models import Count, Q
+    from django.db.models import Count
 
     from recovery.models import UncertainCall
+    from recovery.selectors import edges_bucket
 
-    S = UncertainCall.State
-    step = timedelta(hours=hours) / (points - 1)
-    instants = [now - step * (points - 1 - i) for i in range(points)]
-    start = instants[0]
-    rows = UncertainCall.objects.exclude(state=S.IN_FLIGHT).filter(started_at__lte=now).exclude(state=S.RESOLVED, updated_at__lt=start)
+    instants = chart_instants(now=now, hours=hours, points=points)
+    if tally is None:
+        from recovery.selectors import unresolved_tally
+
+        tally = unresolved_tally(edges=(instants,))
     classes = list(UncertainCall.Risk.values)
-    aggs = {}
-    for i, t in enumerate(instants):
-        open_at = Q(started_at__lte=t) & (~Q(state=S.RESOLVED) | Q(updated_at__gt=t))
-        for c in classes:
-            aggs[f"p{i}_{c}"] = Count("id", filter=open_at & Q(risk_class=c))
-    got = rows.aggregate(**aggs)
-    labels = [t.strftime("%H:%M") for t in instants]
-    return labels, {c: [got[f"p{i}_{c}"] for i in range(points)] for c in classes}
+    diff = {c: [0] * (points + 1) for c in classes}
+    for t in tally:
+        diff[t["risk_class"]][t["buckets"][0]] += t["n"]  # open from its first instant to the end
+    resolved = (
+        UncertainCall.objects.filter(state=UncertainCall.State.RESOLVED, updated_at__gt=instants[0], started_at__lte=now)
+        .annotate(s=edges_bucket("started_at", instants), e=edges_bucket("updated_at", instants))
+        .values("risk_class", "s", "e")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for r in resolved:
+        if r["s"] < r["e"]:
+            diff[r["risk_class"]][r["s"]] += r["n"]
+            diff[r["risk_class"]][r["e"]] -= r["n"]
+    series = {}
+    for c in classes:
+        running, values = 0, []
+        for i in range(points):
+            running += diff[c][i]
+            values.append(running)
+        series[c] = values
+    return [t.strftime("%H:%M") for t in instants], series
 
 
-def open_calls_age_histogram(*, now) -> list[tuple[str, int]]:
-    """Unresolved uncertain calls by age since their start, in fixed buckets; one query."""
-    from datetime import timedelta
+def open_calls_age_histogram(*, now, tally: list[dict] | None = None) -> list[tuple[str, int]]:
+    """Unresolved uncertain calls by age since their start, in fixed buckets.
 
-    from django.db.models import Count, Q
+    ``tally`` is an ``overview_tally`` made with the same ``now`` (its second bucket is the age);
+    without one, this makes its own scan.
+    """
+    if tally is None:
+        from recovery.selectors import unresolved_tally
 
-    from recovery.models import UncertainCall
-
-    S = UncertainCall.State
-    aggs = {}
-    for i, (lo, hi, _) in enumerate(AGE_BUCKETS):
-        q = Q(started_at__lte=now - timedelta(seconds=lo))
-        if hi is not None:
-            q &= Q(started_at__gt=now - timedelta(seconds=hi))
-        aggs[f"b{i}"] = Count("id", filter=q)
-    got = UncertainCall.objects.filter(state__in=[S.OPEN, S.RECONCILING, S.ESCALATED]).aggregate(**aggs)
-    return [(label, got[f"b{i}"]) for i, (_, _, label) in enumerate(AGE_BUCKETS)]
+        tally = [{**t, "buckets": (None, t["buckets"][0])} for t in unresolved_tally(edges=(age_edges(now=now),))]
+    counts = [0] * len(AGE_BUCKETS)
+    last = len(AGE_BUCKETS) - 1
+    for t in tally:
+        k = t["buckets"][1]  # how many boundaries, oldest first, lie before the start
+        if k <= last:  # a start after ``now`` has no age yet
+            counts[last - k] += t["n"]
+    return [(label, counts[i]) for i, (_, _, label) in enumerate(AGE_BUCKETS)]
 
 
 # --- decision log ----------------------------------------------------------------------------

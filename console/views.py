@@ -205,6 +205,10 @@ def reveal(request, run_id: str, seq: int):
 # --- overview --------------------------------------------------------------------------------
 
 
+# The overview names this many of the most overdue irreversible calls and links to the queue for the rest.
+OVERVIEW_OVERDUE_SHOWN = 50
+
+
 @requires("view_console")
 @require_GET
 def overview(request):
@@ -214,13 +218,17 @@ def overview(request):
     from recovery.selectors import queue_figures_by_risk
 
     now = timezone.now()
-    figures = queue_figures_by_risk()
-    labels, series = selectors.open_calls_over_time(now=now)
-    hist = selectors.open_calls_age_histogram(now=now)
+    # One scan of the unresolved calls feeds the figures, the chart and the histogram.
+    tally = selectors.overview_tally(now=now)
+    figures = queue_figures_by_risk(now=now, overdue_limit=OVERVIEW_OVERDUE_SHOWN, tally=tally)
+    labels, series = selectors.open_calls_over_time(now=now, tally=tally)
+    hist = selectors.open_calls_age_histogram(now=now, tally=tally)
+    irreversible = figures.get("irreversible", {})
     ctx = {
         "figures": figures,
-        "overdue_irreversible": figures.get("irreversible", {}).get("overdue", []),
-        "overdue_other": [(c, o) for c, f in figures.items() if c != "irreversible" for o in f["overdue"]],
+        "overdue_irreversible": irreversible.get("overdue", []),
+        "overdue_irreversible_count": irreversible.get("overdue_count", 0),
+        "overdue_other_count": sum(f["overdue_count"] for c, f in figures.items() if c != "irreversible"),
         "chart_time": svg.line_chart(labels=labels, series=series, title="Open uncertain calls by risk class, last 24 hours (UTC)"),
         "chart_rows": [(labels[i], [series[c][i] for c in series]) for i in range(len(labels))],
         "chart_classes": list(series),
