@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from recovery.models import UncertainCall
 from recovery.tasks import reconcile_call
 from runs.models import LeaseRecord
 from runs.store import events_read
+from tests.api.live import database_url
 from tests.recovery.conftest import correction, crashed_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,15 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LEASE_S = 1
 
 
-def _db_url() -> str:
-    s = connection.settings_dict
-    if connection.vendor == "postgresql":
-        return f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-    return f"sqlite:///{s['NAME']}"
-
-
 def _worker(tmp_path: Path, pause_at: str | None) -> tuple[subprocess.Popen, Path]:
-    env = dict(os.environ, DATABASE_URL=_db_url(), RECKON_RECOVERY_LEASE_SECONDS=str(LEASE_S), LOG_LEVEL="WARNING", RECKON_LOG_LEVEL="WARNING")
+    env = dict(os.environ, DATABASE_URL=database_url(), RECKON_RECOVERY_LEASE_SECONDS=str(LEASE_S), LOG_LEVEL="WARNING", RECKON_LOG_LEVEL="WARNING")
     marker = tmp_path / f"paused-{pause_at}-{time.monotonic_ns()}"
     env.pop("RECKON_RECOVERY_PAUSE_AT", None)
     if pause_at:

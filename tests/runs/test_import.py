@@ -14,6 +14,7 @@ from runs.leases import lease_acquire
 from runs.models import Event, Run
 from runs.selectors import run_state
 from runs.store import NewEvent, events_append
+from tests.api.live import database_url
 from tests.golden import FIXTURES
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -168,21 +169,10 @@ def _manage(*args, env_extra=None):
     return subprocess.run([sys.executable, "manage.py", *args], capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[2])
 
 
-def _test_db_env():
-    """Point a child process at the database this test uses (the test database, not the real one)."""
-    from django.db import connection
-
-    name = connection.settings_dict["NAME"]
-    if connection.vendor == "postgresql":
-        s = connection.settings_dict
-        return {"DATABASE_URL": f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{name}"}
-    return {"DATABASE_URL": f"sqlite:///{name}"}
-
-
 def test_the_commands_print_one_line_per_file_exit_non_zero_on_rejection_and_replay_json(tmp_path):
     bad = tmp_path / "run-bad.jsonl"
     bad.write_text(line(1, "run_started", {"run_id": "run-bad"}) + "oops\n")
-    env = _test_db_env()
+    env = {"DATABASE_URL": database_url()}
     out = _manage("import_runs", str(RECON), str(bad), env_extra=env)
     assert out.returncode == 1, out
     assert "run-q3-recon.jsonl: imported 11 events as run run-q3-recon" in out.stdout
