@@ -130,11 +130,17 @@ def require_tenants(principal: Principal, tenants: set[str], what: str) -> None:
 
 
 def mask_fields(principal: Principal) -> frozenset[str]:
-    """Argument names to mask for this caller: none for a user with view_sensitive, the policies'
-    sensitive fields for everyone else (tokens never see them)."""
+    """Argument names to mask for this caller: none for a user with view_sensitive, none for an
+    agent's token (``append`` scope: it wrote these values, and a resumed run must fold exactly what
+    the live run had, or its context and keys would differ), the policies' sensitive fields for
+    every other caller."""
     from console.selectors import mask_for, sensitive_fields
 
-    return mask_for(principal.user) if principal.user is not None else sensitive_fields()
+    if principal.user is not None:
+        return mask_for(principal.user)
+    if "append" in principal.scopes:
+        return frozenset()
+    return sensitive_fields()
 
 
 def masked(value: Any, fields: frozenset[str]) -> Any:

@@ -126,3 +126,12 @@ def test_the_api_masks_with_the_consoles_one_masking_function(monkeypatch):
     monkeypatch.setattr(console.selectors, "value_mask", lambda value, fields: seen.append(value) or "masked by the console's rule")
     assert masked({"account": SECRET}, frozenset({"account"})) == "masked by the console's rule"
     assert seen == [{"account": SECRET}]
+
+
+def test_an_agents_token_reads_back_exactly_what_it_wrote_so_a_resumed_run_folds_the_live_state(leaky_run, agent):
+    from runs.selectors import run_state
+
+    events = agent.get(f"/api/runs/{leaky_run}/events").json()["events"]
+    assert events[1]["payload"]["arguments"] == ARGS and SECRET in events[1]["payload"]["signature"]
+    state = agent.get(f"/api/runs/{leaky_run}/state").json()
+    assert state["completed_calls"] == run_state(run_id=leaky_run).to_dict()["completed_calls"]
