@@ -368,6 +368,7 @@ def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> di
     attempts = ev["attempts"]
     for a in attempts:
         a["shown_evidence"] = selectors.value_mask(a["evidence"], fields)
+        a["shown_error"] = selectors.value_mask(a["error"], fields)  # an error may quote the receiver's JSON
         a["comparison"] = [
             {**r, "intended": selectors.MASK if r["field"] in fields else r["intended"], "observed": selectors.MASK if r["field"] in fields else r["observed"]}
             for r in selectors.comparison_rows(a["evidence"])
@@ -379,6 +380,7 @@ def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> di
     can_decide = request.user.has_perm(perm("decide_call")) and call.state not in ("resolved", "in_flight")
     return {
         "call": call,
+        "last_error": selectors.value_mask(call.last_error, fields),
         "policy": policy,
         "attempts": attempts,
         "conflict": conflict,

@@ -135,3 +135,29 @@ def test_the_decision_log_finds_decisions_by_user_tool_and_disposition(oncall, m
     assert "reversed by hand" not in c.get("/decisions/", {"tenant": "globex"}).content.decode()
     assert "reversed by hand" not in c.get("/decisions/", {"until": "2001-01-01"}).content.decode()
     assert c.get("/decisions/", {"since": "yesterday"}).status_code == 400
+
+
+def test_an_error_that_quotes_the_receivers_json_is_masked_on_the_approval_screen(oncall, conflict_call):
+    from recovery.models import UncertainCall
+    from runs.leases import lease_acquire, lease_release
+    from runs.store import NewEvent, events_append
+
+    quoted = 'ledger answered {"account": "4020", "error": "busy"}'
+    lease = lease_acquire(run_id="run-conflict", holder="reconciler")
+    events_append(
+        run_id="run-conflict",
+        epoch=lease.epoch,
+        expected_seq=lease.last_seq,
+        events=[
+            NewEvent(
+                "reconciliation_attempted",
+                {"call_id": conflict_call.call_id, "idempotency_key": conflict_call.idempotency_key, "start_seq": conflict_call.start_seq,
+                 "attempt": conflict_call.attempts + 1, "outcome": "unavailable", "evidence": {}, "error": quoted, "rule": "unavailable: look again later"},
+            )
+        ],
+    )
+    lease_release(run_id="run-conflict", epoch=lease.epoch)
+    call = UncertainCall.objects.get(pk=conflict_call.pk)
+    assert "4020" in call.last_error  # the read model keeps the fact; the screen must not show it
+    body = client_for(oncall).get(f"/calls/{call.pk}/").content.decode()
+    assert "4020" not in body and "[masked]" in body
