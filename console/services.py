@@ -9,7 +9,7 @@ from django.contrib.contenttypes.models import ContentType
 
 from runs.models import Event, Run
 
-from console.selectors import MASK, value_at
+from console.selectors import value_at
 
 REVEAL_PREFIX = "revealed "
 

@@ -21,7 +21,6 @@ import socket
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -520,7 +519,6 @@ def _retry_owned(owner: _Owner, row: UncertainCall, policy: Policy, n: int, *, w
     except Exception as exc:
         done = adapters.Execution("uncertain", error=f"execute adapter raised {type(exc).__name__}: {exc}")
     _pause("after_execute")
-    retry_rule = f"retry with the same key: {done.outcome}"
     if done.outcome == "done":
         write([_completion(row, content=done.result, source="retry"), *(_close_approval(row, decision="retry_same_key", reason=rule) if by is None else []), _resolved(row, "retried", rule=None if by else rule, by=by)])
     elif done.outcome == "failed":

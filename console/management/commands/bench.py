@@ -37,7 +37,7 @@ class Command(BaseCommand):
         names = list(SUITES) if suite == "all" else [suite]
         old_name = connection.settings_dict["NAME"]
         creation = connection.creation
-        bench_name = creation.create_test_db(verbosity=0, autoclobber=True, keepdb=options["keep_db"])
+        creation.create_test_db(verbosity=0, autoclobber=True, keepdb=options["keep_db"])
         results: dict[str, dict] = {}
         try:
             for name in names:
