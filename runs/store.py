@@ -213,37 +213,38 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
         # commit together or not at all, with no BEGIN/COMMIT round trips.
         ok = _pg_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq)
-        if ok:
-            if _AFTER_APPEND:
-                _after_append(run_id, seqs[0], seqs[-1])
-            return appended
-        error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
-        _record_fenced(run_id, epoch, error)
-        raise error
-
-    with transaction.atomic():
-        with connection.cursor() as cur:
+    else:
+        with transaction.atomic():
             if connection.vendor == "postgresql":
                 ok = _pg_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq)
             else:
-                cur.execute(_SQLITE_FENCE, [seqs[-1], finished_seq, run_id, epoch, expected_seq, finishing])
-                ok = cur.rowcount == 1
-                if ok:
-                    adapt = connection.ops.adapt_datetimefield_value
-                    rec = adapt(now)
-                    cur.executemany(
-                        _SQLITE_INSERT,
-                        [(run_id, s, ev.type, ev.v, adapt(t), p, epoch, rec) for s, ev, t, p in zip(seqs, events, tss, payloads)],
-                    )
-        if ok:
-            for project in projectors:
-                project(run_id, appended)
-            if _AFTER_APPEND:
-                _after_append(run_id, seqs[0], seqs[-1])
-            return appended
-        error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
+                ok = _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq, now)
+            if ok:
+                for project in projectors:
+                    project(run_id, appended)
+    if ok:
+        if _AFTER_APPEND:
+            _after_append(run_id, seqs[0], seqs[-1])
+        return appended
+    error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
     _record_fenced(run_id, epoch, error)
     raise error
+
+
+def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq, now) -> bool:
+    # Inside an IMMEDIATE transaction: the write lock is held from BEGIN, so the fence and the
+    # inserts cannot interleave with another writer.
+    with connection.cursor() as cur:
+        cur.execute(_SQLITE_FENCE, [seqs[-1], finished_seq, run_id, epoch, expected_seq, finished_seq is not None])
+        if cur.rowcount != 1:
+            return False
+        adapt = connection.ops.adapt_datetimefield_value
+        rec = adapt(now)
+        cur.executemany(
+            _SQLITE_INSERT,
+            [(run_id, s, ev.type, ev.v, adapt(t), p, epoch, rec) for s, ev, t, p in zip(seqs, events, tss, payloads)],
+        )
+    return True
 
 
 def _pg_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq) -> bool:
