@@ -54,7 +54,7 @@ def _recovery():
     from recovery.models import UncertainCall
     from recovery.selectors import queue_figures_by_risk
 
-    figures = queue_figures_by_risk()
+    figures = queue_figures_by_risk(overdue_limit=1)  # the counts, not every overdue row
     opened = CounterMetricFamily("reckon_uncertain_calls_opened", "Tool calls that became uncertain", labels=["risk_class"])
     auto = CounterMetricFamily("reckon_uncertain_calls_reconciled_automatically", "Uncertain calls settled by reconciliation without a person", labels=["risk_class"])
     escalated = CounterMetricFamily("reckon_uncertain_calls_escalated", "Uncertain calls escalated to a person", labels=["risk_class"])
@@ -67,12 +67,12 @@ def _recovery():
         escalated.add_metric([risk], f["escalated"])
         still_open.add_metric([risk], f["still_open"])
         oldest.add_metric([risk], f["oldest_age_s"] or 0.0)
-        overdue.add_metric([risk], len(f["overdue"]))
+        overdue.add_metric([risk], f["overdue_count"])
     yield from (opened, auto, escalated, still_open, oldest, overdue)
     yield GaugeMetricFamily(
         "reckon_overdue_irreversible_calls",
         "Irreversible uncertain calls past their deadline: page someone",
-        value=len(figures.get("irreversible", {}).get("overdue", [])),
+        value=figures.get("irreversible", {}).get("overdue_count", 0),
     )
 
     # Outcomes per call from the read model (its latest attempt), not a scan of the event table:

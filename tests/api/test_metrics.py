@@ -51,3 +51,18 @@ def test_metrics_need_a_read_token_without_tenant_limits(outsider, agent, tenant
     assert Api(Client(), secret).get("/metrics").status_code == 403
     assert tenant_a.get("/metrics").status_code == 403
     assert agent.get("/metrics").status_code == 200
+
+
+def test_overdue_irreversible_calls_are_counted_not_just_listed(reader):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from recovery.models import UncertainCall
+
+    for i in range(3):
+        _uncertain_call(f"run-late-{i}", "acme")
+    UncertainCall.objects.filter(run_id__in=["run-late-0", "run-late-1"]).update(deadline=timezone.now() - timedelta(minutes=5))
+    m = _samples(reader.get("/metrics").content.decode())
+    assert m[("reckon_overdue_irreversible_calls", ())] == 2
+    assert m[("reckon_uncertain_calls_overdue", (("risk_class", "irreversible"),))] == 2
