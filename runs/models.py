@@ -42,7 +42,9 @@ class AppendOnlyError(RuntimeError):
 
 class Event(models.Model):
     id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events", db_column="run_id")
+    # No index of its own: the unique (run, seq) constraint serves every lookup by run, and each
+    # extra index is paid on every appended row.
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events", db_column="run_id", db_index=False)
     seq = models.BigIntegerField()
     type = models.CharField(max_length=64)
     v = models.PositiveSmallIntegerField(help_text="schema version the event was written with")

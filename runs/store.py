@@ -176,6 +176,25 @@ SELECT fence.run_id, e.seq, e.type, e.v, e.ts, e.payload::jsonb, %(epoch)s
                    %(tss)b::timestamptz[], %(payloads)b::text[]) AS e(seq, type, v, ts, payload)
 """
 
+# The same statement for one event, with scalar parameters: unnest over five one-element arrays
+# costs more server time than the rest of a single append (measured: 616 vs 476 us a commit).
+_PG_APPEND_ONE = """
+WITH fence AS (
+    UPDATE reckon_run
+       SET last_seq = %(new_last)s,
+           finished_seq = COALESCE(finished_seq, %(finished_seq)s)
+     WHERE run_id = %(run_id)s
+       AND lease_epoch = %(epoch)s
+       AND lease_holder <> ''
+       AND last_seq = %(expected)s
+       AND (NOT %(finishing)s OR finished_seq IS NULL)
+ RETURNING run_id
+)
+INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
+SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::jsonb, %(epoch)s
+  FROM fence
+"""
+
 _SQLITE_FENCE = """
 UPDATE reckon_run
    SET last_seq = %s, finished_seq = COALESCE(finished_seq, %s)
@@ -250,25 +269,23 @@ def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, fin
 def _pg_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq) -> bool:
     # A psycopg cursor with server-side binding, so the statement is prepared once per connection
     # and the arrays travel in binary (no per-element escaping); Django's wrapper still maps errors.
+    params = {
+        "new_last": seqs[-1],
+        "finished_seq": finished_seq,
+        "run_id": run_id,
+        "epoch": epoch,
+        "expected": expected_seq,
+        "finishing": finished_seq is not None,
+    }
+    if len(seqs) == 1:
+        sql = _PG_APPEND_ONE
+        params.update(seq=seqs[0], type=events[0].type, v=events[0].v, ts=tss[0], payload=payloads[0])
+    else:
+        sql = _PG_APPEND
+        params.update(seqs=seqs, types=[ev.type for ev in events], vs=[ev.v for ev in events], tss=tss, payloads=payloads)
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
-        cur.execute(
-            _PG_APPEND,
-            {
-                "new_last": seqs[-1],
-                "finished_seq": finished_seq,
-                "run_id": run_id,
-                "epoch": epoch,
-                "expected": expected_seq,
-                "finishing": finished_seq is not None,
-                "seqs": seqs,
-                "types": [ev.type for ev in events],
-                "vs": [ev.v for ev in events],
-                "tss": tss,
-                "payloads": payloads,
-            },
-            prepare=True,
-        )
+        cur.execute(sql, params, prepare=True)
         return cur.rowcount == len(seqs)
 
 
