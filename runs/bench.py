@@ -19,37 +19,49 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from runs.fold import fold
+from runs.identity import idempotency_key, signature
 from runs.leases import lease_acquire
 from runs.selectors import run_state
 from runs.store import NewEvent, events_append, events_load
 
 
 def cycle_events(run_id: str, start_seq: int, n: int) -> list[NewEvent]:
-    """``n`` realistic events (a model turn, a tool start, its completion, repeating)."""
+    """``n`` realistic events (a model turn, a tool start, its completion, repeating), with the
+    signature and idempotency key a reference writer records on starts and completions."""
     out: list[NewEvent] = []
     seq = start_seq
     while len(out) < n:
         i = seq // 3
         kind = seq % 3
+        args = {"tenant": "acme", "account": str(4000 + i % 97), "period": "2026-Q3", "n": i}
+        sig = signature("read_ledger", args)
+        key = idempotency_key(run_id, sig)
         if kind == 0:
             out.append(
                 NewEvent(
                     "model_turn",
                     {
                         "text": f"Reading ledger {i}.",
-                        "tool_calls": [{"id": f"c{i}", "name": "read_ledger", "arguments": {"tenant": "acme", "account": str(4000 + i % 97)}}],
+                        "tool_calls": [{"id": f"c{i}", "name": "read_ledger", "arguments": args}],
                         "usage": {"input_tokens": 900 + i % 50, "output_tokens": 60},
                         "cost_usd": 0.0031,
                     },
                 )
             )
         elif kind == 1:
-            out.append(NewEvent("tool_call_started", {"call_id": f"c{i}", "name": "read_ledger", "arguments": {"tenant": "acme", "account": str(4000 + i % 97)}}))
+            out.append(NewEvent("tool_call_started", {"call_id": f"c{i}", "name": "read_ledger", "arguments": args, "idempotency_key": key, "signature": sig}))
         else:
             out.append(
                 NewEvent(
                     "tool_call_completed",
-                    {"call_id": f"c{i}", "name": "read_ledger", "content": {"balance": f"{1000 + i}.00", "entries": i % 300}, "is_error": False},
+                    {
+                        "call_id": f"c{i}",
+                        "name": "read_ledger",
+                        "content": {"balance": f"{1000 + i}.00", "entries": i % 300},
+                        "is_error": False,
+                        "idempotency_key": key,
+                        "signature": sig,
+                    },
                 )
             )
         seq += 1
