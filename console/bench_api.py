@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 
 from django.db import connection
+from django.test.utils import override_settings
 
 from console.tokens import token_create
 from runs.bench import cycle_events
@@ -49,7 +50,16 @@ def _database_url() -> str:
 def gunicorn_start(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
     """gunicorn serving console.wsgi against the current database; returns the process and port."""
     port = _free_port()
-    env = dict(os.environ, DATABASE_URL=_database_url(), RECKON_LOG_LEVEL="WARNING", DEBUG="false", SECRET_KEY=os.environ.get("SECRET_KEY", "bench-only-secret"))
+    # Snapshots off on both sides: they are written after the commit (inline when tasks run
+    # eagerly) and measured by their own suite, not as append time.
+    env = dict(
+        os.environ,
+        DATABASE_URL=_database_url(),
+        RECKON_LOG_LEVEL="WARNING",
+        DEBUG="false",
+        SECRET_KEY=os.environ.get("SECRET_KEY", "bench-only-secret"),
+        RECKON_SNAPSHOT_INTERVAL="0",
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "console.wsgi:application", "-b", f"127.0.0.1:{port}", "-w", str(workers), "--log-level", "warning"],
         cwd=ROOT,
@@ -118,6 +128,11 @@ def _pct(values: list[float], p: float) -> float:
 
 
 def bench_api(*, quick: bool, out) -> dict:
+    with override_settings(RECKON_SNAPSHOT_INTERVAL=0):
+        return _bench_api(quick=quick, out=out)
+
+
+def _bench_api(*, quick: bool, out) -> dict:
     repeats = 3
     single_n = 150 if quick else 600
     batch_n = 2000 if quick else 10000
