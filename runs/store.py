@@ -157,7 +157,8 @@ def _dumps(i: int, payload: dict) -> str:
     return raw.decode()
 
 
-_PG_APPEND = """
+# The fence: the run row's lock, checked and moved in the same statement as the insert.
+_PG_FENCE = """
 WITH fence AS (
     UPDATE reckon_run
        SET last_seq = %(new_last)s,
@@ -169,6 +170,9 @@ WITH fence AS (
        AND (NOT %(finishing)s OR finished_seq IS NULL)
  RETURNING run_id
 )
+"""
+
+_PG_APPEND = _PG_FENCE + """
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
 SELECT fence.run_id, e.seq, e.type, e.v, e.ts, e.payload::jsonb, %(epoch)s
   FROM fence
@@ -178,18 +182,7 @@ SELECT fence.run_id, e.seq, e.type, e.v, e.ts, e.payload::jsonb, %(epoch)s
 
 # The same statement for one event, with scalar parameters: unnest over five one-element arrays
 # costs more server time than the rest of a single append (measured: 616 vs 476 us a commit).
-_PG_APPEND_ONE = """
-WITH fence AS (
-    UPDATE reckon_run
-       SET last_seq = %(new_last)s,
-           finished_seq = COALESCE(finished_seq, %(finished_seq)s)
-     WHERE run_id = %(run_id)s
-       AND lease_epoch = %(epoch)s
-       AND lease_holder <> ''
-       AND last_seq = %(expected)s
-       AND (NOT %(finishing)s OR finished_seq IS NULL)
- RETURNING run_id
-)
+_PG_APPEND_ONE = _PG_FENCE + """
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
 SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::jsonb, %(epoch)s
   FROM fence
