@@ -33,26 +33,23 @@ def sensitive_reveal(*, user, run_id: str, seq: int, path: str, fields: frozense
         value = value_at(ev.payload, path)
     except KeyError:
         raise RevealRefused(f"event {seq} has no field {path}") from None
-    LogEntry.objects.create(
-        user=user,
-        content_type=ContentType.objects.get_for_model(Run),
-        object_id=run_id,
-        object_repr=run_id[:200],
-        action_flag=CHANGE,
-        change_message=f"{REVEAL_PREFIX}{path} of event {seq}",
-    )
+    _reveal_log(user=user, run_id=run_id, what=f"{path} of event {seq}")
     return value
 
 
 def export_record(*, user, run_id: str, fmt: str, digest: str) -> None:
     """An unmasked export shows every sensitive value at once, so it is recorded like a reveal."""
+    _reveal_log(user=user, run_id=run_id, what=f"every sensitive field in an unmasked {fmt} export (sha256 {digest})")
+
+
+def _reveal_log(*, user, run_id: str, what: str) -> None:
     LogEntry.objects.create(
         user=user,
         content_type=ContentType.objects.get_for_model(Run),
         object_id=run_id,
         object_repr=run_id[:200],
         action_flag=CHANGE,
-        change_message=f"{REVEAL_PREFIX}every sensitive field in an unmasked {fmt} export (sha256 {digest})",
+        change_message=f"{REVEAL_PREFIX}{what}",
     )
 
 
