@@ -226,7 +226,10 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         # commit together or not at all, with no BEGIN/COMMIT round trips.
         ok = _pg_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq)
     else:
-        with transaction.atomic():
+        # No savepoint inside a caller's transaction: a refused fence returns normally (nothing
+        # was written), and any error here must undo the caller's whole transaction anyway, since
+        # its read models would no longer match the log. That saves two round trips per append.
+        with transaction.atomic(savepoint=False):
             if connection.vendor == "postgresql":
                 ok = _pg_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq)
             else:
