@@ -27,6 +27,7 @@ from django.test.utils import override_settings
 
 from console.tokens import token_create
 from runs.bench import cycle_events
+from console.env import database_url
 from runs.leases import lease_acquire
 from runs.store import NewEvent, events_append
 
@@ -39,14 +40,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _database_url() -> str:
-    s = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{s['NAME']}"
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
 def gunicorn_start(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
     """gunicorn serving console.wsgi against the current database; returns the process and port."""
     port = _free_port()
@@ -54,7 +47,7 @@ def gunicorn_start(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
     # eagerly) and measured by their own suite, not as append time.
     env = dict(
         os.environ,
-        DATABASE_URL=_database_url(),
+        DATABASE_URL=database_url(),
         RECKON_LOG_LEVEL="WARNING",
         DEBUG="false",
         SECRET_KEY=os.environ.get("SECRET_KEY", "bench-only-secret"),

@@ -66,3 +66,19 @@ def envfloat(name: str, default: float, *, minimum: float | None = None) -> floa
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name}={value!r} must be at least {minimum}")
     return number
+
+
+def database_url() -> str:
+    """A DATABASE_URL naming the database this process uses now (a test or benchmark database
+    included), so a child process (gunicorn, a Celery worker, a command) reaches the same one."""
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{s['NAME']}"
+    auth = s["USER"] or "postgres"
+    if s.get("PASSWORD"):
+        auth += ":" + quote(s["PASSWORD"], safe="")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"

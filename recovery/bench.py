@@ -26,6 +26,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
+from console.env import database_url
 from recovery.models import UncertainCall
 from recovery.projection import projections_rebuild
 from recovery.services import policies_load, reconcile_pass, uncertain_calls_detect
@@ -108,21 +109,11 @@ def _eager(n: int, rounds: int) -> list[float]:
     return rates
 
 
-def _db_url() -> str:
-    s = connection.settings_dict
-    if connection.vendor == "postgresql":
-        auth = s["USER"] or "postgres"
-        if s.get("PASSWORD"):
-            auth += ":" + urllib.parse.quote(s["PASSWORD"], safe="")
-        return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-    return f"sqlite:///{s['NAME']}"
-
-
 def _celery(n: int, rounds: int) -> tuple[list[float], str]:
     from recovery.tasks import BATCH, reconcile_calls
 
     queue = f"reckon-bench-{os.getpid()}"
-    env = dict(os.environ, DATABASE_URL=_db_url(), LOG_LEVEL="ERROR", RECKON_LOG_LEVEL="ERROR")
+    env = dict(os.environ, DATABASE_URL=database_url(), LOG_LEVEL="ERROR", RECKON_LOG_LEVEL="ERROR")
     log = tempfile.TemporaryFile()  # never a pipe nobody reads: a full pipe would stall the worker
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "console", "worker", "-c", "2", "-Q", queue, "-l", "error", "--without-gossip", "--without-mingle", "--without-heartbeat"],
