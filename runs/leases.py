@@ -15,7 +15,7 @@ takeover, release, refusal and fencing rejection is written to ``LeaseRecord``; 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 from django.conf import settings
@@ -225,6 +225,4 @@ def db_now() -> datetime:
             cur.execute("SELECT now()")
             return cur.fetchone()[0]
         cur.execute("SELECT STRFTIME('%Y-%m-%d %H:%M:%f', 'NOW')")
-        from datetime import timezone
-
         return datetime.fromisoformat(cur.fetchone()[0]).replace(tzinfo=timezone.utc)
