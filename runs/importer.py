@@ -187,12 +187,7 @@ def log_parse(path: str, data: bytes) -> ParsedLog:
 
 
 def _same(stored: Event, new: Event) -> str | None:
-    for attr in ("type", "v", "payload"):
-        if getattr(stored, attr) != getattr(new, attr):
-            return attr
-    if stored.ts != new.ts:
-        return "ts"
-    return None
+    return next((attr for attr in ("type", "v", "payload", "ts") if getattr(stored, attr) != getattr(new, attr)), None)
 
 
 def log_import(path: str, data: bytes) -> ImportResult:
