@@ -31,13 +31,13 @@ from django.utils import timezone as djtz
 from recovery import adapters
 from recovery.adapters import AdapterError, CallRef, Evidence
 from recovery.models import PolicyChange, ToolPolicy, UncertainCall
-from recovery.policies import Action, Policy, PolicyError, policies_parse, policy_parse, rule_choose
-from recovery.projection import backoff_s, projection_apply, projections_rebuild, terms_refresh  # noqa: F401 (re-exported)
+from recovery.policies import Action, Policy, PolicyError, policies_parse, policy_from_row, policy_parse, rule_choose, unclassified_policy
+from recovery.projection import CALL_COLUMNS, POLICY_COLUMNS, rows_fetch, backoff_s, projection_apply, projections_rebuild, terms_refresh  # noqa: F401 (re-exported)
 from recovery.selectors import policy_for
 from runs.errors import FenceError, LeaseHeld, RunNotFound, StaleEpoch
 from runs.fold import format_ts
 from runs.identity import signature
-from runs.leases import db_now, lease_acquire, lease_release
+from runs.leases import Lease, db_now, lease_acquire, lease_release
 from runs.models import Run
 from runs.store import NewEvent, events_append
 
@@ -122,6 +122,14 @@ def _commit_lazily() -> None:
             cur.execute("SET LOCAL synchronous_commit TO OFF")
 
 
+def _lease_take(run_id: str) -> Lease:
+    return lease_acquire(run_id=run_id, holder=holder_name(), ttl_seconds=settings.RECKON_RECOVERY_LEASE_SECONDS, create=False)
+
+
+def _busy(run_id: str, exc: LeaseHeld) -> RunBusy:
+    return RunBusy(f"run {run_id!r} is owned by {exc.holder!r} right now; try again when its lease ends")
+
+
 class _Owner:
     """The run's lease for the duration of one recovery write; appends carry its epoch.
 
@@ -130,20 +138,20 @@ class _Owner:
     release in one transaction when the work is done.
     """
 
-    def __init__(self, run_id: str):
+    def __init__(self, run_id: str, lease: Lease | None = None):
         self.run_id = run_id
         self.pending: list[NewEvent] = []
-        held = None
-        with transaction.atomic():
-            _commit_lazily()
-            try:
-                self.lease = lease_acquire(
-                    run_id=run_id, holder=holder_name(), ttl_seconds=settings.RECKON_RECOVERY_LEASE_SECONDS, create=False
-                )
-            except LeaseHeld as exc:
-                held = exc  # raised after the commit, so the refusal stays in the lease records
-        if held is not None:
-            raise held
+        if lease is None:
+            held = None
+            with transaction.atomic():
+                _commit_lazily()
+                try:
+                    lease = _lease_take(run_id)
+                except LeaseHeld as exc:
+                    held = exc  # raised after the commit, so the refusal stays in the lease records
+            if held is not None:
+                raise held
+        self.lease = lease
         self.epoch = self.lease.epoch
         self.seq = self.lease.last_seq
 
@@ -180,11 +188,13 @@ class _Owner:
 
 
 @contextmanager
-def _owning(run_id: str):
+def _owning(run_id: str, lease: Lease | None = None):
+    """Own the run for the block: its lease (taken here, or ``lease`` already taken by the caller),
+    the block's appends written with the release in one transaction, or the lease given back."""
     try:
-        owner = _Owner(run_id)
+        owner = _Owner(run_id, lease)
     except LeaseHeld as exc:
-        raise RunBusy(f"run {run_id!r} is owned by {exc.holder!r} right now; try again when its lease ends") from None
+        raise _busy(run_id, exc) from None
     try:
         yield owner
     except BaseException:
@@ -376,41 +386,104 @@ def _attempt(
     )
 
 
+def _call_sql(lazily: bool) -> str:
+    """The call, its run's last seq and its tool's policy, in one statement.
+
+    On PostgreSQL ``lazily`` also makes the surrounding transaction commit without waiting for its
+    WAL flush (``_commit_lazily``, for the lease bookkeeping that follows) in the same round trip.
+    """
+    key = (connection.vendor, lazily)
+    sql = _CALL_SQL.get(key)
+    if sql is None:
+        lazy = ", set_config('synchronous_commit', 'off', true)" if lazily and connection.vendor == "postgresql" else ""
+        sql = _CALL_SQL[key] = (
+            f"SELECT {CALL_COLUMNS.select()}, r.last_seq, {POLICY_COLUMNS.select()}{lazy}"
+            " FROM reckon_uncertain_call uc"
+            " LEFT JOIN reckon_run r ON r.run_id = uc.run_id"
+            " LEFT JOIN reckon_tool_policy tp ON tp.tool = uc.tool"
+            " WHERE uc.id = %s"
+        )
+    return sql
+
+
+_CALL_SQL: dict[tuple[str, bool], str] = {}
+
+
+def _call_read(pk, *, lazily: bool = False) -> tuple[UncertainCall, int | None, Policy]:
+    """The call (CallNotFound if none), the last seq of its run when it was read, and its policy."""
+    if isinstance(pk, bool):
+        raise CallNotFound(pk)
+    try:
+        pk = int(pk)
+    except (TypeError, ValueError):
+        raise CallNotFound(pk) from None
+    rows = rows_fetch(_call_sql(lazily), [pk])
+    if not rows:
+        raise CallNotFound(pk)
+    values = rows[0]
+    n = len(CALL_COLUMNS.fields)
+    row = CALL_COLUMNS.instance(values)
+    tp = POLICY_COLUMNS.instance(values, n + 1)
+    return row, values[n], policy_from_row(tp) if tp is not None else unclassified_policy(row.tool)
+
+
+def _not_now(row: UncertainCall, attempt: int | None) -> str | None:
+    """Why this attempt should not run now, or None."""
+    why = _due(row)
+    if why:
+        return why
+    if attempt is not None and row.attempts >= attempt:
+        return f"attempt {attempt} already recorded"
+    return None
+
+
 def call_reconcile(*, pk: int, attempt: int | None = None) -> AttemptResult:
     """One reconciliation attempt for one uncertain call, by the seed's table (5.6).
 
     ``attempt`` is the attempt number a task was enqueued for: a redelivered task whose attempt was
     already recorded does nothing, so a task acknowledged late never writes twice. Adapter errors
     and broken policies are recorded as an unavailable attempt with backoff, never raised.
+
+    The call is read once, in the lease's own transaction just before the lease is taken, together
+    with its run's last seq. Under the lease nothing else can append to the run, and every event
+    that changes the row moves the run's last seq in the same transaction, so when the lease reports
+    the seq read with the row, the row is what a read under the lease would return; otherwise the
+    call is read again under the lease.
     """
-    row = _row(pk)
-    why = _due(row)
-    if why:
-        return AttemptResult(pk, "skipped", detail=why)
-    if attempt is not None and row.attempts >= attempt:
-        return AttemptResult(pk, "skipped", detail=f"attempt {attempt} already recorded")
+    held = None
+    with transaction.atomic():
+        row, read_at_seq, policy = _call_read(pk, lazily=True)
+        why = _not_now(row, attempt)
+        if why:
+            return AttemptResult(row.pk, "skipped", detail=why)
+        try:
+            lease = _lease_take(row.run_id)
+        except LeaseHeld as exc:
+            held = exc  # reported after the commit, so the refusal stays in the lease records
+    if held is not None:
+        return AttemptResult(row.pk, "busy", detail=str(_busy(row.run_id, held)))
     try:
-        with _owning(row.run_id) as owner:
-            row = _row(pk)  # fresh, under the lease
-            why = _due(row)
-            if why:
-                return AttemptResult(pk, "skipped", detail=why)
-            if attempt is not None and row.attempts >= attempt:
-                return AttemptResult(pk, "skipped", detail=f"attempt {attempt} already recorded")
-            result = _reconcile_owned(owner, row)
+        with _owning(row.run_id, lease) as owner:
+            if lease.last_seq != read_at_seq:
+                row = _row(row.pk)  # the run moved between the read and the lease: fresh, under the lease
+                why = _not_now(row, attempt)
+                if why:
+                    return AttemptResult(row.pk, "skipped", detail=why)
+            result = _reconcile_owned(owner, row, policy)
         _pause("after_append")
         return result
     except RunBusy as exc:
-        return AttemptResult(pk, "busy", detail=str(exc))
+        return AttemptResult(row.pk, "busy", detail=str(exc))
     except FenceError as exc:
         # Our lease ended while we worked: a newer owner decides. Nothing of ours was written.
-        log.warning("reconciliation fenced", extra={"pk": pk, "reason": str(exc)})
-        return AttemptResult(pk, "fenced", detail=str(exc))
+        log.warning("reconciliation fenced", extra={"pk": row.pk, "reason": str(exc)})
+        return AttemptResult(row.pk, "fenced", detail=str(exc))
 
 
-def _reconcile_owned(owner: _Owner, row: UncertainCall) -> AttemptResult:
+def _reconcile_owned(owner: _Owner, row: UncertainCall, policy: Policy | None = None) -> AttemptResult:
     n = row.attempts + 1
-    policy = policy_for(row.tool)
+    if policy is None:
+        policy = policy_for(row.tool)
     now = djtz.now()
     # Only a call left unsettled by this attempt (backoff) carries the overdue escalation: any other
     # action either settles it now or asks a person for its own reason.
