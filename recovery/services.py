@@ -443,6 +443,119 @@ def call_reconcile(*, pk: int, attempt: int | None = None) -> AttemptResult:
     ``attempt`` is the attempt number a task was enqueued for: a redelivered task whose attempt was
     already recorded does nothing, so a task acknowledged late never writes twice. Adapter errors
     and broken policies are recorded as an unavailable attempt with backoff, never raised.
+    """
+    return _call_attempt(pk, attempt, None)
+
+
+def calls_reconcile(items: list, *, group_size: int | None = None) -> list[AttemptResult | Exception]:
+    """One attempt for each ``(pk, attempt)``, their final appends committed together.
+
+    Each call is still its own attempt: its own lease, its own fenced append with its own
+    projection update; only the durable commit is shared, by up to ``group_size`` calls whose work
+    is done (see ``_Group``). A call that raises, or whose append is refused, affects no other: the
+    result list holds the exception (logged) in its place, and the call is due again later.
+    """
+    group = _Group(group_size or GROUP_SIZE)
+    results: list[AttemptResult | Exception] = []
+    for pk, attempt in items:
+        try:
+            results.append(_call_attempt(pk, attempt, group))
+        except Exception as exc:  # this call's problem, not the batch's
+            log.exception("reconciliation of call %s failed", pk)
+            results.append(exc)
+        if group.due():
+            group.commit()
+    group.commit()
+    return results
+
+
+# At most this many finished calls share one commit, and none waits for it longer than this: the
+# lease (60 s by default) of a call waiting in the group keeps its run from everyone else.
+GROUP_SIZE = 20
+GROUP_HOLD_S = 0.5
+
+
+class _Group:
+    """Calls whose work is done, waiting to append and release their leases in one transaction.
+
+    A reconciled call costs one durable commit, about as much as the rest of its database work
+    together. Calls of different runs share nothing but that commit: each append is fenced by its
+    own run's epoch and updates its own projection rows inside the shared transaction, and each
+    lease is released in it. A refused append (the lease was lost) writes nothing for that call and
+    does not stop the others; any other error rolls the group back, and each call is then finished
+    in its own transaction, as without grouping. Until the commit, every call's lease is held, so
+    nothing else writes its run: the group commits when it is full, when its oldest finished call
+    has waited ``GROUP_HOLD_S``, and before a second call of a run already in it
+    is read, since that call must see the first one's events.
+    """
+
+    def __init__(self, size: int):
+        self.size = max(1, int(size))
+        self.hold_s = GROUP_HOLD_S
+        self.members: list[tuple[_Owner, AttemptResult]] = []
+        self.since = 0.0
+
+    def holds(self, run_id: str) -> bool:
+        return any(o.run_id == run_id for o, _ in self.members)
+
+    def add(self, owner: _Owner, result: AttemptResult) -> None:
+        if not self.members:
+            self.since = time.monotonic()
+        self.members.append((owner, result))
+
+    def due(self) -> bool:
+        return bool(self.members) and (len(self.members) >= self.size or time.monotonic() - self.since >= self.hold_s)
+
+    def commit(self) -> None:
+        members, self.members = self.members, []
+        if not members:
+            return
+        saved = [(o.pending[:], o.seq) for o, _ in members]
+        fenced = []
+        try:
+            with transaction.atomic():
+                for o, r in members:
+                    try:
+                        o.flush()
+                    except FenceError as exc:  # nothing of this call was written; the rest go on
+                        fenced.append((o, r, exc))
+                    else:
+                        lease_release(run_id=o.run_id, epoch=o.epoch)
+        except Exception:
+            log.warning("group commit of %d calls failed; finishing each on its own", len(members), exc_info=True)
+            for (o, r), (pending, seq) in zip(members, saved):
+                o.pending, o.seq = pending, seq
+                _finish(o, r)
+            return
+        for o, r, exc in fenced:
+            o.release()
+            _fenced(r, exc)
+        _pause("after_append")
+
+
+def _fenced(result: AttemptResult, exc: FenceError) -> AttemptResult:
+    # Our lease ended while we worked: a newer owner decides. Nothing of ours was written.
+    log.warning("reconciliation fenced", extra={"pk": result.pk, "reason": str(exc)})
+    result.status, result.detail, result.events = "fenced", str(exc), []
+    return result
+
+
+def _finish(owner: _Owner, result: AttemptResult) -> AttemptResult:
+    """Append what the call left pending and release its lease, in one transaction of its own."""
+    try:
+        owner.finish()
+    except FenceError as exc:
+        owner.release()
+        return _fenced(result, exc)
+    except Exception as exc:
+        owner.release()  # nothing of ours was written
+        log.exception("reconciliation of call %s failed", result.pk)
+        result.status, result.detail, result.events = "error", f"{type(exc).__name__}: {exc}", []
+    return result
+
+
+def _call_attempt(pk, attempt: int | None, group: _Group | None) -> AttemptResult:
+    """One attempt; with ``group``, its final append and release are left to the group's commit.
 
     The call is read once, in the lease's own transaction just before the lease is taken, together
     with its run's last seq. Under the lease nothing else can append to the run, and every event
@@ -453,31 +566,51 @@ def call_reconcile(*, pk: int, attempt: int | None = None) -> AttemptResult:
     held = None
     with transaction.atomic():
         row, read_at_seq, policy = _call_read(pk, lazily=True)
-        why = _not_now(row, attempt)
-        if why:
-            return AttemptResult(row.pk, "skipped", detail=why)
-        try:
-            lease = _lease_take(row.run_id)
-        except LeaseHeld as exc:
-            held = exc  # reported after the commit, so the refusal stays in the lease records
+        if group is not None and group.holds(row.run_id):
+            # An earlier call of this run waits in the group: its events change what this call
+            # sees, so they are committed first and this call is read again.
+            transaction.set_rollback(True)
+        else:
+            why = _not_now(row, attempt)
+            if why:
+                return AttemptResult(row.pk, "skipped", detail=why)
+            try:
+                lease = _lease_take(row.run_id)
+            except LeaseHeld as exc:
+                held = exc  # reported after the commit, so the refusal stays in the lease records
+    if group is not None and group.holds(row.run_id):
+        group.commit()
+        return _call_attempt(pk, attempt, group)
     if held is not None:
         return AttemptResult(row.pk, "busy", detail=str(_busy(row.run_id, held)))
+    owner = _Owner(row.run_id, lease)
     try:
-        with _owning(row.run_id, lease) as owner:
-            if lease.last_seq != read_at_seq:
-                row = _row(row.pk)  # the run moved between the read and the lease: fresh, under the lease
-                why = _not_now(row, attempt)
-                if why:
-                    return AttemptResult(row.pk, "skipped", detail=why)
-            result = _reconcile_owned(owner, row, policy)
-        _pause("after_append")
+        if lease.last_seq != read_at_seq:
+            row = _row(row.pk)  # the run moved between the read and the lease: fresh, under the lease
+            why = _not_now(row, attempt)
+            if why:
+                owner.release()
+                return AttemptResult(row.pk, "skipped", detail=why)
+        result = _reconcile_owned(owner, row, policy)
+    except FenceError as exc:  # a flush before a remote effect was refused
+        owner.release()
+        return _fenced(AttemptResult(row.pk, "fenced"), exc)
+    except BaseException:
+        owner.release()
+        raise
+    if group is not None:
+        group.add(owner, result)
         return result
-    except RunBusy as exc:
-        return AttemptResult(row.pk, "busy", detail=str(exc))
+    try:
+        owner.finish()
     except FenceError as exc:
-        # Our lease ended while we worked: a newer owner decides. Nothing of ours was written.
-        log.warning("reconciliation fenced", extra={"pk": row.pk, "reason": str(exc)})
-        return AttemptResult(row.pk, "fenced", detail=str(exc))
+        owner.release()
+        return _fenced(result, exc)
+    except BaseException:
+        owner.release()  # the append failed: nothing of ours was written
+        raise
+    _pause("after_append")
+    return result
 
 
 def _reconcile_owned(owner: _Owner, row: UncertainCall, policy: Policy | None = None) -> AttemptResult:
@@ -663,13 +796,12 @@ def reconcile_pass(*, due_only: bool = True, limit: int | None = None) -> dict:
     if limit:
         qs = qs[:limit]
     summary: dict[str, Any] = {"detected": detected["marked"], "acted": 0, "skipped": 0, "busy": 0, "fenced": 0, "errors": 0, "actions": {}}
-    for pk in list(qs.values_list("pk", flat=True)):
-        try:
-            r = call_reconcile(pk=pk)
-        except Exception as exc:
-            log.exception("reconciliation of call %s failed", pk)
+    pks = list(qs.values_list("pk", flat=True))
+    for pk, r in zip(pks, calls_reconcile([(pk, None) for pk in pks])):
+        if isinstance(r, Exception) or r.status == "error":
             summary["errors"] += 1
-            summary.setdefault("error_detail", []).append(f"call {pk}: {type(exc).__name__}: {exc}")
+            detail = f"{type(r).__name__}: {r}" if isinstance(r, Exception) else r.detail
+            summary.setdefault("error_detail", []).append(f"call {pk}: {detail}")
             continue
         summary[r.status] = summary.get(r.status, 0) + 1
         if r.status == "acted":

@@ -26,16 +26,16 @@ def reconcile_scan() -> dict:
 BATCH = 20
 
 
-@shared_task(name="recovery.tasks.reconcile_calls")
+@shared_task(name="recovery.tasks.reconcile_calls", ignore_result=True)
 def reconcile_calls(items: list) -> dict:
-    """One attempt for each ``[pk, attempt]``; a failure of one call never stops the rest."""
+    """One attempt for each ``[pk, attempt]``; a failure of one call never stops the rest.
+
+    The calls' final appends share durable commits (``services.calls_reconcile``): each is still
+    fenced by its own run's lease and projected in the same transaction.
+    """
     statuses: dict[str, int] = {}
-    for pk, attempt in items:
-        try:
-            status = services.call_reconcile(pk=pk, attempt=attempt).status
-        except Exception:  # logged; the call is due again on a later scan
-            services.log.exception("reconciliation of call %s failed", pk)
-            status = "error"
+    for r in services.calls_reconcile([(pk, attempt) for pk, attempt in items]):
+        status = "error" if isinstance(r, Exception) else r.status  # logged; due again on a later scan
         statuses[status] = statuses.get(status, 0) + 1
     return statuses
 

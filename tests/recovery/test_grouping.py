@@ -1,0 +1,152 @@
+"""Calls reconciled in a batch share durable commits, and nothing else: each keeps its own lease,
+fenced append and projection update, and one call's refusal or failure never touches another."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from recovery import services
+from recovery.models import UncertainCall
+from recovery.services import call_note, call_reconcile, calls_reconcile
+from runs.leases import lease_acquire
+from runs.models import LeaseRecord
+from runs.store import events_read
+from tests.recovery.conftest import correction, crashed_run
+
+pytestmark = pytest.mark.django_db
+
+S = UncertainCall.State
+
+
+def _ours(run_id: str) -> list[str]:
+    return [e.type for e in events_read(run_id=run_id) if e.type in ("reconciliation_attempted", "tool_call_completed", "tool_call_resolved")]
+
+
+def test_calls_of_several_runs_are_each_resolved_under_their_own_lease(policies):
+    ledger = policies
+    calls = [crashed_run(f"run-g{i}", [("c1", "post_correction", correction(ref=f"G-{i}"))])[0] for i in range(3)]
+    for c in calls:
+        ledger.seed(c.idempotency_key, correction(ref=c.arguments["reference"]))
+
+    results = calls_reconcile([(c.pk, 1) for c in calls])
+
+    assert [(r.status, r.action) for r in results] == [("acted", "complete")] * 3
+    for c in calls:
+        c.refresh_from_db()
+        assert (c.state, c.disposition, c.attempts) == (S.RESOLVED, "completed", 1)
+        assert _ours(c.run_id) == ["reconciliation_attempted", "tool_call_completed", "tool_call_resolved"]
+        kinds = list(LeaseRecord.objects.filter(run_id=c.run_id, holder__startswith="reckon-recovery").values_list("kind", flat=True))
+        assert kinds == ["acquired", "acquired"]  # detection's, then reconciliation's
+        assert LeaseRecord.objects.filter(run_id=c.run_id, kind="released").count() == 3  # the agent's, then both of ours
+    # A redelivered batch finds every attempt recorded and writes nothing.
+    assert [r.status for r in calls_reconcile([(c.pk, 1) for c in calls])] == ["skipped"] * 3
+
+
+def test_two_calls_of_one_run_in_one_batch_are_both_reconciled_in_order(policies):
+    ledger = policies
+    a, b = crashed_run("run-g-two", [("c1", "post_correction", correction(ref="A")), ("c2", "post_correction", correction(ref="B"))])
+    ledger.seed(a.idempotency_key, correction(ref="A"))
+    ledger.seed(b.idempotency_key, correction(ref="B"))
+
+    results = calls_reconcile([(a.pk, 1), (b.pk, 1)])
+
+    assert [r.status for r in results] == ["acted", "acted"]  # the second is not "busy" with our own lease
+    assert _ours("run-g-two") == ["reconciliation_attempted", "tool_call_completed", "tool_call_resolved"] * 2
+    assert set(UncertainCall.objects.filter(run_id="run-g-two").values_list("state", flat=True)) == {S.RESOLVED}
+
+
+def test_a_later_call_of_the_run_sees_what_an_earlier_one_in_the_batch_settled(policies):
+    ledger = policies
+    # The agent started the same logical call twice: one key, two starts, both in doubt.
+    first, second = crashed_run("run-g-same", [("c1", "post_correction", correction()), ("c2", "post_correction", correction())])
+    assert first.idempotency_key == second.idempotency_key
+    ledger.seed(first.idempotency_key, correction())
+
+    results = calls_reconcile([(first.pk, 1), (second.pk, 1)])
+
+    # The first resolution closes both starts of the action; the second call, read after it was
+    # committed, has nothing left to do.
+    assert [r.status for r in results] == ["acted", "skipped"]
+    assert [e for e in _ours("run-g-same") if e == "tool_call_completed"] == ["tool_call_completed"]
+
+
+def test_a_call_whose_lease_was_lost_writes_nothing_and_the_others_still_commit(policies, monkeypatch):
+    ledger = policies
+    lost, kept = (crashed_run(f"run-g-{n}", [("c1", "post_correction", correction(ref=n))])[0] for n in ("lost", "kept"))
+    ledger.seed(lost.idempotency_key, correction(ref="lost"))
+    ledger.seed(kept.idempotency_key, correction(ref="kept"))
+    real = services._reconcile_owned
+
+    def then_lose_the_lease(owner, row, policy=None):
+        result = real(owner, row, policy)
+        if row.run_id == "run-g-lost":
+            # Our lease runs out while the call waits for the group's commit; an agent takes over.
+            with connection.cursor() as cur:
+                cur.execute("UPDATE reckon_run SET lease_expires_at = %s WHERE run_id = %s", ["2000-01-01T00:00:00+00:00", row.run_id])
+            lease_acquire(run_id=row.run_id, holder="agent-7:worker-b")
+        return result
+
+    monkeypatch.setattr(services, "_reconcile_owned", then_lose_the_lease)
+
+    results = calls_reconcile([(lost.pk, 1), (kept.pk, 1)])
+
+    assert [r.status for r in results] == ["fenced", "acted"]
+    assert _ours("run-g-lost") == []
+    assert _ours("run-g-kept") == ["reconciliation_attempted", "tool_call_completed", "tool_call_resolved"]
+    lost.refresh_from_db()
+    kept.refresh_from_db()
+    assert (lost.state, lost.attempts, kept.state) == (S.OPEN, 0, S.RESOLVED)
+    assert LeaseRecord.objects.filter(run_id="run-g-lost", kind="fenced").exists()
+
+
+def test_a_failing_append_rolls_the_group_back_and_the_others_are_finished_alone(policies, monkeypatch):
+    ledger = policies
+    bad, good = (crashed_run(f"run-g-{n}", [("c1", "post_correction", correction(ref=n))])[0] for n in ("bad", "good"))
+    ledger.seed(bad.idempotency_key, correction(ref="bad"))
+    ledger.seed(good.idempotency_key, correction(ref="good"))
+    real = services._Owner.flush
+
+    def flush(self):
+        if self.run_id == "run-g-bad" and self.pending:
+            raise RuntimeError("disk on fire")
+        return real(self)
+
+    monkeypatch.setattr(services._Owner, "flush", flush)
+
+    results = calls_reconcile([(bad.pk, 1), (good.pk, 1)])
+
+    assert results[0].status == "error" and "disk on fire" in results[0].detail
+    assert results[1].status == "acted"
+    assert _ours("run-g-bad") == []
+    assert _ours("run-g-good") == ["reconciliation_attempted", "tool_call_completed", "tool_call_resolved"]
+    # The failed call gave its lease back: the next pass can take the run at once.
+    monkeypatch.undo()
+    assert call_reconcile(pk=bad.pk, attempt=1).status == "acted"
+
+
+def test_a_run_that_moved_between_the_read_and_the_lease_is_read_again(policies, monkeypatch):
+    ledger = policies
+    (call,) = crashed_run("run-g-moved", [("c1", "post_correction", correction())])
+    ledger.seed(call.idempotency_key, correction())
+    real_take, real_row = services._lease_take, services._row
+    reread = []
+
+    def take(run_id):
+        if not reread and run_id == "run-g-moved":
+            reread.append("noted")
+            monkeypatch.setattr(services, "_lease_take", real_take)
+            call_note(pk=call.pk, by="dana.oncall", text="looking at it")  # an append after our read
+            monkeypatch.setattr(services, "_row", row)
+        return real_take(run_id)
+
+    def row(pk):
+        reread.append("read again")
+        return real_row(pk)
+
+    monkeypatch.setattr(services, "_lease_take", take)
+
+    assert call_reconcile(pk=call.pk, attempt=1).status == "acted"
+    assert reread == ["noted", "read again"]
+    call.refresh_from_db()
+    assert (call.state, call.notes) == (S.RESOLVED, 1)
