@@ -39,9 +39,9 @@ def _load_pg(runs: int, per_run: int, calls: int, now) -> None:
             "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at) "
             "SELECT 'bench-' || r, s, CASE WHEN s = 1 THEN 'run_started' WHEN s %% 50 = 0 THEN 'tool_call_started' ELSE 'user_message' END, 2, "
             "  %s::timestamptz - ((%s - s) * interval '1 second') - (r %% 1440) * interval '1 minute', "
-            "  CASE WHEN s = 1 THEN jsonb_build_object('run_id', 'bench-' || r) "
-            "       WHEN s %% 50 = 0 THEN jsonb_build_object('call_id', 'c' || s, 'name', 'post_correction', 'arguments', jsonb_build_object('tenant', 't' || (r %% 20), 'account', '4020', 'amount', '840.00'), 'idempotency_key', md5(r || '|' || s)) "
-            "       ELSE jsonb_build_object('content', 'message ' || s) END, 1, now() "
+            "  CASE WHEN s = 1 THEN json_build_object('run_id', 'bench-' || r) "
+            "       WHEN s %% 50 = 0 THEN json_build_object('call_id', 'c' || s, 'name', 'post_correction', 'arguments', json_build_object('tenant', 't' || (r %% 20), 'account', '4020', 'amount', '840.00'), 'idempotency_key', md5(r || '|' || s)) "
+            "       ELSE json_build_object('content', 'message ' || s) END, 1, now() "
             "FROM generate_series(1, %s) r, generate_series(1, %s) s",
             [now, per_run, runs, per_run],
         )

@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator
 
 from runs.events import RECORD_ONLY, EventType
@@ -155,7 +156,7 @@ def run_decisions(*, run_id: str, limit: int = 200) -> list[Event]:
 def run_type_counts(*, run_id: str) -> dict[str, int]:
     from django.db.models import Count
 
-    return dict(Event.objects.filter(run_id=run_id).values_list("type").annotate(n=Count("id")).order_by("type"))
+    return dict(Event.objects.filter(run_id=run_id).values_list("type").annotate(n=Count("seq")).order_by("type"))
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -204,16 +205,12 @@ AGE_BUCKETS = ((0, 300, "< 5 min"), (300, 900, "5–15 min"), (900, 3600, "15 mi
 
 def chart_instants(*, now, hours: int = 24, points: int = 25) -> list:
     """The instants the 24-hour chart samples, oldest first, the last one ``now``."""
-    from datetime import timedelta
-
     step = timedelta(hours=hours) / (points - 1)
     return [now - step * (points - 1 - i) for i in range(points)]
 
 
 def age_edges(*, now) -> list:
     """The boundaries of ``AGE_BUCKETS`` as instants, ascending (oldest boundary first)."""
-    from datetime import timedelta
-
     return sorted(now - timedelta(seconds=lo) for lo, _, _ in AGE_BUCKETS)
 
 
@@ -294,28 +291,55 @@ def open_calls_age_histogram(*, now, tally: list[dict] | None = None) -> list[tu
 DECISION_LOG_TYPES = ("approval_decided", "tool_call_resolved")
 
 
-def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposition: str = "", kind: str = "", since=None, until=None, before: int | None = None, limit: int = 50) -> Page:
-    """Every human and automatic recovery decision across runs, newest first (keyset on event id).
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def decision_cursor(ev) -> str:
+    """The keyset cursor that follows ``ev`` in the decision log: microseconds of its recorded time,
+    its seq and its run, in that order (the run id last, since it may contain any character)."""
+    return f"{(ev.recorded_at - _EPOCH) // timedelta(microseconds=1)}.{ev.seq}.{ev.run_id}"
+
+
+def decision_cursor_parse(text: str) -> tuple[datetime, int, str]:
+    """``decision_cursor``'s text back to (recorded_at, seq, run_id); ValueError names what is wrong."""
+    parts = text.split(".", 2)
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or not parts[2]:
+        raise ValueError(f"before must be a cursor from the decision log's 'Older decisions' link, got {text[:80]!r}")
+    return _EPOCH + timedelta(microseconds=int(parts[0])), int(parts[1]), parts[2]
+
+
+def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposition: str = "", kind: str = "", since=None, until=None, before: str | None = None, limit: int = 50) -> Page:
+    """Every human and automatic recovery decision across runs, newest first (keyset on recorded
+    time, run and seq; ``before`` is a ``decision_cursor``).
 
     People's decisions are ``approval_decided`` events (with ``decision``), and every final
     disposition, a person's or a rule's, is a ``tool_call_resolved``. Tool and tenant come from the
     uncertain call the event is about, matched by run and idempotency key.
     """
-    from django.db.models import Exists, OuterRef, Q, Subquery
+    from django.db.models import Exists, OuterRef, Q, Subquery, TextField
     from django.db.models.fields.json import KeyTextTransform
+    from django.db.models.functions import Cast
 
     from recovery.models import UncertainCall
 
-    qs = Event.objects.filter(type__in=DECISION_LOG_TYPES).annotate(key=KeyTextTransform("idempotency_key", "payload"))
+    qs = Event.objects.filter(type__in=DECISION_LOG_TYPES).annotate(
+        key=KeyTextTransform("idempotency_key", "payload"),
+        # As plain text (Cast), so the filters below are ordinary text comparisons rather than
+        # Django's JSON-aware lookups, which compile to jsonb operators on PostgreSQL.
+        p_by=Cast(KeyTextTransform("by", "payload"), TextField()),
+        p_rule=Cast(KeyTextTransform("rule", "payload"), TextField()),
+        p_disposition=Cast(KeyTextTransform("disposition", "payload"), TextField()),
+        p_decision=Cast(KeyTextTransform("decision", "payload"), TextField()),
+    )
     calls = UncertainCall.objects.filter(run_id=OuterRef("run_id"), idempotency_key=OuterRef("key"))
     if by:
-        qs = qs.filter(Q(payload__by=by) | Q(payload__rule__icontains=by))
+        qs = qs.filter(Q(p_by=by) | Q(p_rule__icontains=by))
     if disposition:
-        qs = qs.filter(Q(payload__disposition=disposition) | Q(payload__decision=disposition))
+        qs = qs.filter(Q(p_disposition=disposition) | Q(p_decision=disposition))
     if kind == "person":
-        qs = qs.filter(payload__has_key="by")
+        qs = qs.filter(p_by__isnull=False)
     elif kind == "automatic":
-        qs = qs.exclude(payload__has_key="by")
+        qs = qs.filter(p_by__isnull=True)
     if tool:
         qs = qs.filter(Exists(calls.filter(tool=tool)))
     if tenant:
@@ -325,16 +349,17 @@ def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposit
     if until is not None:
         qs = qs.filter(ts__lt=until)
     if before is not None:
-        qs = qs.filter(id__lt=before)
+        at, seq, run_id = decision_cursor_parse(before)
+        qs = qs.filter(Q(recorded_at__lt=at) | Q(recorded_at=at, run_id__lt=run_id) | Q(recorded_at=at, run_id=run_id, seq__lt=seq))
     qs = qs.annotate(
         tool=Subquery(calls.values("tool")[:1]),
         tenant=Subquery(calls.values("tenant")[:1]),
         call_pk=Subquery(calls.values("pk")[:1]),
-    ).order_by("-id")
+    ).order_by("-recorded_at", "-run_id", "-seq")
     rows = list(qs[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return Page(rows, rows[-1].id if more and rows else None)
+    return Page(rows, decision_cursor(rows[-1]) if more and rows else None)
 
 
 def call_notes(*, history: list[dict]) -> list[dict]:

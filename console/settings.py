@@ -95,6 +95,14 @@ def _databases() -> dict:
             raise ImproperlyConfigured(f"DATABASE_URL names {db['ENGINE']}; Reckon supports PostgreSQL and SQLite")
         if db["ENGINE"] == "django.db.backends.postgresql":
             db.setdefault("TEST", {})["NAME"] = envstr("TEST_DATABASE_NAME", f"test_{db['NAME']}")
+            # Django leaves psycopg's prepare_threshold at None, which turns preparing off for the
+            # whole connection, even for a cursor that asks with prepare=True. The store's hot
+            # statements (the fenced append, the replay read, the lease statements) ask for it:
+            # planning the append's CTE on every call cost about as much as the commit. The ORM
+            # keeps client-side binding and never prepares. DATABASE_PREPARE_THRESHOLD=-1 turns
+            # preparing off, for a connection proxy that cannot keep prepared statements.
+            threshold = envint("DATABASE_PREPARE_THRESHOLD", 5, minimum=-1)
+            db.setdefault("OPTIONS", {})["prepare_threshold"] = None if threshold < 0 else threshold
     else:
         VAR_DIR.mkdir(parents=True, exist_ok=True)
         db = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(VAR_DIR / "reckon.sqlite3")}

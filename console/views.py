@@ -518,11 +518,16 @@ def decisions(request):
     from datetime import datetime, time, timezone
 
     g = request.GET
+    before = g.get("before") or None
     try:
-        before = _int(request, "before", minimum=1)
+        if before is not None:
+            selectors.decision_cursor_parse(before)
+    except ValueError as exc:
+        return _bad(request, BadParam(str(exc)))
+    try:
         since = datetime.combine(datetime.strptime(g["since"], "%Y-%m-%d").date(), time.min, tzinfo=timezone.utc) if g.get("since") else None
         until = datetime.combine(datetime.strptime(g["until"], "%Y-%m-%d").date(), time.max, tzinfo=timezone.utc) if g.get("until") else None
-    except (BadParam, ValueError) as exc:
+    except ValueError as exc:
         return _bad(request, BadParam(f"dates are YYYY-MM-DD: {exc}"))
     q = {k: g.get(k, "").strip()[:200] for k in ("by", "tool", "tenant", "disposition", "kind")}
     page = selectors.decisions_search(**q, since=since, until=until, before=before)

@@ -124,7 +124,7 @@ def _raw_insert() -> Callable[[int], None]:
         def insert(seq: int) -> None:
             # The same client path as the fenced append: a prepared statement, binary parameters.
             with psycopg.Cursor(connection.connection) as cur:
-                cur.execute(sql.replace("%s", "%b").replace("%b, %b)", "%b::jsonb, %b)"), ["raw", seq, "user_message", 2, now, payload, 1], prepare=True)
+                cur.execute(sql.replace("%s", "%b").replace("%b, %b)", "%b::json, %b)"), ["raw", seq, "user_message", 2, now, payload, 1], prepare=True)
 
         return insert
     ts = connection.ops.adapt_datetimefield_value(now)

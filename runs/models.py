@@ -40,22 +40,51 @@ class AppendOnlyError(RuntimeError):
     pass
 
 
+class LogJSONField(models.JSONField):
+    """A JSON payload kept exactly as it was written.
+
+    On PostgreSQL the column is ``json``, not ``jsonb``: the text is stored verbatim, so an append
+    does not parse it into a binary tree and a replay does not serialise it back (both were the
+    largest single costs of the append and replay paths). Nothing filters on the log's payloads with
+    jsonb-only operators (``?``, ``@>``); the few lookups that read a payload field use ``->>``, which
+    ``json`` has too (see ``console.selectors.decisions_search``). Elsewhere it is Django's JSONField.
+    """
+
+    def db_type(self, connection):
+        if connection.vendor == "postgresql":
+            return "json"
+        return super().db_type(connection)
+
+    def from_db_value(self, value, expression, connection):
+        if value is None or not isinstance(value, (str, bytes, bytearray)):
+            return value  # psycopg decodes a json column itself
+        return super().from_db_value(value, expression, connection)
+
+    def get_db_prep_value(self, value, connection, prepared=False):
+        if connection.vendor == "postgresql" and value is not None and not hasattr(value, "as_sql"):
+            from psycopg.types.json import Json
+
+            return Json(value)
+        return super().get_db_prep_value(value, connection, prepared)
+
+
 class Event(models.Model):
-    id = models.BigAutoField(primary_key=True)
-    # No index of its own: the unique (run, seq) constraint serves every lookup by run, and each
-    # extra index is paid on every appended row.
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events", db_column="run_id", db_index=False)
+    # The primary key is (run, seq): the one index an append maintains, and the order every replay
+    # reads. No foreign key constraint to the run: the append's fence updates that very run row in
+    # the same statement, so an event of an unknown run cannot be written, and runs are never
+    # deleted (PROTECT, in code); the constraint's per-row check was a fifth of a single append.
+    pk = models.CompositePrimaryKey("run", "seq")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events", db_column="run_id", db_index=False, db_constraint=False)
     seq = models.BigIntegerField()
     type = models.CharField(max_length=64)
     v = models.PositiveSmallIntegerField(help_text="schema version the event was written with")
     ts = models.DateTimeField(help_text="when it happened, by the writer's clock")
-    payload = models.JSONField()
+    payload = LogJSONField()
     epoch = models.BigIntegerField(help_text="the writer's lease epoch")
     recorded_at = models.DateTimeField(db_default=Now())
 
     class Meta:
         db_table = "reckon_event"
-        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="reckon_event_run_seq_uniq")]
         ordering = ["run_id", "seq"]
 
     def save(self, *args, **kwargs):

@@ -1,3 +1,5 @@
+import pytest
+
 from runs.models import Event
 from tests.console.conftest import client_for
 
@@ -161,3 +163,47 @@ def test_an_error_that_quotes_the_receivers_json_is_masked_on_the_approval_scree
     assert "4020" in call.last_error  # the read model keeps the fact; the screen must not show it
     body = client_for(oncall).get(f"/calls/{call.pk}/").content.decode()
     assert "4020" not in body and "[masked]" in body
+
+
+def test_the_decision_log_pages_newest_first_across_runs_without_gaps_or_repeats(manager):
+    from console.selectors import decision_cursor_parse, decisions_search
+    from runs.leases import lease_acquire
+    from runs.store import NewEvent, events_append
+
+    written = []
+    for run_id in ("run-a", "run-b"):
+        lease = lease_acquire(run_id=run_id, holder="test", ttl_seconds=60)
+        events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": run_id})])
+        batch = []
+        for i in range(4):
+            batch.append(NewEvent("approval_decided", {"call_id": f"c{i}", "approved": True, "by": "olivia.oncall", "reason": f"{run_id} person {i}"}))
+            batch.append(NewEvent("tool_call_resolved", {"idempotency_key": f"k{i}", "disposition": "completed", "rule": f"{run_id} rule {i}"}))
+        events_append(run_id=run_id, epoch=lease.epoch, expected_seq=1, events=batch)
+        written += [(run_id, seq) for seq in range(2, 10)]
+
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = decisions_search(before=cursor, limit=3)
+        seen += [(e.run_id, e.seq) for e in page.items]
+        pages += 1
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert pages == 6 and sorted(seen) == sorted(written) and len(seen) == len(set(seen)) == 16
+    keys = [(e.recorded_at, e.run_id, e.seq) for e in decisions_search(limit=100).items]
+    assert keys == sorted(keys, reverse=True)
+
+    people = decisions_search(kind="person", limit=100).items
+    rules = decisions_search(kind="automatic", limit=100).items
+    assert {e.type for e in people} == {"approval_decided"} and len(people) == 8
+    assert {e.type for e in rules} == {"tool_call_resolved"} and len(rules) == 8
+    assert [e.payload["rule"] for e in decisions_search(by="run-b rule 2", limit=100).items] == ["run-b rule 2"]
+
+    c = client_for(manager)
+    first = c.get("/decisions/")
+    assert first.status_code == 200
+    for bad in ("12", "abc.1.run-a", "1.x.run-a", "1.2."):
+        response = c.get("/decisions/", {"before": bad})
+        assert response.status_code == 400 and "cursor" in response.content.decode()
+    with pytest.raises(ValueError):
+        decision_cursor_parse("not a cursor")

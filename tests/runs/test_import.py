@@ -96,19 +96,19 @@ def test_a_complete_bad_last_line_without_a_newline_is_still_rejected():
 def test_importing_the_same_file_again_changes_nothing():
     first = log_import(str(RECON), RECON.read_bytes())
     assert first.outcome == "imported" and first.appended == 11
-    before = list(Event.objects.filter(run_id="run-q3-recon").order_by("seq").values_list("id", "seq", "recorded_at"))
+    before = list(Event.objects.filter(run_id="run-q3-recon").order_by("seq").values_list("seq", "recorded_at", "epoch"))
     again = log_import(str(RECON), RECON.read_bytes())
     assert again.outcome == "unchanged" and again.appended == 0
-    assert list(Event.objects.filter(run_id="run-q3-recon").order_by("seq").values_list("id", "seq", "recorded_at")) == before
+    assert list(Event.objects.filter(run_id="run-q3-recon").order_by("seq").values_list("seq", "recorded_at", "epoch")) == before
 
 
 def test_a_longer_version_of_an_imported_file_appends_only_the_new_tail(tmp_path):
     log_import("run-x.jsonl", good(n=3).encode())
-    ids = list(Event.objects.filter(run_id="run-x").order_by("seq").values_list("id", flat=True))
+    rows = list(Event.objects.filter(run_id="run-x").order_by("seq").values_list("seq", "recorded_at", "epoch"))
     result = log_import("run-x.jsonl", good(n=6).encode())
     assert result.outcome == "extended" and result.appended == 3 and (result.first_seq, result.last_seq) == (4, 6)
     assert "extended run run-x by 3 events (seq 4..6)" in result.line()
-    assert list(Event.objects.filter(run_id="run-x").order_by("seq").values_list("id", flat=True))[:3] == ids
+    assert list(Event.objects.filter(run_id="run-x").order_by("seq").values_list("seq", "recorded_at", "epoch"))[:3] == rows
     assert run_state(run_id="run-x").last_seq == 6
 
 
