@@ -36,7 +36,17 @@ import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
-from runs.events import CURRENT_SCHEMA_VERSION, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
+from runs.events import (
+    CURRENT_SCHEMA_VERSION,
+    INTRODUCED_IN,
+    REQUIRED_FIELDS,
+    TERMINAL,
+    EventType,
+    UnknownEventType,
+    event_type,
+    missing_fields,
+    version_problem,
+)
 from runs.upcasters import events_upcast, payload_complete
 from runs.fold import Event, gc_paused
 
@@ -103,8 +113,28 @@ def _projectors_for(events: Sequence[NewEvent]) -> list[Projector]:
     return [fn for fn, wanted in _PROJECTORS if wanted is None or not wanted.isdisjoint(names)]
 
 
+# For the common case: a registered type that needs no check beyond its required fields and the
+# range of versions it may be written with. Anything else takes the full check in ``_check_slow``.
+_SPECIAL = frozenset({EventType.RUN_STARTED, EventType.TOOL_CALL_COMPLETED, EventType.TOOL_CALL_RESOLVED})
+_PLAIN: dict[str, tuple[tuple[str, ...], int]] = {
+    t.value: (REQUIRED_FIELDS[t], INTRODUCED_IN.get(t, 1)) for t in EventType if t not in _SPECIAL
+}
+
+
 def _check(i: int, seq: int, run_id: str, ev: NewEvent) -> None:
     """Refuse an event the log must not hold, naming it by position and seq."""
+    spec = _PLAIN.get(ev.type) if type(ev.type) is str else None
+    payload, v = ev.payload, ev.v
+    if spec is not None and seq != 1 and type(payload) is dict and type(v) is int and spec[1] <= v <= CURRENT_SCHEMA_VERSION:
+        for k in spec[0]:
+            if k not in payload:
+                break
+        else:
+            return
+    _check_slow(i, seq, run_id, ev)
+
+
+def _check_slow(i: int, seq: int, run_id: str, ev: NewEvent) -> None:
     try:
         t = event_type(ev.type)
     except UnknownEventType as exc:
@@ -133,10 +163,13 @@ def _has_nul(value) -> bool:
     return False
 
 
+_DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
 def _dumps(i: int, payload: dict) -> str:
     """The payload as compact JSON text, refusing what JSON or the store cannot hold."""
     try:
-        raw = orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS)
+        raw = orjson.dumps(payload, option=_DUMPS_OPTIONS)
     except TypeError as exc:  # not JSON-serialisable, or a lone surrogate in a string
         raise InvalidEvent(f"event {i}: payload is not storable JSON: {exc}") from None
     if b"null" in raw:
@@ -149,6 +182,36 @@ def _dumps(i: int, payload: dict) -> str:
     if b"\\u0000" in raw and _has_nul(payload):
         # NUL cannot be held by PostgreSQL text (nor jsonb); refusing it on every backend keeps logs portable.
         raise InvalidEvent(f"event {i}: payload contains a NUL character (\\u0000), which the store does not hold")
+    return raw.decode()
+
+
+def _ts_text(i: int, ts) -> str:
+    if not isinstance(ts, datetime):
+        raise InvalidEvent(f"event {i}: ts must be a datetime, got {type(ts).__name__}")
+    return ts.isoformat()
+
+
+def _dumps_batch(seqs: list[int], events: Sequence[NewEvent], tss: list[datetime], payloads: list[dict]) -> str:
+    """The whole batch as one JSON document for ``_PG_APPEND``, refusing what ``_dumps`` refuses.
+
+    One orjson call for the batch; only when it fails, or when the text holds a null or an escaped
+    NUL, are the payloads encoded one by one, to find (and name) the event at fault, if any.
+    """
+    doc = []
+    last_ts = last_text = None
+    for i, (s, ev, t, p) in enumerate(zip(seqs, events, tss, payloads)):
+        if t is not last_ts:  # most events of a batch share the append's clock reading
+            last_ts, last_text = t, _ts_text(i, t)
+        doc.append({"s": s, "t": ev.type, "v": ev.v, "ts": last_text, "p": p})
+    try:
+        raw = orjson.dumps(doc, option=_DUMPS_OPTIONS)
+    except TypeError:
+        raw = None
+    if raw is None or b"null" in raw or b"\\u0000" in raw:
+        for i, p in enumerate(payloads):
+            _dumps(i, p)  # raises InvalidEvent naming the first event at fault
+        if raw is None:  # not expected: every payload encoded on its own
+            raise InvalidEvent("the batch is not storable JSON")
     return raw.decode()
 
 
@@ -167,12 +230,15 @@ WITH fence AS (
 )
 """
 
+# A batch travels as one JSON document, [{"s": seq, "t": type, "v": v, "ts": ts, "p": payload}, ...],
+# encoded by one orjson call and unpacked by json_to_recordset, which hands each payload's text to
+# the json column as it was written. Five binary arrays cost more in the client's array encoder
+# than the rest of the append together.
 _PG_APPEND = _PG_FENCE + """
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
-SELECT fence.run_id, e.seq, e.type, e.v, e.ts, e.payload::json, %(epoch)s
+SELECT fence.run_id, e.s, e.t, e.v, e.ts, e.p, %(epoch)s
   FROM fence
- CROSS JOIN unnest(%(seqs)b::bigint[], %(types)b::text[], %(vs)b::smallint[],
-                   %(tss)b::timestamptz[], %(payloads)b::text[]) AS e(seq, type, v, ts, payload)
+ CROSS JOIN json_to_recordset(%(batch)s::json) AS e(s bigint, t text, v smallint, ts timestamptz, p json)
 """
 
 # The same statement for one event, with scalar parameters: unnest over five one-element arrays
@@ -210,7 +276,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     now = datetime.now(timezone.utc)
     seqs: list[int] = []
     tss: list[datetime] = []
-    payloads: list[str] = []
+    payloads: list[dict] = []
     appended: list[Event] = []
     finished_seq = None
     seq = expected_seq
@@ -221,7 +287,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         ts = ev.ts or now
         seqs.append(seq)
         tss.append(ts)
-        payloads.append(_dumps(i, payload))
+        payloads.append(payload)
         appended.append(Event(seq, ev.type, payload, ts, ev.v))
         if finished_seq is None and ev.type in _TERMINAL_NAMES:
             finished_seq = seq
@@ -230,19 +296,21 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     projectors = _projectors_for(events)
     db = connections[DEFAULT_DB_ALIAS]
     postgres = db.vendor == "postgresql"
+    # Encoded before anything is sent: a payload the store cannot hold refuses the whole append.
+    encoded = _dumps_batch(seqs, events, tss, payloads) if postgres and len(seqs) > 1 else [_dumps(i, p) for i, p in enumerate(payloads)]
     if postgres and not projectors:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
         # commit together or not at all, with no BEGIN/COMMIT round trips.
-        ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq)
+        ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, finished_seq)
     else:
         # No savepoint inside a caller's transaction: a refused fence returns normally (nothing
         # was written), and any error here must undo the caller's whole transaction anyway, since
         # its read models would no longer match the log. That saves two round trips per append.
         with transaction.atomic(savepoint=False):
             if postgres:
-                ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq)
+                ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, finished_seq)
             else:
-                ok = _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq, now)
+                ok = _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, encoded, finished_seq, now)
             if ok:
                 for project in projectors:
                     project(run_id, appended)
@@ -288,7 +356,7 @@ def _append_cursor(db) -> psycopg.Cursor:
     return cur
 
 
-def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq) -> bool:
+def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, finished_seq) -> bool:
     params = {
         "new_last": seqs[-1],
         "finished_seq": finished_seq,
@@ -299,10 +367,10 @@ def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, payloads, fin
     }
     if len(seqs) == 1:
         sql = _PG_APPEND_ONE
-        params.update(seq=seqs[0], type=events[0].type, v=events[0].v, ts=tss[0], payload=payloads[0])
+        params.update(seq=seqs[0], type=events[0].type, v=events[0].v, ts=tss[0], payload=encoded[0])
     else:
         sql = _PG_APPEND
-        params.update(seqs=seqs, types=[ev.type for ev in events], vs=[ev.v for ev in events], tss=tss, payloads=payloads)
+        params["batch"] = encoded
     cur = _append_cursor(db)
     with db.wrap_database_errors:  # Django's exception types, as from any other query
         cur.execute(sql, params, prepare=True)

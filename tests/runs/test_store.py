@@ -2,6 +2,7 @@
 CI's second pass): fencing by epoch and expected seq, atomic batches, takeover after expiry."""
 
 import time
+from datetime import datetime, timezone
 
 import pytest
 from django.db import connection
@@ -10,7 +11,7 @@ from runs.errors import InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqCo
 from runs.leases import db_now, lease_acquire, lease_release, lease_renew
 from runs.models import AppendOnlyError, Event, LeaseRecord, Run
 from runs.selectors import run_state
-from runs.store import NewEvent, events_append, events_read
+from runs.store import NewEvent, events_append, events_load, events_read
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -177,3 +178,30 @@ def test_on_postgres_the_database_itself_rejects_update_and_delete():
             with transaction.atomic(), connection.cursor() as cur:
                 cur.execute(sql)
     assert stored("r1") == [(1, "run_started")]
+
+
+def test_a_batch_names_the_event_whose_payload_json_cannot_hold():
+    lease = started("r1")
+    for bad in (float("nan"), object(), datetime(2026, 1, 1, tzinfo=timezone.utc)):
+        with pytest.raises(InvalidEvent, match="event 2: payload is not storable JSON"):
+            events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a"), msg("b"), NewEvent("user_message", {"content": bad})])
+    assert stored("r1") == [(1, "run_started")] and Run.objects.get(run_id="r1").last_seq == 1
+
+
+def test_a_batch_is_stored_as_written_with_each_events_own_time():
+    lease = started("r1")
+    t1, t2 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=timezone.utc), datetime(2026, 3, 1, 12, 0, 5, tzinfo=timezone.utc)
+    payload = {"content": "Grüße, \"quoted\" \\ back-slashed, ✓", "z": None, "a": [1, 2.5, {"k": True}], "n": 2**53}
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("user_message", payload, t1), NewEvent("user_message", {"content": "x"}, t2), msg("now")])
+    rows = list(Event.objects.filter(run_id="r1", seq__gt=1).order_by("seq").values_list("seq", "ts", "payload"))
+    assert [(s, ts) for s, ts, _ in rows[:2]] == [(2, t1), (3, t2)] and rows[0][2] == payload
+    with connection.cursor() as cur:
+        cur.execute("SELECT payload FROM reckon_event WHERE run_id = %s AND seq = 2", ["r1"])
+        text = cur.fetchone()[0]
+    if not isinstance(text, str):  # psycopg decodes a json column; ask for its text instead
+        with connection.cursor() as cur:
+            cur.execute("SELECT payload::text FROM reckon_event WHERE run_id = %s AND seq = 2", ["r1"])
+            text = cur.fetchone()[0]
+    # Key order, escapes and spacing exactly as the writer's compact encoding: nothing re-serialised.
+    assert text == '{"content":"Grüße, \\"quoted\\" \\\\ back-slashed, ✓","z":null,"a":[1,2.5,{"k":true}],"n":9007199254740992}'
+    assert events_load(run_id="r1")[1].payload == payload
