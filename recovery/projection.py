@@ -397,8 +397,15 @@ def row_update(row: UncertainCall) -> None:
     if not sets:
         return
     params.append(row.pk)
-    with connection.cursor() as cur:
-        cur.execute(f"UPDATE reckon_uncertain_call SET {', '.join(sets)} WHERE id = %s", params)
+    sql = f"UPDATE reckon_uncertain_call SET {', '.join(sets)} WHERE id = %s"
+    if connection.vendor == "postgresql":
+        # Server-side binding: the few shapes of this statement (which columns an event changes)
+        # are prepared by psycopg once they repeat.
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
+            cur.execute(sql, params)
+    else:
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
     row._loaded = tuple(getattr(row, a) for a in CALL_COLUMNS.attnames)
 
 
