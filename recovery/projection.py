@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 
 import orjson
 import psycopg
+from psycopg.types.json import Jsonb
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -457,6 +458,26 @@ def projection_apply(run_id: str, events: list[Event]) -> None:
     _save(rr)
 
 
+def rows_insert(rows: list[UncertainCall]) -> None:
+    """Insert new rows in bulk: COPY on PostgreSQL (the ORM's per-value preparation of ~45 columns
+    cost more than the rebuild's fold), ``bulk_create`` elsewhere."""
+    if connection.vendor != "postgresql":
+        UncertainCall.objects.bulk_create(rows, batch_size=1000)
+        return
+    fields = [f for f in CALL_COLUMNS.fields if not f.primary_key]
+    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    names = [f.attname for f in fields]
+    qn = connection.ops.quote_name
+    sql = f"COPY reckon_uncertain_call ({', '.join(qn(f.column) for f in fields)}) FROM STDIN"
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur, cur.copy(sql) as copy:
+        for row in rows:
+            values = [getattr(row, n) for n in names]
+            if json_fields:
+                values = [Jsonb(v) if n in json_fields and v is not None else v for n, v in zip(names, values)]
+            copy.write_row(values)
+
+
 def _json_loads(text: str):
     try:
         return orjson.loads(text)
@@ -503,7 +524,7 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
             evs.append(Event(seq, type_, loads(payload) if isinstance(payload, str) else payload, ts, v))
             epochs[seq] = epoch
         if len(created) >= chunk:
-            UncertainCall.objects.bulk_create(created, batch_size=1000)
+            rows_insert(created)
             created.clear()
 
     current, evs, epochs = None, [], {}
@@ -528,7 +549,7 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
         if current is not None:
             flush_run(current, evs, epochs)
         if created:
-            UncertainCall.objects.bulk_create(created, batch_size=1000)
+            rows_insert(created)
     return {"rows": total_rows}
 
 
