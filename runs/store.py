@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import json
 import logging
+import struct
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable, Sequence
 
 import orjson
 import psycopg
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
@@ -177,6 +180,11 @@ _DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orj
 
 def _dumps(i: int, payload: dict) -> str:
     """The payload as compact JSON text, refusing what JSON or the store cannot hold."""
+    return _dumps_utf8(i, payload).decode()
+
+
+def _dumps_utf8(i: int, payload: dict) -> bytes:
+    """``_dumps`` as UTF-8 bytes, as orjson writes them."""
     try:
         raw = orjson.dumps(payload, option=_DUMPS_OPTIONS)
     except TypeError as exc:  # not JSON-serialisable, or a lone surrogate in a string
@@ -191,28 +199,64 @@ def _dumps(i: int, payload: dict) -> str:
     if b"\\u0000" in raw and _has_nul(payload):
         # NUL cannot be held by PostgreSQL text (nor jsonb); refusing it on every backend keeps logs portable.
         raise InvalidEvent(f"event {i}: payload contains a NUL character (\\u0000), which the store does not hold")
-    return raw.decode()
+    return raw
 
 
-def _quoted(text: str) -> str:
-    """``text`` as a double-quoted element of a PostgreSQL array literal."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+# A batch's columns travel as PostgreSQL binary arrays, built here with struct: psycopg's own
+# list encoder is pure Python, and a text array literal would need every quote in every payload
+# escaped and then parsed again by the server. Each class marks bytes that are already one such
+# array; ``_append_cursor`` registers a dumper that passes them through with the array's type.
+class _TextArray(bytes):
+    oid = 1009  # text[]
 
 
-def _array_literals(events: Sequence[NewEvent], tss: list[datetime], encoded: list[str]) -> dict[str, str]:
-    """The batch's columns as array literals for ``_PG_APPEND``."""
+class _Int2Array(bytes):
+    oid = 1005  # smallint[]
+
+
+class _TimestamptzArray(bytes):
+    oid = 1185  # timestamptz[]
+
+
+_I32 = struct.Struct("!i").pack
+_INT2_ITEM = struct.Struct("!ih").pack  # length 2, value
+_TSTZ_ITEM = struct.Struct("!iq").pack  # length 8, microseconds since 2000-01-01 UTC
+_PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _array_header(elem_oid: int, n: int) -> bytes:
+    return struct.pack("!iiIii", 1, 0, elem_oid, n, 1)  # one dimension, no nulls, n items from 1
+
+
+def _binary_arrays(events: Sequence[NewEvent], tss: list[datetime], encoded: list[bytes]) -> dict[str, bytes]:
+    """The batch's types, versions, times and payload texts as binary arrays for ``_PG_APPEND``."""
+    n = len(events)
     times = []
-    last_ts = last_text = None
+    last_ts = last_item = None
     for t in tss:
         if t is not last_ts:  # most events of a batch share the append's clock reading
-            last_ts, last_text = t, '"' + t.isoformat() + '"'
-        times.append(last_text)
+            aware = t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)  # naive: UTC, as the session
+            last_ts, last_item = t, _TSTZ_ITEM(8, (aware - _PG_EPOCH) // _MICROSECOND)
+        times.append(last_item)
+    types = [ev.type.encode() for ev in events]
     return {
-        "types": "{" + ",".join([_quoted(ev.type) for ev in events]) + "}",
-        "vs": "{" + ",".join([str(ev.v) for ev in events]) + "}",
-        "tss": "{" + ",".join(times) + "}",
-        "payloads": "{" + ",".join([_quoted(p) for p in encoded]) + "}",
+        "types": _TextArray(_array_header(25, n) + b"".join([_I32(len(b)) + b for b in types])),
+        "vs": _Int2Array(_array_header(21, n) + b"".join([_INT2_ITEM(2, ev.v) for ev in events])),
+        "tss": _TimestamptzArray(_array_header(1184, n) + b"".join(times)),
+        "payloads": _TextArray(_array_header(25, n) + b"".join([_I32(len(b)) + b for b in encoded])),
     }
+
+
+class _PassThroughDumper(Dumper):
+    format = Format.BINARY
+
+    def dump(self, obj):
+        return obj
+
+
+def _pass_through(oid: int) -> type[Dumper]:
+    return type(f"PassThrough{oid}", (_PassThroughDumper,), {"oid": oid})
 
 
 # The fence: the run row's lock, checked and moved in the same statement as the insert.
@@ -230,16 +274,14 @@ WITH fence AS (
 )
 """
 
-# A batch travels as four array literals (types, versions, times, payload texts), each one text
-# parameter built by joining strings; seqs are the ordinality. The client's binary array encoder is
-# pure Python and cost more than the rest of a 100-event append; a single JSON document unpacked
-# with json_to_recordset costs the server a second parse of every payload. This way each payload
-# is parsed once, by the json column's input.
+# A batch travels as four binary arrays (types, versions, times, payload texts; see
+# ``_binary_arrays``), seqs are the ordinality. Each payload is parsed once, by the json column's
+# input (a single JSON document unpacked with json_to_recordset cost the server a second parse).
 _PG_APPEND = _PG_FENCE + """
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
 SELECT fence.run_id, %(expected)s + e.n, e.t, e.v, e.ts, e.p::json, %(epoch)s
   FROM fence
- CROSS JOIN unnest(%(types)s::text[], %(vs)s::smallint[], %(tss)s::timestamptz[], %(payloads)s::text[])
+ CROSS JOIN unnest(%(types)b::text[], %(vs)b::smallint[], %(tss)b::timestamptz[], %(payloads)b::text[])
        WITH ORDINALITY AS e(t, v, ts, p, n)
 """
 
@@ -301,7 +343,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     db = connections[DEFAULT_DB_ALIAS]
     postgres = db.vendor == "postgresql"
     # Encoded before anything is sent: a payload the store cannot hold refuses the whole append.
-    encoded = [_dumps(i, p) for i, p in enumerate(payloads)]
+    encoded = [_dumps_utf8(i, p) for i, p in enumerate(payloads)]
     if postgres and not projectors:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
         # commit together or not at all, with no BEGIN/COMMIT round trips.
@@ -338,7 +380,7 @@ def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, fin
         rec = adapt(now)
         cur.executemany(
             _SQLITE_INSERT,
-            [(run_id, s, ev.type, ev.v, adapt(t), p, epoch, rec) for s, ev, t, p in zip(seqs, events, tss, payloads)],
+            [(run_id, s, ev.type, ev.v, adapt(t), p.decode(), epoch, rec) for s, ev, t, p in zip(seqs, events, tss, payloads)],
         )
     return True
 
@@ -358,6 +400,8 @@ def _append_cursor(db) -> psycopg.Cursor:
     cur = db.__dict__.get("_reckon_append_cursor")
     if cur is None or cur.connection is not raw or cur.closed:
         cur = psycopg.Cursor(raw)
+        for cls in (_TextArray, _Int2Array, _TimestamptzArray):
+            cur.adapters.register_dumper(cls, _pass_through(cls.oid))
         db.__dict__["_reckon_append_cursor"] = cur
     return cur
 
@@ -373,10 +417,10 @@ def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, fini
     }
     if len(seqs) == 1:
         sql = _PG_APPEND_ONE
-        params.update(seq=seqs[0], type=events[0].type, v=events[0].v, ts=tss[0], payload=encoded[0])
+        params.update(seq=seqs[0], type=events[0].type, v=events[0].v, ts=tss[0], payload=encoded[0].decode())
     else:
         sql = _PG_APPEND
-        params.update(_array_literals(events, tss, encoded))
+        params.update(_binary_arrays(events, tss, encoded))
     cur = _append_cursor(db)
     with db.wrap_database_errors:  # Django's exception types, as from any other query
         cur.execute(sql, params, prepare=True)
