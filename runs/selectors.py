@@ -16,6 +16,12 @@ def run_get(*, run_id: str) -> Run:
 
 
 def run_state(*, run_id: str, at: int | None = None) -> RunState:
-    """The run's state after event ``at`` (default: the last), folded from the log."""
-    run_get(run_id=run_id)
-    return fold(events_load(run_id=run_id, upto=at))
+    """The run's state after event ``at`` (default: the last), folded from the log.
+
+    RunNotFound for a run that does not exist; the run row is only looked up when the log has no
+    events to fold, since events exist only for a run that does.
+    """
+    events = events_load(run_id=run_id, upto=at)
+    if not events:
+        run_get(run_id=run_id)
+    return fold(events)

@@ -466,6 +466,9 @@ def _sqlite_ts(value) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
+_orjson_loads = orjson.loads
+
+
 def _loads(text):
     try:
         return orjson.loads(text)
@@ -484,21 +487,25 @@ def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list
     ``events_load`` for events read as the current version.
     """
     upto = upto if upto is not None else 2**62
-    loads = _loads
-    if connection.vendor == "postgresql":
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor == "postgresql":
         # Binary rows from a prepared statement, payloads as text decoded by orjson: the read
         # side of a replay is mostly JSON decoding, and this is the cheapest honest version of it.
-        connection.ensure_connection()
-        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
+        # The payload column is json, so its text arrives exactly as it was written.
+        db.ensure_connection()
+        with db.wrap_database_errors, psycopg.Cursor(db.connection) as cur:
             cur.execute(_PG_READ, [run_id, after, upto], prepare=True, binary=True)
             rows = cur.fetchall()
         with gc_paused():
-            return [Event(s, t, loads(p), ts, v) for s, t, v, ts, p in rows]
-    with connection.cursor() as cur:
+            try:
+                return [Event(s, t, _orjson_loads(p), ts, v) for s, t, v, ts, p in rows]
+            except orjson.JSONDecodeError:  # a payload orjson does not read (integers beyond 64 bits)
+                return [Event(s, t, _loads(p), ts, v) for s, t, v, ts, p in rows]
+    with db.cursor() as cur:
         cur.execute(_SQLITE_READ, [run_id, after, upto])
         rows = cur.fetchall()
     with gc_paused():
-        return [Event(s, t, loads(p), _sqlite_ts(ts), v) for s, t, v, ts, p in rows]
+        return [Event(s, t, _loads(p), _sqlite_ts(ts), v) for s, t, v, ts, p in rows]
 
 
 def events_load(*, run_id: str, after: int = 0, upto: int | None = None) -> list[Event]:

@@ -205,3 +205,10 @@ def test_a_batch_is_stored_as_written_with_each_events_own_time():
     # Key order, escapes and spacing exactly as the writer's compact encoding: nothing re-serialised.
     assert text == '{"content":"Grüße, \\"quoted\\" \\\\ back-slashed, ✓","z":null,"a":[1,2.5,{"k":true}],"n":9007199254740992}'
     assert events_load(run_id="r1")[1].payload == payload
+
+
+def test_an_integer_beyond_64_bits_is_refused_by_name_and_nothing_is_written():
+    lease = started("r1")
+    with pytest.raises(InvalidEvent, match="event 1: payload is not storable JSON"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a"), NewEvent("user_message", {"content": "x", "n": 2**70})])
+    assert stored("r1") == [(1, "run_started")]
