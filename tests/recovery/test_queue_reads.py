@@ -111,8 +111,9 @@ def test_the_queue_reads_a_page_in_one_query_on_postgresql_and_at_most_three_els
 
 
 def test_the_overdue_list_names_the_most_overdue_and_counts_them_all(calls):
-    full = queue_figures_by_risk()
-    short = queue_figures_by_risk(overdue_limit=2)
+    now = timezone.now()  # one clock for both: overdue_s is measured from it
+    full = queue_figures_by_risk(now=now)
+    short = queue_figures_by_risk(now=now, overdue_limit=2)
     for risk in RISKS:
         assert full[risk]["overdue_count"] == len(full[risk]["overdue"])
         assert short[risk]["overdue_count"] == full[risk]["overdue_count"]
