@@ -50,7 +50,7 @@ from runs.events import (
     missing_fields,
     version_problem,
 )
-from runs.upcasters import events_upcast, payload_complete
+from runs.upcasters import UPCASTERS, events_upcast, payload_complete
 from runs.fold import Event, gc_paused
 
 log = logging.getLogger("reckon.store")
@@ -127,26 +127,16 @@ def _projectors_for(events: Sequence[NewEvent]) -> list[Projector]:
 
 # For the common case: a registered type that needs no check beyond its required fields and the
 # range of versions it may be written with. Anything else takes the full check in ``_check_slow``.
+# ``_COMPLETED_TYPES``: the types whose current-version payload ``payload_complete`` may fill in.
 _SPECIAL = frozenset({EventType.RUN_STARTED, EventType.TOOL_CALL_COMPLETED, EventType.TOOL_CALL_RESOLVED})
-_PLAIN: dict[str, tuple[tuple[str, ...], int]] = {
-    t.value: (REQUIRED_FIELDS[t], INTRODUCED_IN.get(t, 1)) for t in EventType if t not in _SPECIAL
+_PLAIN: dict[str, tuple[frozenset[str], int]] = {
+    t.value: (frozenset(REQUIRED_FIELDS[t]), INTRODUCED_IN.get(t, 1)) for t in EventType if t not in _SPECIAL
 }
-
-
-def _check(i: int, seq: int, run_id: str, ev: NewEvent) -> None:
-    """Refuse an event the log must not hold, naming it by position and seq."""
-    spec = _PLAIN.get(ev.type) if type(ev.type) is str else None
-    payload, v = ev.payload, ev.v
-    if spec is not None and seq != 1 and type(payload) is dict and type(v) is int and spec[1] <= v <= CURRENT_SCHEMA_VERSION:
-        for k in spec[0]:
-            if k not in payload:
-                break
-        else:
-            return
-    _check_slow(i, seq, run_id, ev)
+_COMPLETED_TYPES = frozenset(t for t, _ in UPCASTERS)
 
 
 def _check_slow(i: int, seq: int, run_id: str, ev: NewEvent) -> None:
+    """Refuse an event the log must not hold, naming it by position and seq (returns for a valid one)."""
     try:
         t = event_type(ev.type)
     except UnknownEventType as exc:
@@ -176,19 +166,29 @@ def _has_nul(value) -> bool:
 
 
 _DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-
-
-def _dumps(i: int, payload: dict) -> str:
-    """The payload as compact JSON text, refusing what JSON or the store cannot hold."""
-    return _dumps_utf8(i, payload).decode()
+# Without OPT_NON_STR_KEYS orjson takes a faster path; a payload with non-string keys is encoded
+# again with it (its keys become strings, as before).
+_FAST_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+_orjson_dumps = orjson.dumps
 
 
 def _dumps_utf8(i: int, payload: dict) -> bytes:
-    """``_dumps`` as UTF-8 bytes, as orjson writes them."""
+    """The payload as orjson's UTF-8 bytes, refusing what JSON cannot encode.
+
+    The caller must still pass the bytes through ``_suspects_check`` (at once, or for a whole
+    batch by ``_batch_check``): orjson writes NaN and Infinity as null, and a NUL as \\u0000.
+    """
     try:
-        raw = orjson.dumps(payload, option=_DUMPS_OPTIONS)
+        return _orjson_dumps(payload, option=_FAST_OPTIONS)
+    except TypeError:
+        pass
+    try:
+        return _orjson_dumps(payload, option=_DUMPS_OPTIONS)
     except TypeError as exc:  # not JSON-serialisable, or a lone surrogate in a string
         raise InvalidEvent(f"event {i}: payload is not storable JSON: {exc}") from None
+
+
+def _suspects_check(i: int, payload: dict, raw: bytes) -> None:
     if b"null" in raw:
         # orjson writes NaN and Infinity as null; only when a null appears is the slower check
         # needed to tell a real null from a number that JSON cannot represent.
@@ -199,7 +199,17 @@ def _dumps_utf8(i: int, payload: dict) -> bytes:
     if b"\\u0000" in raw and _has_nul(payload):
         # NUL cannot be held by PostgreSQL text (nor jsonb); refusing it on every backend keeps logs portable.
         raise InvalidEvent(f"event {i}: payload contains a NUL character (\\u0000), which the store does not hold")
-    return raw
+
+
+def _batch_check(appended: list[Event], encoded: list[bytes]) -> None:
+    """``_suspects_check`` for a batch: one scan of all the texts, and per event only if it finds something."""
+    if len(encoded) == 1:
+        _suspects_check(0, appended[0].payload, encoded[0])
+        return
+    blob = b"".join(encoded)
+    if b"null" in blob or b"\\u0000" in blob:
+        for i, (ev, raw) in enumerate(zip(appended, encoded)):
+            _suspects_check(i, ev.payload, raw)
 
 
 # A batch's columns travel as PostgreSQL binary arrays, built here with struct: psycopg's own
@@ -316,34 +326,39 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     if isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0:
         raise InvalidEvent(f"expected_seq must be a whole number >= 0, got {expected_seq!r}")
     # One pass: check each event, complete its payload to the current version, encode it, and
-    # build what the caller gets back. This path runs once per event written; keep it lean.
+    # build what the caller gets back. This path runs once per event written; keep it lean (the
+    # common case's check is inlined from ``_check``; anything unusual takes ``_check_slow``).
     now = datetime.now(timezone.utc)
     seqs: list[int] = []
     tss: list[datetime] = []
-    payloads: list[dict] = []
+    encoded: list[bytes] = []
     appended: list[Event] = []
     finished_seq = None
     seq = expected_seq
+    plain, current, completes, new_event = _PLAIN, CURRENT_SCHEMA_VERSION, _COMPLETED_TYPES, tuple.__new__
     for i, ev in enumerate(events):
         seq += 1
-        _check(i, seq, run_id, ev)
-        payload = payload_complete(ev.type, ev.payload, run_id) if ev.v == CURRENT_SCHEMA_VERSION else ev.payload
+        type_, payload, v = ev.type, ev.payload, ev.v
+        spec = plain.get(type_) if type(type_) is str else None
+        if spec is None or seq == 1 or type(payload) is not dict or type(v) is not int or not spec[1] <= v <= current or not payload.keys() >= spec[0]:
+            _check_slow(i, seq, run_id, ev)
+        if v == current and type_ in completes:
+            payload = payload_complete(type_, payload, run_id)
         ts = ev.ts or now
         if ts is not now and not isinstance(ts, datetime):
             raise InvalidEvent(f"event {i} (seq {seq}): ts must be a datetime, got {type(ts).__name__}")
         seqs.append(seq)
         tss.append(ts)
-        payloads.append(payload)
-        appended.append(Event(seq, ev.type, payload, ts, ev.v))
-        if finished_seq is None and ev.type in _TERMINAL_NAMES:
+        encoded.append(_dumps_utf8(i, payload))  # before anything is sent: a payload the store cannot hold refuses the append
+        appended.append(new_event(Event, (seq, type_, payload, ts, v)))
+        if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
+    _batch_check(appended, encoded)
     finishing = finished_seq is not None
 
     projectors = _projectors_for(events)
     db = connections[DEFAULT_DB_ALIAS]
     postgres = db.vendor == "postgresql"
-    # Encoded before anything is sent: a payload the store cannot hold refuses the whole append.
-    encoded = [_dumps_utf8(i, p) for i, p in enumerate(payloads)]
     if postgres and not projectors:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
         # commit together or not at all, with no BEGIN/COMMIT round trips.

@@ -212,3 +212,9 @@ def test_an_integer_beyond_64_bits_is_refused_by_name_and_nothing_is_written():
     with pytest.raises(InvalidEvent, match="event 1: payload is not storable JSON"):
         events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a"), NewEvent("user_message", {"content": "x", "n": 2**70})])
     assert stored("r1") == [(1, "run_started")]
+
+
+def test_a_payload_with_non_string_keys_is_stored_with_string_keys_as_json_has_them():
+    lease = started("r1")
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a"), NewEvent("memory_written", {"key": "k", "value": {1: "one", 2: None}})])
+    assert events_read(run_id="r1")[-1].payload == {"key": "k", "value": {"1": "one", "2": None}}
