@@ -170,6 +170,31 @@ def _bench_store(*, quick: bool, out) -> dict:
 
     fenced = rate(fenced_one, seconds=seconds, windows=windows)
 
+    statement_only = None
+    if connection.vendor == "postgresql":
+        # The fenced append's statement alone, parameters built once: what the database spends on
+        # the fence, against the raw insert, apart from the Python API's checks and encoding.
+        from runs.store import _PG_APPEND_ONE, _append_cursor
+
+        bare_epoch = run_build("bench-statement", 1)
+        cur = _append_cursor(connection)
+        at = {"seq": 1}
+        stamp = datetime.now(timezone.utc)
+
+        def statement_one() -> int:
+            s = at["seq"]
+            cur.execute(
+                _PG_APPEND_ONE,
+                {"new_last": s + 1, "finished_seq": None, "run_id": "bench-statement", "epoch": bare_epoch, "expected": s, "finishing": False,
+                 "seq": s + 1, "type": "user_message", "v": 2, "ts": stamp, "payload": '{"content":"hello from the fenced append","n":1}'},
+                prepare=True,
+            )
+            assert cur.rowcount == 1, "the fence refused the benchmark's own append"
+            at["seq"] = s + 1
+            return 1
+
+        statement_only = rate(statement_one, seconds=seconds, windows=windows)
+
     def batch_rate(run_id: str, batch: list[NewEvent]) -> float:
         epoch = run_build(run_id, 1)
         at = {"seq": 1}
@@ -200,6 +225,7 @@ def _bench_store(*, quick: bool, out) -> dict:
         "raw_insert_per_s": round(raw, 1),
         "fenced_append_per_s": round(fenced, 1),
         "fenced_vs_raw": round(fenced / raw, 3),
+        "fenced_statement_only_per_s": round(statement_only, 1) if statement_only else None,
         "fenced_batch_per_s": round(batched, 1),
         "fenced_batch_with_projections_per_s": round(batched_projected, 1),
         "replay_4k_ms": round(replay_4k, 2),
@@ -209,6 +235,8 @@ def _bench_store(*, quick: bool, out) -> dict:
     }
     say(f"  raw single-row INSERT commits   {figures['raw_insert_per_s']:>12,.0f} /s   (physical reference: one event-shaped row, no fence)")
     say(f"  fenced single-event append      {figures['fenced_append_per_s']:>12,.0f} events/s   ({figures['fenced_vs_raw']:.0%} of raw)")
+    if statement_only:
+        say(f"  ... its statement alone          {statement_only:>12,.0f} events/s   ({statement_only / raw:.0%} of raw: the database's share of the gap)")
     say(f"  fenced 100-event batch append   {figures['fenced_batch_per_s']:>12,.0f} events/s   (model turns: no read model subscribed)")
     say(f"  ... with tool calls             {figures['fenced_batch_with_projections_per_s']:>12,.0f} events/s   (read models kept in the same transaction)")
     say(f"  full replay, 4,000 events       {figures['replay_4k_ms']:>12,.2f} ms")
