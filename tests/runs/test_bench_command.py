@@ -1,0 +1,26 @@
+"""``manage.py bench store`` runs end to end and prints the figures the issue names.
+
+Not a timed test: it asserts the command works and reports every figure as a positive number, on
+whichever engine the suite runs on, in a throwaway database of its own.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_bench_store_prints_every_figure_as_json(tmp_path):
+    env = {**os.environ, "RECKON_VAR_DIR": str(tmp_path), "TEST_DATABASE_NAME": f"test_bench_smoke_{uuid.uuid4().hex[:8]}"}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "bench", "store", "--quick", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout)
+    for key in ("raw_insert_per_s", "fenced_append_per_s", "fenced_batch_per_s", "replay_4k_ms", "fold_us_per_event"):
+        assert isinstance(figures[key], (int, float)) and figures[key] > 0, key
+    assert any(k.startswith("replay_") and k.endswith("k_ms") and k != "replay_4k_ms" for k in figures)
