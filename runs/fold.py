@@ -142,7 +142,9 @@ def _user_message(st: RunState, ev: Event) -> None:
 
 def _model_turn(st: RunState, ev: Event) -> None:
     p = ev.payload
-    st.messages.append(Message("assistant", p.get("text", ""), "model", tool_calls=p.get("tool_calls") or []))
+    # Positional arguments (role, content, trust, tool_calls, ...): a fold builds one Message per
+    # turn, and keywords cost half again as much.
+    st.messages.append(Message("assistant", p.get("text", ""), "model", p.get("tool_calls") or []))
     st.turns += 1
     usage = st.usage
     for k, n in (p.get("usage") or {}).items():
@@ -173,7 +175,7 @@ def _close_start(st: RunState, call_id: str, key: str | None) -> OpenCall | None
 def _tool_call_completed(st: RunState, ev: Event) -> None:
     p = ev.payload
     is_error = bool(p.get("is_error", False))
-    st.messages.append(Message("tool", p["content"], "tool", call_id=p["call_id"], name=p["name"], is_error=is_error))
+    st.messages.append(Message("tool", p["content"], "tool", None, p["call_id"], p["name"], is_error))
     st.trajectory.append(p.get("signature") or p["name"])
     recorded = p.get("idempotency_key")
     start = _close_start(st, p["call_id"], recorded)
