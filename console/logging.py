@@ -34,21 +34,18 @@ DECISION_TYPES = frozenset({"tool_call_uncertain", "reconciliation_attempted", "
 decisions = logging.getLogger("reckon.recovery.decisions")
 
 
-def recovery_decisions_log(run_id: str, events: list) -> None:
+def recovery_decisions_log(run_id: str, events: list, epoch: int) -> None:
     """Projector: one JSON line per recovery decision appended, by whoever appended it (the
     reconciliation worker, a person in the console, a script through the API).
 
     Logged on commit, so a line never describes a decision the database rolled back. The epoch is
-    the run's lease epoch inside the append's transaction: the fence just accepted it.
+    the one the append's fence just accepted.
     """
     mine = [e for e in events if e.type in DECISION_TYPES]
     if not mine:
         return
     from django.db import transaction
 
-    from runs.models import Run
-
-    epoch = Run.objects.filter(run_id=run_id).values_list("lease_epoch", flat=True).first()
     lines = []
     for e in mine:
         p = e.payload

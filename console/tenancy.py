@@ -34,8 +34,8 @@ def tenants_named(run_id: str, events: Iterable[Event]) -> set[str]:
     return found
 
 
-def run_tenants_project(run_id: str, events: list[Event]) -> None:
-    """Projector (registered in ConsoleConfig.ready): record the tenants ``events`` name."""
+def run_tenants_project(run_id: str, events: list[Event], epoch: int) -> None:
+    """Projector (registered in ConsoleConfig.ready): record the tenants ``events`` name (any epoch)."""
     found = tenants_named(run_id, events)
     if found:
         from console.models import RunTenant

@@ -432,8 +432,11 @@ def _save(rr: RunRows) -> None:
             row_update(row)
 
 
-def projection_apply(run_id: str, events: list[Event]) -> None:
-    """The projector: keep the run's rows in step with an append, inside its transaction."""
+def projection_apply(run_id: str, events: list[Event], epoch: int) -> None:
+    """The projector: keep the run's rows in step with an append, inside its transaction.
+
+    ``epoch`` is the epoch the append's fence accepted: the one that wrote these events.
+    """
     relevant = [ev for ev in events if ev.type in RELEVANT]
     if not relevant:
         return
@@ -442,16 +445,8 @@ def projection_apply(run_id: str, events: list[Event]) -> None:
     named = {ev.payload.get("start_seq") for ev in relevant} | {ev.payload.get("retry_of") for ev in relevant}
     named.discard(None)
     rr = RunRows(run_id, run_rows_read(run_id, named))
-    epoch = None
 
     def epoch_of(seq: int) -> int:
-        # The append was fenced on the run's current epoch, so inside its transaction the run row
-        # names the epoch that wrote these events.
-        nonlocal epoch
-        if epoch is None:
-            with connection.cursor() as cur:
-                cur.execute("SELECT lease_epoch FROM reckon_run WHERE run_id = %s", [run_id])
-                epoch = cur.fetchone()[0]
         return epoch
 
     rows_apply(rr, events_upcast(relevant, run_id), epoch_of=epoch_of, policies=Policies(), users=_user_lookup())

@@ -68,13 +68,14 @@ class NewEvent:
     v: int = CURRENT_SCHEMA_VERSION
 
 
-Projector = Callable[[str, list[Event]], None]
+Projector = Callable[[str, list[Event], int], None]
 _PROJECTORS: list[tuple[Projector, frozenset[str] | None]] = []
 
 
 def projector_register(fn: Projector, *, types: Iterable[str] | None = None) -> Projector:
-    """Run ``fn(run_id, events)`` inside the transaction of every append that carries one of
-    ``types`` (every append when None), after the insert.
+    """Run ``fn(run_id, events, epoch)`` inside the transaction of every append that carries one of
+    ``types`` (every append when None), after the insert; ``epoch`` is the lease epoch the fence
+    just accepted, the one that wrote ``events``.
 
     Naming the types matters for speed: an append that no projector reads is a single statement
     in autocommit, one round trip and one commit, instead of BEGIN, statement, COMMIT.
@@ -374,7 +375,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
                 ok = _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, encoded, finished_seq, now)
             if ok:
                 for project in projectors:
-                    project(run_id, appended)
+                    project(run_id, appended, epoch)
     if ok:
         if _AFTER_APPEND:
             _after_append(db, run_id, seqs[0], seqs[-1])
