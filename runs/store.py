@@ -508,19 +508,20 @@ def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list
         # Binary rows from a prepared statement, payloads as text decoded by orjson: the read
         # side of a replay is mostly JSON decoding, and this is the cheapest honest version of it.
         # The payload column is json, so its text arrives exactly as it was written.
+        # The collector is paused from the fetch on: its rows, like the decoded events, are many
+        # small objects that all stay alive, and would only be scanned again and again.
         db.ensure_connection()
-        with db.wrap_database_errors, psycopg.Cursor(db.connection) as cur:
+        with gc_paused(), db.wrap_database_errors, psycopg.Cursor(db.connection) as cur:
             cur.execute(_PG_READ, [run_id, after, upto], prepare=True, binary=True)
             rows = cur.fetchall()
-        with gc_paused():
             try:
                 return [Event(s, t, _orjson_loads(p), ts, v) for s, t, v, ts, p in rows]
             except orjson.JSONDecodeError:  # a payload orjson does not read (integers beyond 64 bits)
                 return [Event(s, t, _loads(p), ts, v) for s, t, v, ts, p in rows]
-    with db.cursor() as cur:
-        cur.execute(_SQLITE_READ, [run_id, after, upto])
-        rows = cur.fetchall()
     with gc_paused():
+        with db.cursor() as cur:
+            cur.execute(_SQLITE_READ, [run_id, after, upto])
+            rows = cur.fetchall()
         return [Event(s, t, _loads(p), _sqlite_ts(ts), v) for s, t, v, ts, p in rows]
 
 
