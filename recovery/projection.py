@@ -17,12 +17,9 @@ holds only calls that were, or still are, in doubt. A retry that Reckon itself s
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable
 
-import orjson
-import psycopg
 from psycopg.types.json import Jsonb
 
 from django.conf import settings
@@ -34,6 +31,8 @@ from recovery.models import ToolPolicy, UncertainCall
 from recovery.policies import Policy, call_terms, policy_from_row, unclassified_policy
 from runs.fold import Event, gc_paused
 from runs.identity import idempotency_key, signature
+from runs.pg import server_cursor
+from runs.store import payload_loads
 from runs.upcasters import events_upcast
 
 S = UncertainCall.State
@@ -358,8 +357,7 @@ POLICY_COLUMNS = Columns(ToolPolicy, "tp")
 def rows_fetch(sql: str, params: list) -> list:
     if connection.vendor == "postgresql":
         # Server-side binding and a statement prepared once per connection: these run per call.
-        connection.ensure_connection()
-        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
+        with server_cursor() as cur:
             cur.execute(sql, params, prepare=True)
             return cur.fetchall()
     with connection.cursor() as cur:
@@ -402,7 +400,7 @@ def row_update(row: UncertainCall) -> None:
     if connection.vendor == "postgresql":
         # Server-side binding: the few shapes of this statement (which columns an event changes)
         # are prepared by psycopg once they repeat.
-        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
+        with server_cursor() as cur:
             cur.execute(sql, params)
     else:
         with connection.cursor() as cur:
@@ -464,20 +462,12 @@ def rows_insert(rows: list[UncertainCall]) -> None:
     names = [f.attname for f in fields]
     qn = connection.ops.quote_name
     sql = f"COPY reckon_uncertain_call ({', '.join(qn(f.column) for f in fields)}) FROM STDIN"
-    connection.ensure_connection()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur, cur.copy(sql) as copy:
+    with server_cursor() as cur, cur.copy(sql) as copy:
         for row in rows:
             values = [getattr(row, n) for n in names]
             if json_fields:
                 values = [Jsonb(v) if n in json_fields and v is not None else v for n, v in zip(names, values)]
             copy.write_row(values)
-
-
-def _json_loads(text: str):
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:  # integers beyond 64 bits, which orjson does not read
-        return json.loads(text)
 
 
 def projections_rebuild(*, chunk: int = 5000) -> dict:
@@ -493,7 +483,7 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
         sql = sql.replace("e.payload", "e.payload::text")
     policies = Policies.all()
     users = _user_lookup()
-    loads = _json_loads
+    loads = payload_loads
     total_rows = 0
     created: list[UncertainCall] = []
     now = djtz.now()
@@ -528,8 +518,7 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
         if pg:
             # Binary rows: timestamps arrive as numbers instead of text parsed in Python, which took
             # as long as decoding the payloads. The sort by (run, seq) stays in memory.
-            connection.ensure_connection()
-            with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
+            with server_cursor() as cur:
                 cur.execute("SET LOCAL work_mem = '64MB'")
                 cur.execute(sql, types, binary=True)
                 with gc_paused():

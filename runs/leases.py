@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import BooleanField, Case, DateTimeField, ExpressionWrapper, F, Q, Value, When
@@ -25,6 +24,7 @@ from django.db.models.functions import Now
 
 from runs.errors import InvalidEvent, LeaseHeld, RunNotFound, StaleEpoch
 from runs.models import LeaseRecord, Run
+from runs.pg import server_cursor
 
 
 @dataclass(frozen=True)
@@ -139,8 +139,7 @@ VALUES (%(run_id)s, %(origin)s, '', now(), 0, 0, '') ON CONFLICT (run_id) DO NOT
 
 
 def _pg(sql: str, params: dict) -> list[tuple]:
-    connection.ensure_connection()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
+    with server_cursor() as cur:
         cur.execute(sql, params, prepare=True)
         return cur.fetchall() if cur.description else [(cur.rowcount,)]
 

@@ -52,6 +52,7 @@ from runs.events import (
 )
 from runs.upcasters import UPCASTERS, events_upcast, payload_complete
 from runs.fold import Event, gc_paused
+from runs.pg import server_cursor
 
 log = logging.getLogger("reckon.store")
 
@@ -266,8 +267,7 @@ class _PassThroughDumper(Dumper):
         return obj
 
 
-def _pass_through(oid: int) -> type[Dumper]:
-    return type(f"PassThrough{oid}", (_PassThroughDumper,), {"oid": oid})
+_ARRAY_DUMPERS = {cls: type(f"PassThrough{cls.oid}", (_PassThroughDumper,), {"oid": cls.oid}) for cls in (_TextArray, _Int2Array, _TimestamptzArray)}
 
 
 # The fence: the run row's lock, checked and moved in the same statement as the insert.
@@ -328,7 +328,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         raise InvalidEvent(f"expected_seq must be a whole number >= 0, got {expected_seq!r}")
     # One pass: check each event, complete its payload to the current version, encode it, and
     # build what the caller gets back. This path runs once per event written; keep it lean (the
-    # common case's check is inlined from ``_check``; anything unusual takes ``_check_slow``).
+    # common case is checked here against ``_PLAIN``; anything unusual takes ``_check_slow``).
     now = datetime.now(timezone.utc)
     seqs: list[int] = []
     tss: list[datetime] = []
@@ -416,8 +416,8 @@ def _append_cursor(db) -> psycopg.Cursor:
     cur = db.__dict__.get("_reckon_append_cursor")
     if cur is None or cur.connection is not raw or cur.closed:
         cur = psycopg.Cursor(raw)
-        for cls in (_TextArray, _Int2Array, _TimestamptzArray):
-            cur.adapters.register_dumper(cls, _pass_through(cls.oid))
+        for cls, dumper in _ARRAY_DUMPERS.items():
+            cur.adapters.register_dumper(cls, dumper)
         db.__dict__["_reckon_append_cursor"] = cur
     return cur
 
@@ -485,7 +485,8 @@ def _sqlite_ts(value) -> datetime:
 _orjson_loads = orjson.loads
 
 
-def _loads(text):
+def payload_loads(text):
+    """A stored payload's text decoded: orjson, or json for what orjson does not read."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:  # integers beyond 64 bits, which orjson does not read
@@ -510,19 +511,18 @@ def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list
         # The payload column is json, so its text arrives exactly as it was written.
         # The collector is paused from the fetch on: its rows, like the decoded events, are many
         # small objects that all stay alive, and would only be scanned again and again.
-        db.ensure_connection()
-        with gc_paused(), db.wrap_database_errors, psycopg.Cursor(db.connection) as cur:
+        with gc_paused(), server_cursor() as cur:
             cur.execute(_PG_READ, [run_id, after, upto], prepare=True, binary=True)
             rows = cur.fetchall()
             try:
                 return [Event(s, t, _orjson_loads(p), ts, v) for s, t, v, ts, p in rows]
             except orjson.JSONDecodeError:  # a payload orjson does not read (integers beyond 64 bits)
-                return [Event(s, t, _loads(p), ts, v) for s, t, v, ts, p in rows]
+                return [Event(s, t, payload_loads(p), ts, v) for s, t, v, ts, p in rows]
     with gc_paused():
         with db.cursor() as cur:
             cur.execute(_SQLITE_READ, [run_id, after, upto])
             rows = cur.fetchall()
-        return [Event(s, t, _loads(p), _sqlite_ts(ts), v) for s, t, v, ts, p in rows]
+        return [Event(s, t, payload_loads(p), _sqlite_ts(ts), v) for s, t, v, ts, p in rows]
 
 
 def events_load(*, run_id: str, after: int = 0, upto: int | None = None) -> list[Event]:
