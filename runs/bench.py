@@ -82,15 +82,22 @@ def run_build(run_id: str, n_events: int, batch: int = 500) -> int:
 
 def rate(fn: Callable[[], int], *, seconds: float, windows: int) -> float:
     """Median events/s of ``fn`` (which returns how many events it wrote) over timed windows."""
-    rates = []
+    return rates_side_by_side({"fn": fn}, seconds=seconds, windows=windows)["fn"]
+
+
+def rates_side_by_side(fns: dict[str, Callable[[], int]], *, seconds: float, windows: int) -> dict[str, float]:
+    """Median events/s of each of ``fns`` over timed windows taken in turn (a window of each, then
+    again): the machine's drift during the run reaches every figure alike, so their ratios hold."""
+    rates: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(windows):
-        n = 0
-        t0 = time.perf_counter()
-        deadline = t0 + seconds
-        while time.perf_counter() < deadline:
-            n += fn()
-        rates.append(n / (time.perf_counter() - t0))
-    return statistics.median(rates)
+        for name, fn in fns.items():
+            n = 0
+            t0 = time.perf_counter()
+            deadline = t0 + seconds
+            while time.perf_counter() < deadline:
+                n += fn()
+            rates[name].append(n / (time.perf_counter() - t0))
+    return {name: statistics.median(r) for name, r in rates.items()}
 
 
 def median_ms(fn: Callable[[], object], repeats: int) -> float:
@@ -158,8 +165,6 @@ def _bench_store(*, quick: bool, out) -> dict:
         insert(next(counter))  # autocommit: one statement, one durable commit
         return 1
 
-    raw = rate(raw_one, seconds=seconds, windows=windows)
-
     single_epoch = run_build("bench-single", 1)
     state = {"seq": 1}
 
@@ -168,13 +173,11 @@ def _bench_store(*, quick: bool, out) -> dict:
         state["seq"] += 1
         return 1
 
-    fenced = rate(fenced_one, seconds=seconds, windows=windows)
-
-    statement_only = None
+    singles = {"raw": raw_one, "fenced": fenced_one}
     if connection.vendor == "postgresql":
         # The fenced append's statement alone, parameters built once: what the database spends on
         # the fence, against the raw insert, apart from the Python API's checks and encoding.
-        from runs.store import _PG_APPEND_ONE, _append_cursor
+        from runs.store import _PG_APPEND_ONE_PLAIN, _append_cursor
 
         bare_epoch = run_build("bench-statement", 1)
         cur = _append_cursor(connection)
@@ -184,16 +187,20 @@ def _bench_store(*, quick: bool, out) -> dict:
         def statement_one() -> int:
             s = at["seq"]
             cur.execute(
-                _PG_APPEND_ONE,
-                {"new_last": s + 1, "finished_seq": None, "run_id": "bench-statement", "epoch": bare_epoch, "expected": s, "finishing": False,
-                 "seq": s + 1, "type": "user_message", "v": 2, "ts": stamp, "payload": '{"content":"hello from the fenced append","n":1}'},
+                _PG_APPEND_ONE_PLAIN,
+                {"run_id": "bench-statement", "epoch": bare_epoch, "expected": s, "type": "user_message", "v": 2, "ts": stamp,
+                 "payload": '{"content":"hello from the fenced append","n":1}'},
                 prepare=True,
             )
             assert cur.rowcount == 1, "the fence refused the benchmark's own append"
             at["seq"] = s + 1
             return 1
 
-        statement_only = rate(statement_one, seconds=seconds, windows=windows)
+        singles["statement"] = statement_one
+
+    # Raw inserts, fenced appends and the bare statement take turns, window by window.
+    single_rates = rates_side_by_side(singles, seconds=seconds, windows=windows)
+    raw, fenced, statement_only = single_rates["raw"], single_rates["fenced"], single_rates.get("statement")
 
     def batch_rate(run_id: str, batch: list[NewEvent]) -> float:
         epoch = run_build(run_id, 1)
