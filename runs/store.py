@@ -337,7 +337,7 @@ SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoc
 _PG_APPEND_ONE_PLAIN = """
 WITH fence AS (
     UPDATE reckon_run
-       SET last_seq = %(expected)s + 1
+       SET last_seq = %(expected)s::bigint + 1
      WHERE run_id = %(run_id)s
        AND lease_epoch = %(epoch)s
        AND lease_holder <> ''
@@ -345,7 +345,7 @@ WITH fence AS (
  RETURNING 1
 )
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
-SELECT %(run_id)s, %(expected)s + 1, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoch)s
+SELECT %(run_id)s, %(expected)s::bigint + 1, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoch)s
   FROM fence
 """
 

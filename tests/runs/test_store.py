@@ -131,6 +131,21 @@ def test_a_second_run_finished_is_refused():
     events_append(run_id="r1", epoch=lease.epoch, expected_seq=2, events=[NewEvent("operator_note", {"by": "dana", "text": "checked"})])
 
 
+def test_a_single_event_is_fenced_like_a_batch_at_any_seq():
+    lease = started("r1")
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("run_finished", {"outcome": "completed"})])
+    with pytest.raises(RunFinished, match="already finished at seq 2"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=2, events=[NewEvent("run_finished", {"outcome": "again"})])
+    with pytest.raises(SeqConflict):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg()])
+    # Past 32-bit seqs, the fence and the row keep counting (set up by moving the run's last seq).
+    far = 2**31 - 1
+    Run.objects.filter(run_id="r1").update(last_seq=far)
+    out = events_append(run_id="r1", epoch=lease.epoch, expected_seq=far, events=[msg("far")])
+    assert out[0].seq == far + 1 and Run.objects.get(run_id="r1").last_seq == far + 1
+    assert [(e.seq, e.payload["content"]) for e in events_read(run_id="r1", after=far)] == [(far + 1, "far")]
+
+
 def test_a_run_begins_with_its_own_run_started_and_has_it_only_once():
     lease = lease_acquire(run_id="r1", holder="a")
     with pytest.raises(InvalidEvent, match="begins with run_started"):
