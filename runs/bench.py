@@ -188,8 +188,7 @@ def _bench_store(*, quick: bool, out) -> dict:
             s = at["seq"]
             cur.execute(
                 _PG_APPEND_ONE_PLAIN,
-                {"run_id": "bench-statement", "epoch": bare_epoch, "expected": s, "type": "user_message", "v": 2, "ts": stamp,
-                 "payload": '{"content":"hello from the fenced append","n":1}'},
+                ["bench-statement", bare_epoch, s, "user_message", 2, stamp, '{"content":"hello from the fenced append","n":1}'],
                 prepare=True,
             )
             assert cur.rowcount == 1, "the fence refused the benchmark's own append"
