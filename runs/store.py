@@ -24,6 +24,7 @@ append's transaction: a read model they maintain can never disagree with the com
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import struct
@@ -33,8 +34,9 @@ from typing import Callable, Iterable, Sequence
 
 import orjson
 import psycopg
-from psycopg.adapt import Dumper
+from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
+from psycopg.rows import tuple_row
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
@@ -534,19 +536,38 @@ def _sqlite_ts(value) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
-_orjson_loads = orjson.loads
-
-
 def payload_loads(text):
-    """A stored payload's text decoded: orjson, or json for what orjson does not read."""
+    """A stored payload's text decoded: orjson, or json for what orjson does not read.
+
+    orjson refuses a number that overflows a double (1e400), which json reads as infinity. (The
+    store never writes one, nor an integer beyond 64 bits, which orjson would read as a float:
+    ``events_append`` refuses both.)
+    """
     try:
         return orjson.loads(text)
-    except orjson.JSONDecodeError:  # integers beyond 64 bits, which orjson does not read
+    except orjson.JSONDecodeError:
         return json.loads(text)
 
 
-_PG_READ = "SELECT seq, type, v, ts, payload::text FROM reckon_event WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
-_SQLITE_READ = "SELECT seq, type, v, ts, payload FROM reckon_event WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
+class _OrjsonLoader(Loader):
+    """The json column decoded by orjson as psycopg reads each row: orjson.loads itself is the
+    loader, so no Python frame runs per payload."""
+
+    format = Format.BINARY  # a json value's binary form is its text
+    load = staticmethod(orjson.loads)
+
+
+# Rows selected in Event's field order become Events with no Python frame per row.
+_EVENT_ROW = functools.partial(tuple.__new__, Event)
+
+
+def _event_rows(_cursor) -> Callable:
+    return _EVENT_ROW
+
+
+_PG_READ = "SELECT seq, type, payload, ts, v FROM reckon_event WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
+_PG_READ_TEXT = "SELECT seq, type, payload::text, ts, v FROM reckon_event WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
+_SQLITE_READ = "SELECT seq, type, payload, ts, v FROM reckon_event WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
 
 
 def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list[Event]:
@@ -558,23 +579,27 @@ def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list
     upto = upto if upto is not None else 2**62
     db = connections[DEFAULT_DB_ALIAS]
     if db.vendor == "postgresql":
-        # Binary rows from a prepared statement, payloads as text decoded by orjson: the read
-        # side of a replay is mostly JSON decoding, and this is the cheapest honest version of it.
-        # The payload column is json, so its text arrives exactly as it was written.
+        # Binary rows from a prepared statement, each payload decoded by orjson as the row is read
+        # and each row made an Event, both without Python code per row: the read side of a replay
+        # is mostly JSON decoding, and this is the cheapest honest version of it. The payload
+        # column is json, so its text arrives exactly as it was written.
         # The collector is paused from the fetch on: its rows, like the decoded events, are many
         # small objects that all stay alive, and would only be scanned again and again.
         with gc_paused(), server_cursor() as cur:
-            cur.execute(_PG_READ, [run_id, after, upto], prepare=True, binary=True)
-            rows = cur.fetchall()
+            cur.adapters.register_loader("json", _OrjsonLoader)
+            cur.row_factory = _event_rows
             try:
-                return [Event(s, t, _orjson_loads(p), ts, v) for s, t, v, ts, p in rows]
-            except orjson.JSONDecodeError:  # a payload orjson does not read (integers beyond 64 bits)
-                return [Event(s, t, payload_loads(p), ts, v) for s, t, v, ts, p in rows]
+                cur.execute(_PG_READ, [run_id, after, upto], prepare=True, binary=True)
+                return cur.fetchall()
+            except orjson.JSONDecodeError:  # a payload only json reads (see payload_loads)
+                cur.row_factory = tuple_row
+                cur.execute(_PG_READ_TEXT, [run_id, after, upto], binary=True)
+                return [Event(s, t, payload_loads(p), ts, v) for s, t, p, ts, v in cur.fetchall()]
     with gc_paused():
         with db.cursor() as cur:
             cur.execute(_SQLITE_READ, [run_id, after, upto])
             rows = cur.fetchall()
-        return [Event(s, t, payload_loads(p), _sqlite_ts(ts), v) for s, t, v, ts, p in rows]
+        return [Event(s, t, payload_loads(p), _sqlite_ts(ts), v) for s, t, p, ts, v in rows]
 
 
 def events_load(*, run_id: str, after: int = 0, upto: int | None = None) -> list[Event]:

@@ -233,3 +233,19 @@ def test_a_payload_with_non_string_keys_is_stored_with_string_keys_as_json_has_t
     lease = started("r1")
     events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a"), NewEvent("memory_written", {"key": "k", "value": {1: "one", 2: None}})])
     assert events_read(run_id="r1")[-1].payload == {"key": "k", "value": {"1": "one", "2": None}}
+
+
+def test_a_stored_number_orjson_cannot_read_is_read_with_json_and_the_rest_unchanged():
+    # The store refuses such a payload on the way in; a row written some other way (an older
+    # version, a manual repair) must still replay. Written here past the append path on purpose.
+    lease = started("r1")
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a")])
+    with connection.cursor() as cur:
+        cur.execute(
+            "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at) VALUES (%s, 3, 'user_message', 2, %s, %s, %s, %s)",
+            ["r1", datetime(2026, 1, 1, tzinfo=timezone.utc), '{"content": "far", "x": 1e400}', lease.epoch, datetime(2026, 1, 1, tzinfo=timezone.utc)],
+        )
+    events = events_read(run_id="r1")
+    assert [(e.seq, e.type, e.payload.get("content")) for e in events] == [(1, "run_started", None), (2, "user_message", "a"), (3, "user_message", "far")]
+    assert events[2].payload["x"] == float("inf") and events[2].ts == datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert events[1] == events_read(run_id="r1", after=1, upto=2)[0]
