@@ -378,13 +378,13 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     # build what the caller gets back. This path runs once per event written; keep it lean (the
     # common case is checked here against ``_PLAIN``; anything unusual takes ``_check_slow``).
     now = datetime.now(timezone.utc)
-    seqs: list[int] = []
     tss: list[datetime] = []
     encoded: list[bytes] = []
     appended: list[Event] = []
     finished_seq = None
     seq = expected_seq
     plain, current, completes, new_event = _PLAIN, CURRENT_SCHEMA_VERSION, _COMPLETED_TYPES, tuple.__new__
+    dumps, fast = _orjson_dumps, _FAST_OPTIONS
     for i, ev in enumerate(events):
         seq += 1
         type_, payload, v = ev.type, ev.payload, ev.v
@@ -396,14 +396,18 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         ts = ev.ts or now
         if ts is not now and not isinstance(ts, datetime):
             raise InvalidEvent(f"event {i} (seq {seq}): ts must be a datetime, got {type(ts).__name__}")
-        seqs.append(seq)
         tss.append(ts)
-        encoded.append(_dumps_utf8(i, payload))  # before anything is sent: a payload the store cannot hold refuses the append
+        # Encoded before anything is sent: a payload the store cannot hold refuses the append.
+        try:
+            encoded.append(dumps(payload, option=fast))  # the common case, inline
+        except TypeError:
+            encoded.append(_dumps_utf8(i, payload))
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
     _batch_check(appended, encoded)
     finishing = finished_seq is not None
+    seqs = range(expected_seq + 1, seq + 1)
 
     projectors = _projectors_for(events)
     db = connections[DEFAULT_DB_ALIAS]
