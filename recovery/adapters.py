@@ -107,6 +107,26 @@ def url_render(template: str, call: CallRef) -> str:
         raise AdapterError(f"URL template {template!r} is malformed: {exc}") from None
 
 
+class _KeepPlaceholders(dict):
+    def __missing__(self, key):
+        return "{" + key + "}"
+
+
+def url_shown(template: str, call: CallRef) -> str:
+    """The URL as errors quote it: the call's run id, call id and idempotency key filled in, each
+    argument left as its ``{name}``.
+
+    Errors are stored in the run's log and shown as the call's last error, where payload masking
+    does not reach; an argument's value may be one a policy marks sensitive (an account number in
+    a lookup path), and the payload shows every argument anyway, masked where it must be.
+    """
+    ids = {"idempotency_key": call.idempotency_key, "call_id": call.call_id, "run_id": call.run_id}
+    try:
+        return template.format_map(_KeepPlaceholders({k: urllib.parse.quote(as_text(v), safe="") for k, v in ids.items()}))
+    except (ValueError, IndexError, AttributeError, TypeError):
+        return template
+
+
 # --- HTTP ---------------------------------------------------------------------------------------
 
 _local = threading.local()
@@ -171,10 +191,11 @@ def _decode(data: bytes) -> Any:
 
 def http_lookup(call: CallRef, spec: dict, semantic_fields) -> Evidence:
     url = url_render(spec["url"], call)
+    shown = url_shown(spec["url"], call)
     try:
         status, data = http_request(spec.get("method", "GET"), url, timeout=float(spec.get("timeout_s", 5.0)))
     except (OSError, http.client.HTTPException, socket.timeout) as exc:
-        return Evidence("unavailable", error=f"GET {url}: {type(exc).__name__}: {exc}")
+        return Evidence("unavailable", error=f"GET {shown}: {type(exc).__name__}: {exc}")
     raw = data[:_RAW_LIMIT].decode("utf-8", "replace")
     try:
         body = _decode(data)
@@ -189,18 +210,19 @@ def http_lookup(call: CallRef, spec: dict, semantic_fields) -> Evidence:
     if status == 404 and isinstance(body, dict) and body.get("final") is True:
         return Evidence("absent", observed=body, raw=raw, status=status)
     why = "body is not JSON" if not_json else f"HTTP {status}" + (" without {\"final\": true}" if status == 404 else "")
-    return Evidence("unavailable", observed=body, raw=raw, status=status, error=f"GET {url}: {why}")
+    return Evidence("unavailable", observed=body, raw=raw, status=status, error=f"GET {shown}: {why}")
 
 
 def http_execute(call: CallRef, spec: dict) -> Execution:
     url = url_render(spec["url"], call)
+    shown = url_shown(spec["url"], call)
     method = spec.get("method", "POST")
     body = json.dumps(call.arguments, ensure_ascii=False).encode("utf-8")
     headers = {"Content-Type": "application/json", "Idempotency-Key": call.idempotency_key}
     try:
         status, data = http_request(method, url, body=body, headers=headers, timeout=float(spec.get("timeout_s", 5.0)))
     except (OSError, http.client.HTTPException, socket.timeout) as exc:
-        return Execution("uncertain", error=f"{method} {url}: {type(exc).__name__}: {exc}")
+        return Execution("uncertain", error=f"{method} {shown}: {type(exc).__name__}: {exc}")
     raw = data[:_RAW_LIMIT].decode("utf-8", "replace")
     try:
         result = json.loads(data.decode("utf-8")) if data else None
@@ -209,8 +231,8 @@ def http_execute(call: CallRef, spec: dict) -> Execution:
     if 200 <= status < 300:
         return Execution("done", result=result, raw=raw, status=status)
     if 400 <= status < 500 and status not in (409, 429):
-        return Execution("failed", result=result, raw=raw, status=status, error=f"{method} {url}: HTTP {status} (proven failure)")
-    return Execution("uncertain", result=result, raw=raw, status=status, error=f"{method} {url}: HTTP {status}")
+        return Execution("failed", result=result, raw=raw, status=status, error=f"{method} {shown}: HTTP {status} (proven failure)")
+    return Execution("uncertain", result=result, raw=raw, status=status, error=f"{method} {shown}: HTTP {status}")
 
 
 # --- Python -----------------------------------------------------------------------------------

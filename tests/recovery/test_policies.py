@@ -196,3 +196,27 @@ def test_the_scan_enqueues_due_calls_and_a_redelivered_batch_writes_nothing_twic
     assert reconcile_calls.apply(args=[[[call.pk, 1]]]).get() == {"skipped": 1}
     assert len(events_read(run_id="run-p9")) == n
     assert ledger.effects == {call.idempotency_key: 1}
+
+
+def test_an_http_error_quotes_the_url_without_the_arguments_it_was_filled_with(ledger, db):
+    # An account number in a lookup path is what a policy marks sensitive; the error is stored in
+    # the log and shown as the call's last error, where payload masking does not reach.
+    extra = f"""
+[tools.account_lookup]
+risk_class = "reversible"
+strategy = "reconcile_then_retry"
+sensitive_fields = ["account"]
+lookup = {{ adapter = "http", url = "{ledger.url}/accounts/{{account}}/operations/{{idempotency_key}}", timeout = "400ms" }}
+"""
+    policies_load(text=policies_text(ledger.url, extra=extra), by="admin")
+    (call,) = crashed_run("run-p9", [("c1", "account_lookup", {"account": "GB29-SECRET-7731", "amount": "5.00"})])
+    ledger.modes[call.idempotency_key] = "unavailable"
+
+    result = call_reconcile(pk=call.pk)
+
+    call.refresh_from_db()
+    assert (result.outcome, call.state) == ("unavailable", UncertainCall.State.RECONCILING)
+    assert call.last_error == f"GET {ledger.url}/accounts/{{account}}/operations/{call.idempotency_key}: HTTP 503"
+    later = [e for e in events_read(run_id="run-p9") if e.type != "tool_call_started"]
+    assert later and all("GB29-SECRET-7731" not in json.dumps(e.payload) for e in later)
+    assert ledger.lookups[call.idempotency_key] == 1
