@@ -188,16 +188,13 @@ _FAST_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLA
 _orjson_dumps = orjson.dumps
 
 
-def _dumps_utf8(i: int, payload: dict) -> bytes:
-    """The payload as orjson's UTF-8 bytes, refusing what JSON cannot encode.
+def _dumps_full(i: int, payload: dict) -> bytes:
+    """A payload orjson's fast path (``_FAST_OPTIONS``, tried first by ``events_append``) refused,
+    as UTF-8 bytes with non-string keys allowed; or refused as JSON the store cannot hold.
 
     The caller must still pass the bytes through ``_suspects_check`` (at once, or for a whole
     batch by ``_batch_check``): orjson writes NaN and Infinity as null, and a NUL as \\u0000.
     """
-    try:
-        return _orjson_dumps(payload, option=_FAST_OPTIONS)
-    except TypeError:
-        pass
     try:
         return _orjson_dumps(payload, option=_DUMPS_OPTIONS)
     except TypeError as exc:  # not JSON-serialisable, or a lone surrogate in a string
@@ -399,9 +396,9 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         tss.append(ts)
         # Encoded before anything is sent: a payload the store cannot hold refuses the append.
         try:
-            encoded.append(dumps(payload, option=fast))  # the common case, inline
+            encoded.append(dumps(payload, option=fast))
         except TypeError:
-            encoded.append(_dumps_utf8(i, payload))
+            encoded.append(_dumps_full(i, payload))
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
@@ -569,9 +566,9 @@ def _event_rows(_cursor) -> Callable:
     return _EVENT_ROW
 
 
-_PG_READ = "SELECT seq, type, payload, ts, v FROM reckon_event WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
+# The same statement on both engines; PostgreSQL's fallback reads the payload as text.
+_READ = "SELECT seq, type, payload, ts, v FROM reckon_event WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
 _PG_READ_TEXT = "SELECT seq, type, payload::text, ts, v FROM reckon_event WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
-_SQLITE_READ = "SELECT seq, type, payload, ts, v FROM reckon_event WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
 
 
 def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list[Event]:
@@ -593,7 +590,7 @@ def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list
             cur.adapters.register_loader("json", _OrjsonLoader)
             cur.row_factory = _event_rows
             try:
-                cur.execute(_PG_READ, [run_id, after, upto], prepare=True, binary=True)
+                cur.execute(_READ, [run_id, after, upto], prepare=True, binary=True)
                 return cur.fetchall()
             except orjson.JSONDecodeError:  # a payload only json reads (see payload_loads)
                 cur.row_factory = tuple_row
@@ -601,7 +598,7 @@ def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list
                 return [Event(s, t, payload_loads(p), ts, v) for s, t, p, ts, v in cur.fetchall()]
     with gc_paused():
         with db.cursor() as cur:
-            cur.execute(_SQLITE_READ, [run_id, after, upto])
+            cur.execute(_READ, [run_id, after, upto])
             rows = cur.fetchall()
         return [Event(s, t, payload_loads(p), _sqlite_ts(ts), v) for s, t, p, ts, v in rows]
 
