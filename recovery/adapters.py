@@ -94,13 +94,21 @@ def fields_compare(*, expected: Any, observed: Any, fields: list[str] | tuple[st
     return outcome, comparison
 
 
+def _call_ids(call: CallRef) -> dict[str, str]:
+    """What a URL template may name besides the call's arguments (which these override)."""
+    return {"idempotency_key": call.idempotency_key, "call_id": call.call_id, "run_id": call.run_id}
+
+
+def _url_quoted(values: dict) -> dict[str, str]:
+    return {k: urllib.parse.quote(as_text(v), safe="") for k, v in values.items()}
+
+
 def url_render(template: str, call: CallRef) -> str:
     """Fill ``{idempotency_key}``, ``{call_id}``, ``{run_id}`` and any argument, each URL-quoted."""
     values = dict(call.arguments) if isinstance(call.arguments, dict) else {}
-    values.update(idempotency_key=call.idempotency_key, call_id=call.call_id, run_id=call.run_id)
-    quoted = {k: urllib.parse.quote(as_text(v), safe="") for k, v in values.items()}
+    values.update(_call_ids(call))
     try:
-        return template.format_map(quoted)
+        return template.format_map(_url_quoted(values))
     except KeyError as exc:
         raise AdapterError(f"URL template {template!r} names {exc.args[0]!r}, which the call does not have") from None
     except (ValueError, IndexError) as exc:
@@ -120,9 +128,8 @@ def url_shown(template: str, call: CallRef) -> str:
     does not reach; an argument's value may be one a policy marks sensitive (an account number in
     a lookup path), and the payload shows every argument anyway, masked where it must be.
     """
-    ids = {"idempotency_key": call.idempotency_key, "call_id": call.call_id, "run_id": call.run_id}
     try:
-        return template.format_map(_KeepPlaceholders({k: urllib.parse.quote(as_text(v), safe="") for k, v in ids.items()}))
+        return template.format_map(_KeepPlaceholders(_url_quoted(_call_ids(call))))
     except (ValueError, IndexError, AttributeError, TypeError):
         return template
 
