@@ -7,9 +7,10 @@ from __future__ import annotations
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 
+from recovery.decisions import call_assign, call_claim, decision_record
+from recovery.errors import RecoveryError, StaleDecision
+from recovery.masking import value_at
 from runs.models import Event, Run
-
-from console.selectors import value_at
 
 REVEAL_PREFIX = "revealed "
 
@@ -98,8 +99,6 @@ def bulk_preview(*, rows, action: str, user, assignee: str = "") -> list[dict]:
 
 def bulk_apply(*, rows, seen: dict[int, int], action: str, user, assignee: str = "", reason: str = "") -> list[dict]:
     """Apply ``action`` call by call; ``{call, ok, result}`` per call. One refusal stops nothing."""
-    from recovery import services as recovery
-
     out = []
     for row in rows:
         ok, what = _bulk_plan_one(row, action=action, user=user)
@@ -112,19 +111,19 @@ def bulk_apply(*, rows, seen: dict[int, int], action: str, user, assignee: str =
             continue
         try:
             if action == "claim":
-                recovery.call_claim(pk=row.pk, user=user, seen_version=version)
+                call_claim(pk=row.pk, user=user, seen_version=version)
             elif action == "assign":
-                recovery.call_assign(pk=row.pk, user=user, assignee=assignee, seen_version=version)
+                call_assign(pk=row.pk, user=user, assignee=assignee, seen_version=version)
             elif action == "escalate":
-                recovery.decision_record(pk=row.pk, decision="escalate", by=user, reason=reason, seen_version=version)
+                decision_record(pk=row.pk, decision="escalate", by=user, reason=reason, seen_version=version)
             elif action == "happened":
-                recovery.decision_record(
+                decision_record(
                     pk=row.pk, decision="happened", by=user, reason=reason, seen_version=version,
                     evidence_ref=f"reconciliation attempt {row.attempts} of call {row.pk}: match",
                 )
             out.append({"call": row, "ok": True, "result": "done: " + what})
-        except recovery.StaleDecision:
+        except StaleDecision:
             out.append({"call": row, "ok": False, "result": "not applied: the call changed since the preview"})
-        except recovery.RecoveryError as exc:
+        except RecoveryError as exc:
             out.append({"call": row, "ok": False, "result": f"not applied: {exc}"})
     return out

@@ -1,13 +1,32 @@
-from django.contrib import admin
-from django.urls import include, path
+"""The console's screens, included at the site root by reckon/urls.py under the ``console`` namespace."""
 
-from console.api import api, api_not_found
-from console.metrics import metrics_view
+from django.urls import path
+
+from console import views
+
+app_name = "console"
 
 urlpatterns = [
-    path("admin/", admin.site.urls),
-    path("api/", api.urls),
-    path("api/<path:rest>", api_not_found),
-    path("metrics", metrics_view, name="metrics"),
-    path("", include("console.urls_screens")),
+    path("", views.home, name="home"),
+    path("login/", views.LoginView.as_view(), name="login"),
+    path("logout/", views.logout_view, name="logout"),
+    path("runs/", views.runs_list, name="runs"),
+    path("runs/<str:run_id>/", views.run_detail, name="run"),
+    path("runs/<str:run_id>/state/", views.run_state_view, name="run_state"),
+    path("runs/<str:run_id>/export.<str:fmt>.sha256", views.run_export_digest, name="run_export_digest"),
+    path("runs/<str:run_id>/export.<str:fmt>", views.run_export, name="run_export"),
+    path("runs/<str:run_id>/events/<int:seq>/reveal/", views.reveal, name="reveal"),
+]
+urlpatterns += [
+    path("overview/", views.overview, name="overview"),
+    path("queue/", views.queue, name="queue"),
+    path("queue/bulk/", views.queue_bulk, name="queue_bulk"),
+    path("calls/<int:pk>/", views.call_detail, name="call"),
+    path("calls/<int:pk>/decide/", views.call_decide, name="call_decide"),
+    path("calls/<int:pk>/claim/", views.call_claim, name="call_claim"),
+    path("calls/<int:pk>/release/", views.call_release, name="call_release"),
+    path("calls/<int:pk>/assign/", views.call_assign, name="call_assign"),
+    path("calls/<int:pk>/note/", views.call_note, name="call_note"),
+    path("decisions/", views.decisions, name="decisions"),
+    path("policies/", views.policies, name="policies"),
 ]

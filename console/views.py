@@ -5,22 +5,40 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from datetime import datetime
+from datetime import time as dtime
+from datetime import timezone as dt_timezone
 
 from django.contrib import messages
 from django.contrib.admin.models import LogEntry
+from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from access.masking import mask_for
+from access.roles import perm, requires, role_names
+from console import forms, selectors, services, svg
+from recovery import decisions as actions
+from recovery import masking
+from recovery.errors import CallNotFound, RecoveryError, RunBusy, StaleDecision
+from recovery.models import PolicyChange, ToolPolicy, UncertainCall
+from recovery.policies import PolicyError
+from recovery.policy_changes import policy_update
+from recovery.selectors import (
+    QueryError,
+    policy_for,
+    queue_figures_by_risk,
+    uncertain_call_evidence,
+    uncertain_calls_filter,
+)
 from runs.errors import RunNotFound
 from runs.models import Run
 from runs.selectors import run_get, run_state
-
-from console import forms, selectors, services
-from console.roles import perm, requires, role_names
 
 
 def _render(request, template: str, ctx: dict, *, nav: str = "", partial: str | None = None, status: int = 200):
@@ -77,8 +95,8 @@ def home(request):
 def _shown(events, fields: frozenset[str]):
     """Attach the masked payload and the maskable paths to each event row for the template."""
     for e in events:
-        e.shown = selectors.value_mask(e.payload, fields)
-        e.masked = selectors.masked_paths(e.payload, fields)
+        e.shown = masking.value_mask(e.payload, fields)
+        e.masked = masking.masked_paths(e.payload, fields)
     return events
 
 
@@ -103,7 +121,7 @@ def run_detail(request, run_id: str):
     except BadParam as exc:
         return _bad(request, exc)
     types = [t for t in request.GET.getlist("type") if t in selectors.ALL_TYPES]
-    fields = selectors.sensitive_fields()
+    fields = masking.sensitive_fields()
     page = selectors.run_events_page(run_id=run_id, types=types, before=before)
     _shown(page.items, fields)
     ctx = {
@@ -128,7 +146,7 @@ def run_detail(request, run_id: str):
             "decisions": _shown(selectors.run_decisions(run_id=run_id), fields),
             "reveals": LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(Run), object_id=run_id, change_message__startswith=services.REVEAL_PREFIX).select_related("user").order_by("-action_time")[:50],
             "can_export": request.user.has_perm(perm("export_run")),
-            "export_masked": bool(selectors.mask_for(request.user)),
+            "export_masked": bool(mask_for(request.user)),
         }
     )
     return _render(request, "console/run.html", ctx, nav="runs")
@@ -137,7 +155,7 @@ def run_detail(request, run_id: str):
 def _state_at(run, at: int, fields):
     if at > run.last_seq:
         return None, f"seq {at} is past the run's last event ({run.last_seq})"
-    return selectors.value_mask(run_state(run_id=run.run_id, at=at).to_dict(), fields), None
+    return masking.value_mask(run_state(run_id=run.run_id, at=at).to_dict(), fields), None
 
 
 @requires("view_console")
@@ -150,7 +168,7 @@ def run_state_view(request, run_id: str):
         raise Http404(str(exc))
     except BadParam as exc:
         return _bad(request, exc)
-    state, error = _state_at(run, at or run.last_seq, selectors.sensitive_fields()) if run.last_seq else (None, "the run has no events")
+    state, error = _state_at(run, at or run.last_seq, masking.sensitive_fields()) if run.last_seq else (None, "the run has no events")
     ctx = {"run": run, "at": at, "state": state, "state_error": error}
     if request.htmx:
         return _render(request, "console/run.html", ctx, partial="state")
@@ -164,7 +182,7 @@ def _export(request, run_id: str, fmt: str):
         run_get(run_id=run_id)
     except RunNotFound as exc:
         raise Http404(str(exc))
-    fields = selectors.mask_for(request.user)
+    fields = mask_for(request.user)
     body, digest = selectors.run_export(run_id=run_id, fmt=fmt, fields=fields)
     return body, digest, fields
 
@@ -173,7 +191,7 @@ def _export(request, run_id: str, fmt: str):
 @require_GET
 def run_export(request, run_id: str, fmt: str):
     body, digest, fields = _export(request, run_id, fmt)
-    if not fields and selectors.sensitive_fields():
+    if not fields and masking.sensitive_fields():
         services.export_record(user=request.user, run_id=run_id, fmt=fmt, digest=digest)
     ctype = "application/x-ndjson" if fmt == "jsonl" else "text/csv"
     resp = HttpResponse(body, content_type=f"{ctype}; charset=utf-8")
@@ -195,7 +213,7 @@ def run_export_digest(request, run_id: str, fmt: str):
 def reveal(request, run_id: str, seq: int):
     path = request.POST.get("path", "")
     try:
-        value = services.sensitive_reveal(user=request.user, run_id=run_id, seq=seq, path=path, fields=selectors.sensitive_fields())
+        value = services.sensitive_reveal(user=request.user, run_id=run_id, seq=seq, path=path, fields=masking.sensitive_fields())
     except services.RevealRefused as exc:
         return _bad(request, exc)
     ctx = {"run_id": run_id, "seq": seq, "path": path, "value": value}
@@ -212,11 +230,6 @@ OVERVIEW_OVERDUE_SHOWN = 50
 @requires("view_console")
 @require_GET
 def overview(request):
-    from django.utils import timezone
-
-    from console import svg
-    from recovery.selectors import queue_figures_by_risk
-
     now = timezone.now()
     # One scan of the unresolved calls feeds the figures, the chart and the histogram.
     tally = selectors.overview_tally(now=now)
@@ -243,8 +256,6 @@ def overview(request):
 
 
 def _queue_page(request):
-    from recovery.selectors import QueryError, uncertain_calls_filter
-
     form = forms.QueueFilterForm(request.GET)
     if not form.is_valid():
         return form, None, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
@@ -266,10 +277,10 @@ def _filter_query(request, *, drop=("after",)) -> str:
 @require_GET
 def queue(request):
     form, page, error = _queue_page(request)
-    fields = selectors.sensitive_fields()
+    fields = masking.sensitive_fields()
     if page is not None:
         for row in page.items:
-            row.shown_arguments = selectors.value_mask(row.arguments, fields)
+            row.shown_arguments = masking.value_mask(row.arguments, fields)
     ctx = {
         "form": form,
         "page": page,
@@ -296,8 +307,6 @@ def _bulk_actions_for(user) -> dict[str, str]:
 @requires("view_console")
 @require_POST
 def queue_bulk(request):
-    from recovery.models import UncertainCall
-
     form = forms.BulkForm(request.POST)
     allowed = _bulk_actions_for(request.user)
     if not form.is_valid():
@@ -328,10 +337,6 @@ def queue_bulk(request):
 
 def _all_matching(filters: str) -> list:
     """Every call the queue's filter matches, page by page, up to the bulk limit."""
-    from django.http import QueryDict
-
-    from recovery.selectors import uncertain_calls_filter
-
     form = forms.QueueFilterForm(QueryDict(filters))
     if not form.is_valid():
         raise BadParam("the filter is not valid: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
@@ -349,9 +354,6 @@ def _all_matching(filters: str) -> list:
 
 
 def _call_or_404(pk: int):
-    from recovery.selectors import uncertain_call_evidence
-    from recovery.services import CallNotFound
-
     try:
         return uncertain_call_evidence(pk=pk)
     except CallNotFound as exc:
@@ -359,18 +361,16 @@ def _call_or_404(pk: int):
 
 
 def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> dict:
-    from recovery.selectors import policy_for
-
     ev = _call_or_404(pk)
     call = ev["call"]
-    fields = selectors.sensitive_fields()
+    fields = masking.sensitive_fields()
     policy = policy_for(call.tool)
     attempts = ev["attempts"]
     for a in attempts:
-        a["shown_evidence"] = selectors.value_mask(a["evidence"], fields)
-        a["shown_error"] = selectors.value_mask(a["error"], fields)  # an error may quote the receiver's JSON
+        a["shown_evidence"] = masking.value_mask(a["evidence"], fields)
+        a["shown_error"] = masking.value_mask(a["error"], fields)  # an error may quote the receiver's JSON
         a["comparison"] = [
-            {**r, "intended": selectors.MASK if r["field"] in fields else r["intended"], "observed": selectors.MASK if r["field"] in fields else r["observed"]}
+            {**r, "intended": masking.MASK if r["field"] in fields else r["intended"], "observed": masking.MASK if r["field"] in fields else r["observed"]}
             for r in selectors.comparison_rows(a["evidence"])
         ]
     conflict = next((a for a in reversed(attempts) if a["outcome"] == "conflict"), None)
@@ -380,13 +380,13 @@ def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> di
     can_decide = request.user.has_perm(perm("decide_call")) and call.state not in ("resolved", "in_flight")
     return {
         "call": call,
-        "last_error": selectors.value_mask(call.last_error, fields),
+        "last_error": masking.value_mask(call.last_error, fields),
         "policy": policy,
         "attempts": attempts,
         "conflict": conflict,
-        "history": [{**h, "shown": selectors.value_mask(h["payload"], fields)} for h in ev["history"]],
+        "history": [{**h, "shown": masking.value_mask(h["payload"], fields)} for h in ev["history"]],
         "notes": selectors.call_notes(history=ev["history"]),
-        "arguments": [(k, selectors.MASK if k in fields and v is not None else v, k in fields and v is not None) for k, v in arguments.items()],
+        "arguments": [(k, masking.MASK if k in fields and v is not None else v, k in fields and v is not None) for k, v in arguments.items()],
         "recent": recent.items,
         "can_decide": can_decide,
         "can_claim": request.user.has_perm(perm("claim_call")) and call.state != "resolved",
@@ -409,27 +409,25 @@ def call_detail(request, pk: int):
 @requires("view_console", "decide_call")
 @require_POST
 def call_decide(request, pk: int):
-    from recovery import services as recovery
-
     form = forms.DecisionForm(request.POST)
     if not form.is_valid():
         ctx = _call_context(request, pk, decision_form=form)
         return _render(request, "console/call.html", ctx, nav="queue", status=400)
     d = form.cleaned_data
     try:
-        row = recovery.decision_record(pk=pk, decision=d["decision"], by=request.user, reason=d["reason"], seen_version=d["seen_version"], evidence_ref=(d.get("evidence_ref") or None))
+        row = actions.decision_record(pk=pk, decision=d["decision"], by=request.user, reason=d["reason"], seen_version=d["seen_version"], evidence_ref=(d.get("evidence_ref") or None))
         if d["decision"] == "escalate" and d.get("assignee"):
-            recovery.call_assign(pk=pk, user=request.user, assignee=d["assignee"], seen_version=row.version)
-    except recovery.CallNotFound as exc:
+            actions.call_assign(pk=pk, user=request.user, assignee=d["assignee"], seen_version=row.version)
+    except CallNotFound as exc:
         raise Http404(str(exc))
-    except recovery.StaleDecision as exc:
+    except StaleDecision as exc:
         messages.error(request, f"Your decision was not recorded: someone else acted on this call first ({exc}). Read what changed below, then decide again if it is still needed.")
         ctx = _call_context(request, pk)
         return _render(request, "console/call.html", {**ctx, "stale": True}, nav="queue", status=409)
-    except recovery.RunBusy as exc:
+    except RunBusy as exc:
         messages.error(request, f"Your decision was not recorded: {exc}.")
         return _render(request, "console/call.html", _call_context(request, pk, decision_form=form), nav="queue", status=409)
-    except recovery.RecoveryError as exc:
+    except RecoveryError as exc:
         messages.error(request, f"Your decision was not recorded: {exc}.")
         return _render(request, "console/call.html", _call_context(request, pk, decision_form=form), nav="queue", status=400)
     messages.success(request, f"Recorded: {forms.DECISIONS[d['decision']]}. The call is now {row.state}{' (' + row.disposition + ')' if row.disposition else ''}.")
@@ -437,19 +435,17 @@ def call_decide(request, pk: int):
 
 
 def _call_write(request, pk: int, fn, ok: str):
-    from recovery import services as recovery
-
     try:
         seen = int(request.POST.get("seen_version", ""))
     except ValueError:
         return _bad(request, BadParam("seen_version must be the version number shown on the page"))
     try:
         fn(seen)
-    except recovery.CallNotFound as exc:
+    except CallNotFound as exc:
         raise Http404(str(exc))
-    except recovery.StaleDecision:
+    except StaleDecision:
         messages.error(request, "Not done: the call changed since you loaded the page (someone else may have claimed or decided it). Here it is as it is now.")
-    except recovery.RecoveryError as exc:
+    except RecoveryError as exc:
         messages.error(request, f"Not done: {exc}.")
     else:
         messages.success(request, ok)
@@ -460,26 +456,18 @@ def _call_write(request, pk: int, fn, ok: str):
 @requires("view_console", "claim_call")
 @require_POST
 def call_claim(request, pk: int):
-    from recovery.services import call_claim as claim
-
-    return _call_write(request, pk, lambda v: claim(pk=pk, user=request.user, seen_version=v), "You have claimed this call.")
+    return _call_write(request, pk, lambda v: actions.call_claim(pk=pk, user=request.user, seen_version=v), "You have claimed this call.")
 
 
 @requires("view_console", "claim_call")
 @require_POST
 def call_release(request, pk: int):
-    from recovery.services import call_release as release
-
-    return _call_write(request, pk, lambda v: release(pk=pk, user=request.user, seen_version=v), "You have released this call.")
+    return _call_write(request, pk, lambda v: actions.call_release(pk=pk, user=request.user, seen_version=v), "You have released this call.")
 
 
 @requires("view_console", "claim_call")
 @require_POST
 def call_assign(request, pk: int):
-    from django.contrib.auth import get_user_model
-
-    from recovery.services import call_assign as assign
-
     form = forms.AssignForm(request.POST)
     if not form.is_valid():
         return _bad(request, BadParam("name the person to assign the call to"))
@@ -487,22 +475,20 @@ def call_assign(request, pk: int):
     if not get_user_model().objects.filter(username=name, is_active=True).exists():
         messages.error(request, f"Not assigned: there is no active user {name!r}.")
         return redirect("console:call", pk=pk)
-    return _call_write(request, pk, lambda v: assign(pk=pk, user=request.user, assignee=name, seen_version=v), f"Assigned to {name}.")
+    return _call_write(request, pk, lambda v: actions.call_assign(pk=pk, user=request.user, assignee=name, seen_version=v), f"Assigned to {name}.")
 
 
 @requires("view_console", "add_note")
 @require_POST
 def call_note(request, pk: int):
-    from recovery import services as recovery
-
     form = forms.NoteForm(request.POST)
     if not form.is_valid():
         return _render(request, "console/call.html", _call_context(request, pk, note_form=form), nav="queue", status=400)
     try:
-        recovery.call_note(pk=pk, by=request.user, text=form.cleaned_data["text"])
-    except recovery.CallNotFound as exc:
+        actions.call_note(pk=pk, by=request.user, text=form.cleaned_data["text"])
+    except CallNotFound as exc:
         raise Http404(str(exc))
-    except recovery.RecoveryError as exc:
+    except RecoveryError as exc:
         messages.error(request, f"The note was not saved: {exc}.")
     else:
         messages.success(request, "Note added to the run's log.")
@@ -515,8 +501,6 @@ def call_note(request, pk: int):
 @requires("view_console")
 @require_GET
 def decisions(request):
-    from datetime import datetime, time, timezone
-
     g = request.GET
     before = g.get("before") or None
     try:
@@ -525,13 +509,13 @@ def decisions(request):
     except ValueError as exc:
         return _bad(request, BadParam(str(exc)))
     try:
-        since = datetime.combine(datetime.strptime(g["since"], "%Y-%m-%d").date(), time.min, tzinfo=timezone.utc) if g.get("since") else None
-        until = datetime.combine(datetime.strptime(g["until"], "%Y-%m-%d").date(), time.max, tzinfo=timezone.utc) if g.get("until") else None
+        since = datetime.combine(datetime.strptime(g["since"], "%Y-%m-%d").date(), dtime.min, tzinfo=dt_timezone.utc) if g.get("since") else None
+        until = datetime.combine(datetime.strptime(g["until"], "%Y-%m-%d").date(), dtime.max, tzinfo=dt_timezone.utc) if g.get("until") else None
     except ValueError as exc:
         return _bad(request, BadParam(f"dates are YYYY-MM-DD: {exc}"))
     q = {k: g.get(k, "").strip()[:200] for k in ("by", "tool", "tenant", "disposition", "kind")}
     page = selectors.decisions_search(**q, since=since, until=until, before=before)
-    _shown(page.items, selectors.sensitive_fields())
+    _shown(page.items, masking.sensitive_fields())
     ctx = {"page": page, "q": q, "since": g.get("since", ""), "until": g.get("until", ""), "filters": _filter_query(request, drop=("before",))}
     return _render(request, "console/decisions.html", ctx, nav="decisions", partial="rows" if request.htmx and before else None)
 
@@ -541,10 +525,6 @@ def decisions(request):
 
 @requires("manage_policies")
 def policies(request):
-    from recovery.models import PolicyChange, ToolPolicy
-    from recovery.policies import PolicyError
-    from recovery.services import policy_update
-
     if request.method == "POST":
         tool = request.POST.get("tool", "").strip()
         fields = {}

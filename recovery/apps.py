@@ -8,8 +8,11 @@ class RecoveryConfig(AppConfig):
     def ready(self) -> None:
         # The uncertain-call projection is kept in the same transaction as every append, whoever
         # appends (the agent, an import, recovery itself), so it is registered as soon as Django loads.
+        from recovery.decision_log import DECISION_TYPES, recovery_decisions_log
         from recovery.projection import RELEVANT, projection_apply
         from runs.store import projector_register
 
         # Only appends that carry a type the projection reads pay for a transaction around them.
         projector_register(projection_apply, types=RELEVANT)
+        # One JSON log line per recovery decision, logged when its append commits.
+        projector_register(recovery_decisions_log, types=DECISION_TYPES)

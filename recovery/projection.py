@@ -20,12 +20,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable
 
-from psycopg.types.json import Jsonb
-
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone as djtz
+from psycopg.types.json import Jsonb
 
 from recovery.models import ToolPolicy, UncertainCall
 from recovery.policies import Policy, call_terms, policy_from_row, unclassified_policy

@@ -153,7 +153,7 @@ def uncertain_calls_filter(
 
 
 def uncertain_call_get(*, pk: int) -> UncertainCall:
-    from recovery.services import CallNotFound
+    from recovery.errors import CallNotFound
 
     try:
         row = UncertainCall.objects.select_related("claimed_by").get(pk=pk)

@@ -9,13 +9,14 @@ redelivery writes nothing twice.
 
 from celery import shared_task
 
-from recovery import services
+from recovery.detection import uncertain_calls_detect
+from recovery.reconcile import call_reconcile, calls_reconcile, due_calls
 
 
 @shared_task(name="recovery.tasks.reconcile_scan")
 def reconcile_scan() -> dict:
-    detected = services.uncertain_calls_detect()
-    due = [[pk, attempts + 1] for pk, attempts in services.due_calls().values_list("pk", "attempts")]
+    detected = uncertain_calls_detect()
+    due = [[pk, attempts + 1] for pk, attempts in due_calls().values_list("pk", "attempts")]
     # Calls travel in small batches: one message per call would spend more on the broker round
     # trip than on the call. Each call in a batch is still its own attempt, isolated from the others.
     for i in range(0, len(due), BATCH):
@@ -30,11 +31,11 @@ BATCH = 20
 def reconcile_calls(items: list) -> dict:
     """One attempt for each ``[pk, attempt]``; a failure of one call never stops the rest.
 
-    The calls' final appends share durable commits (``services.calls_reconcile``): each is still
+    The calls' final appends share durable commits (``recovery.reconcile.calls_reconcile``): each is still
     fenced by its own run's lease and projected in the same transaction.
     """
     statuses: dict[str, int] = {}
-    for r in services.calls_reconcile([(pk, attempt) for pk, attempt in items]):
+    for r in calls_reconcile([(pk, attempt) for pk, attempt in items]):
         status = "error" if isinstance(r, Exception) else r.status  # logged; due again on a later scan
         statuses[status] = statuses.get(status, 0) + 1
     return statuses
@@ -42,10 +43,10 @@ def reconcile_calls(items: list) -> dict:
 
 @shared_task(name="recovery.tasks.reconcile_call")
 def reconcile_call(pk: int, attempt: int | None = None) -> dict:
-    r = services.call_reconcile(pk=pk, attempt=attempt)
+    r = call_reconcile(pk=pk, attempt=attempt)
     return {"pk": r.pk, "status": r.status, "action": r.action, "detail": r.detail}
 
 
 @shared_task(name="recovery.tasks.uncertain_detect")
 def uncertain_detect() -> dict:
-    return services.uncertain_calls_detect()
+    return uncertain_calls_detect()

@@ -6,8 +6,12 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self) -> None:
-        # Snapshots are taken after appends that cross the snapshot interval, whoever appends.
-        from runs.store import after_append_register
+        from runs.store import after_append_register, projector_register
         from runs.tasks import snapshot_on_append
+        from runs.tenants import TENANT_NAMING, run_tenants_project
 
+        # Every process that appends (server, worker, agent using the store directly) keeps the
+        # run-tenant read model in the append's own transaction.
+        projector_register(run_tenants_project, types=TENANT_NAMING)
+        # Snapshots are taken after appends that cross the snapshot interval, whoever appends.
         after_append_register(snapshot_on_append)

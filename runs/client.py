@@ -38,7 +38,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 from urllib.parse import quote, urlsplit
 
-from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqConflict, StaleEpoch, StoreError
+from runs.errors import (
+    FenceError,
+    InvalidEvent,
+    LeaseHeld,
+    RunFinished,
+    RunNotFound,
+    SeqConflict,
+    StaleEpoch,
+    StoreError,
+)
 from runs.fold import Event, RunState, apply, fold
 from runs.identity import idempotency_key, signature
 
@@ -76,7 +85,7 @@ class StoreTransport:
 
         lease = lease_acquire(run_id=run_id, holder=holder, ttl_seconds=ttl)
         if tenant:
-            from console.tenancy import run_tenant_claim
+            from runs.tenants import run_tenant_claim
 
             run_tenant_claim(run_id=run_id, tenant=tenant)
         return LeaseInfo(run_id, lease.epoch, lease.holder, lease.last_seq)

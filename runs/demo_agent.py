@@ -6,49 +6,37 @@ done. The tool posts a ledger correction, either into a counter file (one line p
 HTTP receiver with the ``Idempotency-Key`` header.
 
 For crash tests the agent can pause at the seed's three points (5.5 hands-on, step 5), named by
-``RECKON_DEMO_PAUSE``: ``model_call`` (while the model is "thinking"), ``tool_execution`` (the start
+``RECKON_FAULT_AT`` (runs.faults): ``model_call`` (while the model is "thinking"), ``tool_execution`` (the start
 is recorded, the effect not yet made) and ``after_effect`` (the effect is made, its completion not yet
-recorded). On reaching it the agent writes ``RECKON_DEMO_PAUSE_FILE`` and sleeps until killed.
+recorded). On reaching it the agent says so and waits until the test kills it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
 import urllib.request
 import uuid
 from typing import Any
 
 from runs.client import AgentRun, CallUncertain, ToolCall, ToolFailed, open_run
+from runs.faults import fault_point
 
 PAUSE_POINTS = ("model_call", "tool_execution", "after_effect")
 
 CORRECTION = {"tenant": "acme", "account": "C-771", "amount": 840, "currency": "EUR", "period": "2026-Q3"}
 
 
-def pause_if(point: str) -> None:
-    """Stop here, forever, if the environment asks for this point (the test then kills us)."""
-    if os.environ.get("RECKON_DEMO_PAUSE") != point:
-        return
-    marker = os.environ.get("RECKON_DEMO_PAUSE_FILE")
-    if marker:
-        with open(marker, "w", encoding="utf-8") as f:
-            f.write(f"{os.getpid()} {point}\n")
-    while True:
-        time.sleep(3600)
-
-
 def file_tool(path: str):
     """A side effect the test can count: one line per correction actually posted."""
 
     def post_correction(arguments: dict, *, idempotency_key: str) -> Any:
-        pause_if("tool_execution")
+        fault_point("tool_execution")
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"key": idempotency_key, **arguments}) + "\n")
             f.flush()
             os.fsync(f.fileno())
-        pause_if("after_effect")
+        fault_point("after_effect")
         return {"posted": True, "account": arguments["account"], "amount": arguments["amount"]}
 
     return post_correction
@@ -58,7 +46,7 @@ def http_tool(url: str, timeout: float = 5.0):
     """POST the correction with the key as ``Idempotency-Key``; a 4xx other than 409/429 is a proven failure."""
 
     def post_correction(arguments: dict, *, idempotency_key: str) -> Any:
-        pause_if("tool_execution")
+        fault_point("tool_execution")
         req = urllib.request.Request(
             url, data=json.dumps(arguments).encode(), method="POST", headers={"Content-Type": "application/json", "Idempotency-Key": idempotency_key}
         )
@@ -69,7 +57,7 @@ def http_tool(url: str, timeout: float = 5.0):
             if 400 <= exc.code < 500 and exc.code not in (409, 429):
                 raise ToolFailed(f"receiver refused the correction: HTTP {exc.code}") from None
             raise  # 5xx, 409, 429: the outcome is unknown
-        pause_if("after_effect")
+        fault_point("after_effect")
         return body
 
     return post_correction
@@ -87,7 +75,7 @@ def _unanswered_calls(run: AgentRun) -> list[dict]:
 
 def scripted_model(run: AgentRun) -> dict:
     """The next model turn, decided by the folded state alone (so a resumed run gets the same one)."""
-    pause_if("model_call")
+    fault_point("model_call")
     if not any(m.role == "tool" for m in run.state.messages):
         call = {"id": f"call-{uuid.uuid4().hex[:8]}", "name": "post_correction", "arguments": CORRECTION}
         return {"text": "Posting the Q3 correction.", "tool_calls": [call], "usage": {"input_tokens": 120, "output_tokens": 30}, "cost_usd": 0.001}

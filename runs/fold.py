@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, NamedTuple
 
-from runs.events import CURRENT_SCHEMA_VERSION, RECORD_ONLY, STATE_CHANGING, EventType, event_type
+from runs.events import (
+    CURRENT_SCHEMA_VERSION,
+    RECORD_ONLY,
+    STATE_CHANGING,
+    EventType,
+    event_type,
+)
 from runs.identity import idempotency_key, signature
 
 

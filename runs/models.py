@@ -210,3 +210,16 @@ class ReplayMetric(models.Model):
         db_table = "reckon_replay_metric"
         constraints = [models.UniqueConstraint(fields=["name", "label"], name="reckon_replay_metric_uniq")]
         ordering = ["name", "label"]
+
+
+class RunTenant(models.Model):
+    """A read model kept by a projector inside every append's transaction (runs.tenants): the
+    tenants a run's events name. Token tenant limits are checked against it."""
+
+    run_id = models.CharField(max_length=200)
+    tenant = models.CharField(max_length=200)
+
+    class Meta:
+        db_table = "reckon_run_tenant"
+        constraints = [models.UniqueConstraint(fields=["run_id", "tenant"], name="reckon_run_tenant_uniq")]
+        indexes = [models.Index(fields=["tenant", "run_id"], name="reckon_run_tenant_by_tenant")]

@@ -6,7 +6,6 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import psycopg
-
 from django.db import DEFAULT_DB_ALIAS, connections
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -46,8 +45,16 @@ from runs import identity as _identity_mod
 from runs import upcasters as _upcasters_mod
 from runs.errors import RunNotFound
 from runs.events import UnknownEventType
+from runs.faults import fault_point
 from runs.fold import Message, OpenCall, RunState, apply, fold
-from runs.models import ReplayMetric, Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
+from runs.models import (
+    ReplayMetric,
+    Run,
+    Snapshot,
+    SnapshotPointer,
+    SnapshotPolicy,
+    SnapshotQuarantine,
+)
 from runs.store import events_load
 from runs.upcasters import UnsupportedVersion
 
@@ -249,15 +256,6 @@ def _ms(t0: float) -> float:
 # --- writing -------------------------------------------------------------------------------------
 
 
-def _pause_point(name: str) -> None:
-    # A test hook for the crash window: with RECKON_SNAPSHOT_PAUSE=<name> the writer says where it is
-    # and waits there, so a test can kill the process with SIGKILL at exactly that point.
-    if os.environ.get("RECKON_SNAPSHOT_PAUSE") == name:
-        sys.stdout.write(f"paused at {name}\n")
-        sys.stdout.flush()
-        time.sleep(float(os.environ.get("RECKON_SNAPSHOT_PAUSE_SECONDS", "120")))
-
-
 def snapshot_write(*, run_id: str, state: RunState) -> Snapshot:
     """Store ``state`` as a new snapshot of ``run_id`` and make it current, or leave nothing.
 
@@ -277,7 +275,7 @@ def snapshot_write(*, run_id: str, state: RunState) -> Snapshot:
         snap = Snapshot.objects.create(
             run_id=run_id, seq=state.last_seq, fold_version=FOLD_VERSION, fold_code=FOLD_CODE, body=body, digest=digest
         )
-        _pause_point("snapshot_body_written")
+        fault_point("snapshot_body_written")
         _pointer_publish(run_id, snap)
         _prune(run_id)
     metrics_record([("snapshot_write_ms", "", _ms(t0))])

@@ -34,11 +34,10 @@ from typing import Callable, Iterable, Sequence
 
 import orjson
 import psycopg
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 from psycopg.rows import tuple_row
-
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.events import (
@@ -52,9 +51,9 @@ from runs.events import (
     missing_fields,
     version_problem,
 )
-from runs.upcasters import UPCASTERS, events_upcast, payload_complete
 from runs.fold import Event, gc_paused
 from runs.pg import server_cursor
+from runs.upcasters import UPCASTERS, events_upcast, payload_complete
 
 log = logging.getLogger("reckon.store")
 

@@ -23,7 +23,7 @@ def _tasks_run_in_process(request):
     if "broker" in request.keywords:
         yield
         return
-    from console.celery import app
+    from reckon.celery import app
 
     saved = app.conf.task_always_eager, app.conf.task_eager_propagates
     app.conf.task_always_eager, app.conf.task_eager_propagates = True, True

@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
 
     import django
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reckon.settings")
     django.setup()
     if "--write" not in argv:
         print("usage: python -m tests.golden --write   (regenerates every fixture's golden states)")

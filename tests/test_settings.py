@@ -3,7 +3,7 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import envbool, envint, envstr
+from reckon.env import envbool, envint, envstr
 
 
 def test_a_boolean_that_is_not_one_names_the_variable(monkeypatch):
@@ -40,7 +40,7 @@ def test_production_without_a_secret_key_refuses_to_start(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "SECRET_KEY_FILE")}
-    env.update(DEBUG="false", RECKON_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="console.settings")
+    env.update(DEBUG="false", RECKON_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="reckon.settings")
     out = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True, text=True)
     assert out.returncode != 0 and "SECRET_KEY (or SECRET_KEY_FILE) is required when DEBUG is off" in out.stderr
     env["DEBUG"] = "perhaps"

@@ -3,7 +3,7 @@ from django.db import migrations
 
 def backfill(apps, schema_editor):
     # Runs written before the tenant projector existed: derive their tenants from the log once.
-    from console.tenancy import run_tenants_rebuild
+    from runs.tenants import run_tenants_rebuild
 
     run_tenants_rebuild()
 

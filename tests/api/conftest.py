@@ -8,7 +8,7 @@ import json
 import pytest
 from django.test import Client
 
-from console.tokens import token_create
+from access.tokens import token_create
 
 
 class Api:

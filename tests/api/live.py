@@ -15,7 +15,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from console.env import database_url
+from reckon.env import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -42,7 +42,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "gunicorn", "console.wsgi:application", "-b", f"127.0.0.1:{self.port}", "-w", str(workers), "--threads", str(threads), "--log-level", "warning"],
+            [PYTHON, "-m", "gunicorn", "reckon.wsgi:application", "-b", f"127.0.0.1:{self.port}", "-w", str(workers), "--threads", str(threads), "--log-level", "warning"],
             cwd=ROOT,
             env=child_env(),
         )

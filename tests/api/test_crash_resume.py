@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from console.tokens import token_create
+from access.tokens import token_create
 from runs.selectors import run_state
 from runs.store import events_read
 from tests.api.live import PYTHON, ROOT, EffectReceiver, Server, child_env
@@ -47,9 +47,9 @@ def _agent(run_id: str, *, api: str | None, token: str | None, effect: list[str]
         args += ["--api", api, "--token", token]
     if retry:
         args.append("--retry-uncertain")
-    env = child_env(**({"RECKON_DEMO_PAUSE": pause, "RECKON_DEMO_PAUSE_FILE": str(marker)} if pause else {}))
+    env = child_env(**({"RECKON_FAULT_AT": pause, "RECKON_FAULT_FILE": str(marker)} if pause else {}))
     if not pause:
-        env.pop("RECKON_DEMO_PAUSE", None)
+        env.pop("RECKON_FAULT_AT", None)
     return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

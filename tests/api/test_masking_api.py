@@ -9,9 +9,9 @@ import json
 import pytest
 from django.test import Client
 
-from console.roles import roles_ensure
+from access.roles import roles_ensure
 from recovery.models import ToolPolicy
-from recovery.services import uncertain_calls_detect
+from recovery.detection import uncertain_calls_detect
 from runs.identity import call_key, signature
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
@@ -119,11 +119,11 @@ def test_a_user_with_view_sensitive_reads_the_same_documents_unmasked(leaky_run,
 
 
 def test_the_api_masks_with_the_consoles_one_masking_function(monkeypatch):
-    import console.selectors
-    from console.api_base import masked
+    import recovery.masking
+    from access.masking import masked
 
     seen = []
-    monkeypatch.setattr(console.selectors, "value_mask", lambda value, fields: seen.append(value) or "masked by the console's rule")
+    monkeypatch.setattr(recovery.masking, "value_mask", lambda value, fields: seen.append(value) or "masked by the console's rule")
     assert masked({"account": SECRET}, frozenset({"account"})) == "masked by the console's rule"
     assert seen == [{"account": SECRET}]
 

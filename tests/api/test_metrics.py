@@ -42,7 +42,7 @@ def test_metrics_count_appends_fencing_rejections_and_uncertain_calls_by_risk(re
 
 
 def test_metrics_need_a_read_token_without_tenant_limits(outsider, agent, tenant_a, db):
-    from console.tokens import token_create
+    from access.tokens import token_create
     from tests.api.conftest import Api
     from django.test import Client
 

@@ -7,9 +7,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from console.roles import ONCALL, roles_ensure
+from access.roles import ONCALL, roles_ensure
 from recovery.models import UncertainCall
-from recovery.services import uncertain_calls_detect
+from recovery.detection import uncertain_calls_detect
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append, events_read
 from tests.api.conftest import Api

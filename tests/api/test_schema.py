@@ -21,7 +21,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from console.wsgi import application
+from reckon.wsgi import application
 
 schema = schemathesis.openapi.from_wsgi("/api/openapi.json", application)
 
@@ -47,7 +47,7 @@ def _keep_the_test_connection():
 
 def _seed() -> None:
     """A token with every scope, a run with events, and an uncertain call, so some calls find data."""
-    from console.models import ApiToken
+    from access.models import ApiToken
     from tests.api.test_recovery_api import _uncertain_call
 
     ApiToken.objects.get_or_create(

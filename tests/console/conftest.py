@@ -27,7 +27,7 @@ def _user(username: str, group: str | None = None, **extra):
 
 @pytest.fixture
 def roles(db):
-    from console.roles import roles_ensure
+    from access.roles import roles_ensure
 
     roles_ensure()
 
@@ -81,13 +81,13 @@ def client_for(user, *, csrf: bool = False):
     return c
 
 
-CONFLICT_ARGS = {"tenant": "acme", "account": "4020", "amount": "840.00", "currency": "GBP", "period": "2026-Q3", "reference": "C-801"}
+CONFLICT_ARGS = {"tenant": "acme", "account": "AC-4020", "amount": "840.00", "currency": "GBP", "period": "2026-Q3", "reference": "C-801"}
 CONFLICT_LEDGER = {**CONFLICT_ARGS, "amount": "480.00"}
 
 
 @pytest.fixture
 def demo_policies(db):
-    from recovery.services import policies_load
+    from recovery.policy_changes import policies_load
 
     policies_load(text=(FIXTURES / "policies-demo.toml").read_text(encoding="utf-8"), by="test")
 
@@ -97,7 +97,7 @@ def conflict_call(demo_policies):
     """An escalated conflict: the agent posted 840.00, the ledger holds 480.00 under the same key."""
     from console.management.commands.demo import scenario_run_create
     from recovery.models import UncertainCall
-    from recovery.services import reconcile_pass
+    from recovery.reconcile import reconcile_pass
 
     scenario_run_create(run_id="run-conflict", tool="post_correction", arguments=CONFLICT_ARGS, started_minutes_ago=40, ledger=CONFLICT_LEDGER)
     reconcile_pass(due_only=False)

@@ -64,12 +64,12 @@ def test_sensitive_fields_are_masked_on_every_screen_and_export_and_a_reveal_is_
     for path in (f"/calls/{conflict_call.pk}/", "/runs/run-conflict/", "/queue/"):
         body = client_for(oncall).get(path).content.decode()
         assert "[masked]" in body, path
-        assert "4020" not in body, path  # not in fields, not in the raw evidence text either
+        assert "AC-4020" not in body, path  # not in fields, not in the raw evidence text either
     c = client_for(compliance)
     jsonl = c.get("/runs/run-conflict/export.jsonl").content.decode()
-    assert '"account": "4020"' in jsonl  # compliance may view sensitive data; the export is recorded
+    assert '"account": "AC-4020"' in jsonl  # compliance may view sensitive data; the export is recorded
     resp = c.post(f"/runs/run-conflict/events/{conflict_call.start_seq}/reveal/", {"path": "arguments.account"})
-    assert resp.status_code == 200 and "4020" in resp.content.decode()
+    assert resp.status_code == 200 and "AC-4020" in resp.content.decode()
     messages = list(LogEntry.objects.filter(object_id="run-conflict").values_list("change_message", flat=True))
     assert any("arguments.account of event" in m for m in messages)
     assert any("unmasked jsonl export" in m for m in messages)
@@ -144,7 +144,7 @@ def test_an_error_that_quotes_the_receivers_json_is_masked_on_the_approval_scree
     from runs.leases import lease_acquire, lease_release
     from runs.store import NewEvent, events_append
 
-    quoted = 'ledger answered {"account": "4020", "error": "busy"}'
+    quoted = 'ledger answered {"account": "AC-4020", "error": "busy"}'
     lease = lease_acquire(run_id="run-conflict", holder="reconciler")
     events_append(
         run_id="run-conflict",
@@ -160,9 +160,9 @@ def test_an_error_that_quotes_the_receivers_json_is_masked_on_the_approval_scree
     )
     lease_release(run_id="run-conflict", epoch=lease.epoch)
     call = UncertainCall.objects.get(pk=conflict_call.pk)
-    assert "4020" in call.last_error  # the read model keeps the fact; the screen must not show it
+    assert "AC-4020" in call.last_error  # the read model keeps the fact; the screen must not show it
     body = client_for(oncall).get(f"/calls/{call.pk}/").content.decode()
-    assert "4020" not in body and "[masked]" in body
+    assert "AC-4020" not in body and "[masked]" in body
 
 
 def test_the_decision_log_pages_newest_first_across_runs_without_gaps_or_repeats(manager):

@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from recovery.models import UncertainCall
-from recovery.services import policies_load, uncertain_calls_detect
+from recovery.policy_changes import policies_load
+from recovery.detection import uncertain_calls_detect
 from runs.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append

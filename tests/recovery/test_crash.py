@@ -28,9 +28,9 @@ LEASE_S = 1
 def _worker(tmp_path: Path, pause_at: str | None) -> tuple[subprocess.Popen, Path]:
     env = dict(os.environ, DATABASE_URL=database_url(), RECKON_RECOVERY_LEASE_SECONDS=str(LEASE_S), LOG_LEVEL="WARNING", RECKON_LOG_LEVEL="WARNING")
     marker = tmp_path / f"paused-{pause_at}-{time.monotonic_ns()}"
-    env.pop("RECKON_RECOVERY_PAUSE_AT", None)
+    env.pop("RECKON_FAULT_AT", None)
     if pause_at:
-        env.update(RECKON_RECOVERY_PAUSE_AT=pause_at, RECKON_RECOVERY_PAUSE_FILE=str(marker))
+        env.update(RECKON_FAULT_AT=pause_at, RECKON_FAULT_FILE=str(marker))
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "reconcile", "--once", "--json"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -134,7 +134,7 @@ def test_a_worker_killed_after_its_append_but_before_the_ack_writes_nothing_twic
 
 
 def test_a_worker_whose_lease_ran_out_while_paused_is_fenced_and_writes_nothing(policies, tmp_path):
-    from recovery.services import call_reconcile
+    from recovery.reconcile import call_reconcile
 
     ledger = policies
     (call,) = crashed_run("run-fence", [("call_03", "post_correction", correction())])

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from recovery import services
+from recovery import ownership, reconcile
 from recovery.models import UncertainCall
-from recovery.services import call_note, call_reconcile, calls_reconcile
+from recovery.decisions import call_note
+from recovery.reconcile import call_reconcile, calls_reconcile
 from runs.leases import lease_acquire
 from runs.models import LeaseRecord
 from runs.store import events_read
@@ -76,7 +77,7 @@ def test_a_call_whose_lease_was_lost_writes_nothing_and_the_others_still_commit(
     lost, kept = (crashed_run(f"run-g-{n}", [("c1", "post_correction", correction(ref=n))])[0] for n in ("lost", "kept"))
     ledger.seed(lost.idempotency_key, correction(ref="lost"))
     ledger.seed(kept.idempotency_key, correction(ref="kept"))
-    real = services._reconcile_owned
+    real = reconcile.reconcile_owned
 
     def then_lose_the_lease(owner, row, policy=None):
         result = real(owner, row, policy)
@@ -87,7 +88,7 @@ def test_a_call_whose_lease_was_lost_writes_nothing_and_the_others_still_commit(
             lease_acquire(run_id=row.run_id, holder="agent-7:worker-b")
         return result
 
-    monkeypatch.setattr(services, "_reconcile_owned", then_lose_the_lease)
+    monkeypatch.setattr(reconcile, "reconcile_owned", then_lose_the_lease)
 
     results = calls_reconcile([(lost.pk, 1), (kept.pk, 1)])
 
@@ -105,14 +106,14 @@ def test_a_failing_append_rolls_the_group_back_and_the_others_are_finished_alone
     bad, good = (crashed_run(f"run-g-{n}", [("c1", "post_correction", correction(ref=n))])[0] for n in ("bad", "good"))
     ledger.seed(bad.idempotency_key, correction(ref="bad"))
     ledger.seed(good.idempotency_key, correction(ref="good"))
-    real = services._Owner.flush
+    real = ownership.Owner.flush
 
     def flush(self):
         if self.run_id == "run-g-bad" and self.pending:
             raise RuntimeError("disk on fire")
         return real(self)
 
-    monkeypatch.setattr(services._Owner, "flush", flush)
+    monkeypatch.setattr(ownership.Owner, "flush", flush)
 
     results = calls_reconcile([(bad.pk, 1), (good.pk, 1)])
 
@@ -129,22 +130,22 @@ def test_a_run_that_moved_between_the_read_and_the_lease_is_read_again(policies,
     ledger = policies
     (call,) = crashed_run("run-g-moved", [("c1", "post_correction", correction())])
     ledger.seed(call.idempotency_key, correction())
-    real_take, real_row = services._lease_take, services._row
+    real_take, real_row = reconcile.lease_take, reconcile.call_row
     reread = []
 
     def take(run_id):
         if not reread and run_id == "run-g-moved":
             reread.append("noted")
-            monkeypatch.setattr(services, "_lease_take", real_take)
+            monkeypatch.setattr(reconcile, "lease_take", real_take)
             call_note(pk=call.pk, by="dana.oncall", text="looking at it")  # an append after our read
-            monkeypatch.setattr(services, "_row", row)
+            monkeypatch.setattr(reconcile, "call_row", row)
         return real_take(run_id)
 
     def row(pk):
         reread.append("read again")
         return real_row(pk)
 
-    monkeypatch.setattr(services, "_lease_take", take)
+    monkeypatch.setattr(reconcile, "lease_take", take)
 
     assert call_reconcile(pk=call.pk, attempt=1).status == "acted"
     assert reread == ["noted", "read again"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recovery.models import UncertainCall
-from recovery.services import call_reconcile, reconcile_pass
+from recovery.reconcile import call_reconcile, reconcile_pass
 from runs.selectors import run_state
 from runs.store import events_read
 from tests.recovery.conftest import correction, crashed_run, types_after

@@ -16,7 +16,8 @@ from recovery.adapters import Evidence
 from recovery.models import PolicyChange, ToolPolicy, UncertainCall
 from recovery.policies import PolicyError, policies_parse
 from recovery.selectors import queue_figures_by_risk, uncertain_calls_filter
-from recovery.services import call_reconcile, policies_load, policy_update, reconcile_pass
+from recovery.reconcile import call_reconcile, reconcile_pass
+from recovery.policy_changes import policies_load, policy_update
 from runs.store import events_read
 from tests.recovery.conftest import correction, crashed_run, policies_text
 

@@ -11,7 +11,10 @@ from hypothesis import strategies as st
 
 from recovery.models import UncertainCall
 from recovery.projection import projections_rebuild
-from recovery.services import call_reconcile, decision_record, policies_load, uncertain_calls_detect
+from recovery.reconcile import call_reconcile
+from recovery.decisions import decision_record
+from recovery.policy_changes import policies_load
+from recovery.detection import uncertain_calls_detect
 from runs.identity import call_key
 from runs.importer import paths_import
 from runs.leases import lease_acquire, lease_release

@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.db import connections
 
-from recovery.services import call_reconcile
+from recovery.reconcile import call_reconcile
 from runs.store import events_read
 from tests.recovery.conftest import correction, crashed_run
 

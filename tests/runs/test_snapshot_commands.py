@@ -40,7 +40,7 @@ execute_from_command_line(["manage.py", *sys.argv[2:]])
 
 def manage(*args):
     """Run a management command in a real process against the test database."""
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="console.settings", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="reckon.settings", PYTHONPATH=str(ROOT))
     connection.close()  # SQLite: do not hold the file while the child writes
     return subprocess.run(
         [sys.executable, "-c", MANAGE, connection.settings_dict["NAME"], *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120

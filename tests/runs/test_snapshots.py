@@ -409,7 +409,7 @@ print("published", flush=True)
 
 
 def child_env(**extra):
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="console.settings", PYTHONPATH=str(ROOT), **extra)
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="reckon.settings", PYTHONPATH=str(ROOT), **extra)
     return env
 
 
@@ -423,7 +423,7 @@ def test_a_crash_between_writing_the_body_and_publishing_the_pointer_leaves_the_
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, db_name, "run-crash"],
         cwd=ROOT,
-        env=child_env(RECKON_SNAPSHOT_PAUSE="snapshot_body_written"),
+        env=child_env(RECKON_FAULT_AT="snapshot_body_written"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

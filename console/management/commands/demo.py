@@ -81,7 +81,7 @@ class Command(BaseCommand):
     def _users(self, reset: bool) -> None:
         from django.contrib.auth.models import Group, User
 
-        from console.roles import roles_ensure
+        from access.roles import roles_ensure
 
         roles_ensure()
         self.stdout.write("users (passwords are shown once; keep them now):")

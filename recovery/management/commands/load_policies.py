@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from recovery.policies import PolicyError
-from recovery.services import policies_load
+from recovery.policy_changes import policies_load
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from recovery.services import reconcile_pass
+from recovery.reconcile import reconcile_pass
 
 
 class Command(BaseCommand):

@@ -1,0 +1,84 @@
+"""Who may do what in the console: the groups, their permissions, and the checks views use.
+
+Permissions live on a content type of their own (``access.access``) rather than on a model, so
+the console needs no table of its own for them. ``roles_ensure`` creates the groups and permissions
+and is idempotent: ``manage.py demo`` calls it, and so does every test that signs someone in.
+Administrators are Django staff/superusers; a superuser holds every permission implicitly.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+
+APP = "access"
+
+PERMISSIONS: dict[str, str] = {
+    "view_console": "Can read queues, calls, runs, dashboards and the decision log",
+    "decide_call": "Can record a decision on an uncertain call",
+    "claim_call": "Can claim or assign uncertain calls",
+    "add_note": "Can add a note to an uncertain call",
+    "export_run": "Can export a run's events",
+    "view_sensitive": "Can see sensitive argument fields unmasked (each reveal is recorded)",
+    "manage_policies": "Can change tool policies",
+}
+
+ONCALL, COMPLIANCE, MANAGER = "oncall", "compliance", "manager"
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    # On-call staff work the queue: they read, claim, decide and annotate. They do not export.
+    ONCALL: ("view_console", "decide_call", "claim_call", "add_note"),
+    # Compliance reads everything, sensitive fields included, and exports; it never decides.
+    COMPLIANCE: ("view_console", "export_run", "view_sensitive", "add_note"),
+    # Managers watch dashboards and read; they neither decide nor export.
+    MANAGER: ("view_console",),
+}
+
+
+def perm(codename: str) -> str:
+    """The full permission name a ``has_perm`` check needs."""
+    assert codename in PERMISSIONS, codename
+    return f"{APP}.{codename}"
+
+
+@transaction.atomic
+def roles_ensure() -> None:
+    """Create the console's permissions and the three groups, and set each group's permissions."""
+    ct, _ = ContentType.objects.get_or_create(app_label=APP, model="access")
+    perms = {}
+    for codename, name in PERMISSIONS.items():
+        p, _ = Permission.objects.get_or_create(content_type=ct, codename=codename, defaults={"name": name})
+        perms[codename] = p
+    for group_name, codenames in GROUPS.items():
+        group, _ = Group.objects.get_or_create(name=group_name)
+        group.permissions.set([perms[c] for c in codenames])
+
+
+def role_names(user) -> list[str]:
+    """The roles a user holds, for the header: administrator first, then the groups."""
+    if not user.is_authenticated:
+        return []
+    names = ["administrator"] if (user.is_superuser or user.is_staff) else []
+    return names + sorted(g.name for g in user.groups.all() if g.name in GROUPS)
+
+
+def requires(*codenames: str):
+    """View decorator: sign-in first (anonymous visitors go to the sign-in page), then every named
+    permission (a signed-in user without one gets 403, never a page with data on it)."""
+
+    def deco(view):
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            for c in codenames:
+                if not request.user.has_perm(perm(c)):
+                    raise PermissionDenied(f"this needs the {c.replace('_', ' ')} permission")
+            return view(request, *args, **kwargs)
+
+        return login_required(wrapped)
+
+    return deco

@@ -1,0 +1,66 @@
+"""Authentication of the HTTP API: a machine token or a console session, and the scope each
+operation needs.
+
+Authentication accepts a machine token (``Authorization: Bearer rk_...``) or a console session.
+The session path checks CSRF on unsafe methods itself, and only for a signed-in user, so a request
+with no credentials at all gets 401 (never a CSRF 403). A caller who is known but lacks the scope
+gets 403. Scopes are per operation: ``auth=caller("read")``.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja.security import APIKeyCookie, HttpBearer
+from ninja.utils import check_csrf
+
+from access.tokens import (
+    Principal,
+    principal_for_token,
+    principal_for_user,
+    token_authenticate,
+)
+from api.errors import Forbidden
+
+_SAFE = {"GET", "HEAD", "OPTIONS", "TRACE"}
+
+
+class _TokenAuth(HttpBearer):
+    def __init__(self, scope: str):
+        self.scope = scope
+        super().__init__()
+
+    def authenticate(self, request: HttpRequest, token: str) -> Principal | None:
+        found = token_authenticate(secret=token.strip())
+        if found is None:
+            return None
+        principal = principal_for_token(found)
+        if self.scope not in principal.scopes:
+            raise Forbidden(f"this token has no {self.scope!r} scope (it has {', '.join(sorted(principal.scopes)) or 'none'})")
+        return principal
+
+
+class _SessionAuth(APIKeyCookie):
+    param_name = "sessionid"
+
+    def __init__(self, scope: str):
+        self.scope = scope
+        super().__init__(csrf=False)
+
+    def __call__(self, request: HttpRequest) -> Principal | None:
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return None
+        if request.method not in _SAFE and check_csrf(request):
+            raise Forbidden("CSRF check failed: send the csrftoken cookie's value in the X-CSRFToken header")
+        principal = principal_for_user(user)
+        if self.scope not in principal.scopes:
+            raise Forbidden(f"your role does not allow {self.scope!r}")
+        return principal
+
+    def authenticate(self, request, key):  # pragma: no cover - __call__ does the work
+        return None
+
+
+def caller(scope: str) -> list:
+    """The auth list for an operation that needs ``scope``: a token first, then a session."""
+    return [_TokenAuth(scope), _SessionAuth(scope)]

@@ -1,0 +1,117 @@
+"""Every error the HTTP API answers with, in one table: exception -> status, code and extra fields.
+
+Each entry is registered as an exception handler on the API (``errors_register``), so a domain
+error raised anywhere below (the store's fence, a lease held by someone else, a stale decision) is
+mapped to its status exactly once, whichever router raised it. The answer is always the JSON
+document the operation declares for that status (``api.schemas.Error`` or ``Conflict``), so
+nothing a caller sends ends in an HTML page or a 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from django.http import Http404, HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from recovery.errors import (
+    CallNotFound,
+    InvalidDecision,
+    RecoveryError,
+    RunBusy,
+    StaleDecision,
+)
+from recovery.policies import PolicyError
+from recovery.selectors import QueryError
+from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunNotFound
+from runs.fold import FoldError
+from runs.upcasters import UnsupportedVersion
+
+
+class Forbidden(Exception):
+    """The caller is known but may not do this (scope, tenant, role): 403."""
+
+
+class NotFound(Exception):
+    """A named thing that does not exist, or that the caller may not know exists: 404."""
+
+
+class Unprocessable(Exception):
+    """A request that is well-formed JSON but cannot be applied as given: 422."""
+
+
+class Conflicted(Exception):
+    """A request refused because of the current state of something (not of the run's fence): 409."""
+
+    def __init__(self, message: str, *, code: str = "conflict"):
+        self.code = code
+        super().__init__(message)
+
+
+def _fence_fields(exc: FenceError) -> dict:
+    return {"run_id": exc.run_id, "current_epoch": exc.current_epoch, "last_seq": exc.last_seq}
+
+
+def _lease_fields(exc: LeaseHeld) -> dict:
+    return {"run_id": exc.run_id, "current_epoch": exc.epoch, "holder": exc.holder, "expires_at": exc.expires_at}
+
+
+def _fence_code(exc: FenceError) -> str:
+    # StaleEpoch, SeqConflict and RunFinished: the store already logged and recorded the refusal.
+    return {"StaleEpoch": "stale_epoch", "SeqConflict": "seq_conflict", "RunFinished": "run_finished"}.get(type(exc).__name__, "fenced")
+
+
+def _validation_detail(exc: ValidationError) -> str:
+    where = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors[:5])
+    return f"invalid request: {where}"
+
+
+def _validation_fields(exc: ValidationError) -> dict:
+    return {"errors": [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors]}
+
+
+Code = str | Callable[[Exception], str]
+
+
+# exception -> (status, code or a function of the exception, detail function, extra fields function).
+# A subclass listed after its base still gets its own entry: handlers are looked up by the
+# exception's class first (django-ninja walks the MRO).
+TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Callable[[Any], dict] | None]] = [
+    (AuthenticationError, 401, "unauthenticated", lambda e: "authentication required: a Bearer token or a signed-in session", None),
+    (Forbidden, 403, "forbidden", None, None),
+    (RunNotFound, 404, "not_found", None, None),
+    (NotFound, 404, "not_found", None, None),
+    (CallNotFound, 404, "not_found", None, None),
+    (Http404, 404, "not_found", lambda e: str(e) or "not found", None),
+    (FenceError, 409, _fence_code, None, _fence_fields),
+    (LeaseHeld, 409, "lease_held", None, _lease_fields),
+    (Conflicted, 409, lambda e: e.code, None, None),
+    (StaleDecision, 409, "stale_decision", None, None),
+    (RunBusy, 409, "run_busy", None, None),
+    (InvalidEvent, 422, "invalid", None, None),
+    (Unprocessable, 422, "invalid", None, None),
+    (UnsupportedVersion, 422, "unsupported_version", None, None),
+    (FoldError, 422, "unfoldable", None, None),
+    (InvalidDecision, 422, "invalid_decision", None, None),
+    (RecoveryError, 422, "refused", None, None),
+    (PolicyError, 422, "invalid_policy", None, None),
+    (QueryError, 422, "invalid", None, None),
+    (ValidationError, 422, "invalid", _validation_detail, _validation_fields),
+    (HttpError, None, "error", None, None),  # its own status (e.g. 400 for a body that is not JSON)
+]
+
+
+def errors_register(api: NinjaAPI) -> None:
+    """Register one handler per row of ``TABLE`` on ``api``."""
+    for exc_class, status, code, detail, extra in TABLE:
+
+        def handler(request: HttpRequest, exc, status=status, code=code, detail=detail, extra=extra):
+            doc = {
+                "detail": detail(exc) if detail else str(exc),
+                "code": code(exc) if callable(code) else code,
+                **(extra(exc) if extra else {}),
+            }
+            return api.create_response(request, doc, status=status or exc.status_code)
+
+        api.add_exception_handler(exc_class, handler)

@@ -1,0 +1,353 @@
+"""Runs over HTTP: leases, the fenced append, events by page, runs and their folded state.
+
+Thin callers of ``runs.leases``, ``runs.store`` and ``runs.selectors``: every rule lives there. The
+domain errors those raise are mapped to statuses once, in console/api.py: a stale epoch, a seq
+conflict or a second finish is a 409 carrying the run's current epoch and last seq, so an agent can
+tell "someone else owns this run now" from "I lost track of my own seq" without another request.
+
+A token limited to tenants sees only runs whose every tenant is one of its own (console.tenancy);
+any other run answers 404, exactly like a run that does not exist.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema, Status
+from pydantic import BaseModel
+
+from access.masking import mask_fields, masked
+from access.tenancy import runs_visible
+from access.tokens import Principal
+from api.auth import caller
+from api.errors import Unprocessable
+from api.schemas import clean_name, require_tenants, responses
+from runs.errors import RunNotFound
+from runs.events import CURRENT_SCHEMA_VERSION
+from runs.fold import Event
+from runs.leases import Lease, lease_acquire, lease_release, lease_renew
+from runs.models import Run
+from runs.selectors import run_state
+from runs.snapshots import run_state_fast
+from runs.store import NewEvent, events_append, events_load
+from runs.tenants import run_tenant_claim, run_tenants, tenants_named
+
+router = Router(tags=["runs"])
+
+BIG = 2**53  # the largest whole number every JSON client reads exactly
+RUN_ID = Field(..., min_length=1, max_length=200)
+
+
+# --- schemas ---------------------------------------------------------------------------------
+
+
+class LeaseAcquireIn(Schema):
+    holder: str = Field(..., min_length=1, max_length=200, description="who holds the lease, e.g. host:pid")
+    ttl_seconds: float | None = Field(None, gt=0, le=86400, description="lease length; default RECKON_LEASE_SECONDS")
+    tenant: str | None = Field(None, min_length=1, max_length=200, description="the tenant a new run belongs to")
+
+
+class LeaseRenewIn(Schema):
+    epoch: int = Field(..., ge=0, le=BIG)
+    ttl_seconds: float | None = Field(None, gt=0, le=86400)
+
+
+class LeaseReleaseIn(Schema):
+    epoch: int = Field(..., ge=0, le=BIG)
+
+
+class LeaseOut(Schema):
+    run_id: str
+    epoch: int
+    holder: str
+    expires_at: datetime
+    last_seq: int
+
+
+# EventIn and AppendIn are plain pydantic models: ninja's Schema adds a root validator (for
+# reading Django objects) that runs per event and costs more than the rest of the validation of a
+# 100-event batch. The documented shape is the same.
+class EventIn(BaseModel):
+    type: str = Field(..., min_length=1, max_length=64)
+    payload: dict[str, Any]
+    ts: datetime | None = Field(None, description="when it happened (RFC 3339); default: now")
+    v: int = Field(CURRENT_SCHEMA_VERSION, ge=1, le=1000, description="schema version of the payload")
+
+
+class AppendIn(BaseModel):
+    epoch: int = Field(..., ge=0, le=BIG, description="the lease epoch the writer holds")
+    expected_seq: int = Field(..., ge=0, le=BIG, description="the run's last seq as the writer knows it")
+    events: list[EventIn] = Field(..., min_length=1, max_length=1000)
+
+
+class AppendOut(Schema):
+    run_id: str
+    epoch: int
+    first_seq: int
+    last_seq: int
+
+
+class EventOut(Schema):
+    seq: int
+    type: str
+    v: int
+    ts: datetime | None
+    payload: dict[str, Any]
+
+
+class EventPage(Schema):
+    run_id: str
+    last_seq: int
+    events: list[EventOut]
+    next_after: int | None = Field(None, description="pass as ?after= for the next page; null on the last page")
+
+
+class RunOut(Schema):
+    run_id: str
+    origin: str
+    source_file: str
+    created_at: datetime
+    last_seq: int
+    finished: bool
+    finished_seq: int | None
+    lease_epoch: int
+    lease_holder: str
+    lease_expires_at: datetime | None
+    tenants: list[str]
+
+
+class RunPage(Schema):
+    runs: list[RunOut]
+    next_cursor: str | None = Field(None, description="pass as ?cursor= for the next page")
+
+
+class RunStateOut(Schema):
+    run_id: str
+    last_seq: int
+    status: str
+    outcome: Any = None
+    turns: int
+    usage: dict[str, Any]
+    cost_usd: float
+    compactions: int
+    messages: list[dict[str, Any]]
+    trajectory: list[str]
+    completed_calls: dict[str, Any]
+    uncertain_calls: list[dict[str, Any]]
+    pending_approvals: dict[str, Any]
+    memory: dict[str, Any]
+    resumptions: int
+    resolutions: dict[str, str]
+
+
+class RunFilters(Schema):
+    origin: Literal["live", "import"] | None = None
+    finished: bool | None = None
+    leased: bool | None = Field(None, description="true: someone holds the lease now (by its expiry)")
+    tenant: str | None = Field(None, min_length=1, max_length=200)
+    run_id_prefix: str | None = Field(None, min_length=1, max_length=200)
+    limit: int = Field(50, ge=1, le=500)
+    cursor: str | None = Field(None, max_length=600)
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _visible_run(principal: Principal, run_id: str) -> Run:
+    """The run, or 404 when it does not exist or lies outside the caller's tenants."""
+    clean_name(run_id, "run id")
+    run = Run.objects.filter(run_id=run_id).first()
+    if run is None or not principal.may_see(run_tenants(run_id=run_id)):
+        raise RunNotFound(run_id)
+    return run
+
+
+def _lease_out(lease: Lease) -> dict:
+    return {"run_id": lease.run_id, "epoch": lease.epoch, "holder": lease.holder, "expires_at": lease.expires_at, "last_seq": lease.last_seq}
+
+
+def _utc(ts: datetime | None, where: str) -> datetime | None:
+    if ts is None:
+        return None
+    try:
+        return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        raise Unprocessable(f"{where}: timestamp {ts.isoformat()} is out of range") from None
+
+
+def _run_out(run: Run, tenants: set[str]) -> dict:
+    return {
+        "run_id": run.run_id,
+        "origin": run.origin,
+        "source_file": run.source_file,
+        "created_at": run.created_at,
+        "last_seq": run.last_seq,
+        "finished": run.finished_seq is not None,
+        "finished_seq": run.finished_seq,
+        "lease_epoch": run.lease_epoch,
+        "lease_holder": run.lease_holder,
+        "lease_expires_at": run.lease_expires_at,
+        "tenants": sorted(tenants),
+    }
+
+
+def _cursor_encode(run: Run) -> str:
+    return base64.urlsafe_b64encode(f"{run.created_at.isoformat()}|{run.run_id}".encode()).decode()
+
+
+def _cursor_decode(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
+        return datetime.fromisoformat(created), run_id
+    except (ValueError, UnicodeError):
+        raise Unprocessable("cursor is not one this API returned") from None
+
+
+# --- leases ------------------------------------------------------------------------------------
+
+
+@router.post("/runs/{run_id}/lease", response=responses({200: LeaseOut}), auth=caller("append"), summary="Acquire a run's lease")
+def lease_acquire_view(request: HttpRequest, run_id: str, body: LeaseAcquireIn):
+    """Take the run's lease with a new epoch, creating the run if it does not exist yet. 409 while
+    another holder's lease is live (with its holder, epoch and expiry)."""
+    principal: Principal = request.auth
+    clean_name(run_id, "run id")
+    clean_name(body.holder, "holder")
+    tenant = clean_name(body.tenant, "tenant") if body.tenant else None
+    exists = Run.objects.filter(run_id=run_id).exists()
+    if exists:
+        _visible_run(principal, run_id)
+    else:
+        if tenant is None and principal.tenants is not None:
+            if len(principal.tenants) != 1:
+                raise Unprocessable("this token serves several tenants: name the new run's tenant in 'tenant'")
+            tenant = next(iter(principal.tenants))
+        if tenant is not None:
+            require_tenants(principal, {tenant}, "the new run")
+    lease = lease_acquire(run_id=run_id, holder=body.holder, ttl_seconds=body.ttl_seconds)
+    if not exists and tenant is not None:
+        run_tenant_claim(run_id=run_id, tenant=tenant)
+    return _lease_out(lease)
+
+
+@router.post("/runs/{run_id}/lease/renew", response=responses({200: LeaseOut}), auth=caller("append"), summary="Renew a run's lease")
+def lease_renew_view(request: HttpRequest, run_id: str, body: LeaseRenewIn):
+    """Extend the lease of ``epoch`` from now; 409 with the current epoch if it is no longer current."""
+    _visible_run(request.auth, run_id)
+    return _lease_out(lease_renew(run_id=run_id, epoch=body.epoch, ttl_seconds=body.ttl_seconds))
+
+
+@router.post("/runs/{run_id}/lease/release", response=responses({204: None}), auth=caller("append"), summary="Release a run's lease")
+def lease_release_view(request: HttpRequest, run_id: str, body: LeaseReleaseIn):
+    """Give the lease up so the next writer need not wait for it to expire."""
+    _visible_run(request.auth, run_id)
+    lease_release(run_id=run_id, epoch=body.epoch)
+    return Status(204, None)
+
+
+# --- events ------------------------------------------------------------------------------------
+
+
+@router.post("/runs/{run_id}/events", response=responses({201: AppendOut}), auth=caller("append"), summary="Append events (fenced)")
+def events_append_view(request: HttpRequest, run_id: str, body: AppendIn):
+    """Append a batch of events as seqs ``expected_seq + 1 ...``, all or none, under lease ``epoch``.
+
+    409 on a stale epoch, a seq conflict or a second ``run_finished``, with ``current_epoch`` and
+    ``last_seq``; 422 for an event the store cannot hold (unknown type, missing field, bad version).
+    """
+    principal: Principal = request.auth
+    if principal.tenants is None:
+        clean_name(run_id, "run id")  # the append itself answers RunNotFound: no extra query
+    else:
+        _visible_run(principal, run_id)
+    events = [NewEvent(e.type, e.payload, _utc(e.ts, f"event {i}"), e.v) for i, e in enumerate(body.events)]
+    if principal.tenants is not None:
+        named = tenants_named(run_id, [Event(0, e.type, e.payload, e.ts, e.v) for e in events if e.v <= CURRENT_SCHEMA_VERSION])
+        require_tenants(principal, named, "an event in this batch")
+    appended = events_append(run_id=run_id, epoch=body.epoch, expected_seq=body.expected_seq, events=events)
+    return Status(201, {"run_id": run_id, "epoch": body.epoch, "first_seq": appended[0].seq, "last_seq": appended[-1].seq})
+
+
+@router.get("/runs/{run_id}/events", response=responses({200: EventPage}), auth=caller("read"), summary="Read a run's events by page")
+def events_page_view(
+    request: HttpRequest,
+    run_id: str,
+    after: int = Query(0, ge=0, le=BIG, description="return events with seq > after"),
+    limit: int = Query(100, ge=1, le=1000),
+):
+    """Events in seq order, read as the current schema version (older events are upcast on read)."""
+    run = _visible_run(request.auth, run_id)
+    upto = min(after + limit, run.last_seq)
+    events = events_load(run_id=run_id, after=after, upto=upto) if after < upto else []
+    mask = mask_fields(request.auth)
+    return {
+        "run_id": run_id,
+        "last_seq": run.last_seq,
+        "events": [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": masked(e.payload, mask)} for e in events],
+        "next_after": upto if upto < run.last_seq else None,
+    }
+
+
+# --- runs ----------------------------------------------------------------------------------------
+
+
+@router.get("/runs", response=responses({200: RunPage}), auth=caller("read"), summary="List runs")
+def runs_list_view(request: HttpRequest, filters: Query[RunFilters]):
+    """Runs, newest first, with filters; keyset pagination through ``next_cursor``."""
+    from django.db.models import Q
+    from django.db.models.functions import Now
+
+    principal: Principal = request.auth
+    qs = runs_visible(Run.objects.all(), principal.tenants)
+    if filters.origin:
+        qs = qs.filter(origin=filters.origin)
+    if filters.finished is not None:
+        qs = qs.filter(finished_seq__isnull=not filters.finished)
+    if filters.leased is not None:
+        live = Q(lease_expires_at__gt=Now()) & ~Q(lease_holder="")
+        qs = qs.filter(live) if filters.leased else qs.exclude(live)
+    if filters.tenant:
+        from runs.models import RunTenant
+
+        qs = qs.filter(run_id__in=RunTenant.objects.filter(tenant=filters.tenant).values("run_id"))
+    if filters.run_id_prefix:
+        qs = qs.filter(run_id__startswith=filters.run_id_prefix)
+    if filters.cursor:
+        created, last_id = _cursor_decode(filters.cursor)
+        qs = qs.filter(Q(created_at__lt=created) | Q(created_at=created, run_id__lt=last_id))
+    page = list(qs.order_by("-created_at", "-run_id")[: filters.limit + 1])
+    more = len(page) > filters.limit
+    page = page[: filters.limit]
+    from runs.models import RunTenant
+
+    tenants: dict[str, set[str]] = {}
+    for rid, t in RunTenant.objects.filter(run_id__in=[r.run_id for r in page]).values_list("run_id", "tenant"):
+        tenants.setdefault(rid, set()).add(t)
+    return {
+        "runs": [_run_out(r, tenants.get(r.run_id) or {"default"}) for r in page],
+        "next_cursor": _cursor_encode(page[-1]) if more else None,
+    }
+
+
+@router.get("/runs/{run_id}", response=responses({200: RunOut}), auth=caller("read"), summary="One run")
+def run_view(request: HttpRequest, run_id: str):
+    run = _visible_run(request.auth, run_id)
+    return _run_out(run, run_tenants(run_id=run_id))
+
+
+@router.get("/runs/{run_id}/state", response=responses({200: RunStateOut}), auth=caller("read"), summary="A run's folded state")
+def run_state_view(request: HttpRequest, run_id: str, at: int | None = Query(None, ge=0, le=BIG, description="fold up to this seq (default: the last)")):
+    """The run's state after event ``at``, folded from the log (the replay document of ``manage.py replay``)."""
+    run = _visible_run(request.auth, run_id)
+    if at is not None and at > run.last_seq:
+        raise Unprocessable(f"at={at} is past the run's last seq {run.last_seq}")
+    # The latest state is what a resuming agent or a screen asks for: the current snapshot plus
+    # its tail (run_state_fast falls back to the full replay on any miss). A past seq is an audit
+    # question and is folded from event 1.
+    latest = at is None or at == run.last_seq
+    state = run_state_fast(run_id) if latest else run_state(run_id=run_id, at=at)
+    # Sensitive argument fields are masked wherever they appear (messages, calls, results).
+    return masked(state.to_dict(), mask_fields(request.auth))

@@ -1,0 +1,54 @@
+"""What every router of the HTTP API shares: the error schemas, the statuses each operation
+documents, and the checks of names and tenants."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from ninja import Schema
+
+from access.tokens import Principal
+from api.errors import Forbidden, Unprocessable
+
+
+class Error(Schema):
+    detail: str
+    code: str
+    errors: list[dict[str, Any]] | None = None
+
+
+class Conflict(Schema):
+    """A write refused by the current state: the values the caller needs to decide what to do."""
+
+    detail: str
+    code: str
+    run_id: str | None = None
+    current_epoch: int | None = None
+    last_seq: int | None = None
+    holder: str | None = None
+    expires_at: datetime | None = None
+
+
+def responses(ok: dict[int, Any]) -> dict[int, Any]:
+    """``ok`` plus every error status an operation can answer with, each with its schema (400: a body
+    that is not JSON at all; 422: JSON that does not fit)."""
+    return {**ok, 400: Error, 401: Error, 403: Error, 404: Error, 409: Conflict, 422: Error}
+
+
+_BAD_TEXT = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def clean_name(value: str, what: str) -> str:
+    """A run id, holder or tenant as given, or Unprocessable naming what is wrong with it."""
+    if not value or len(value) > 200 or _BAD_TEXT.search(value):
+        raise Unprocessable(f"{what} must be 1 to 200 characters with no control characters, got {value[:60]!r}")
+    return value
+
+
+def require_tenants(principal: Principal, tenants: set[str], what: str) -> None:
+    """403 unless the principal may touch every one of ``tenants``."""
+    if not principal.may_see(tenants):
+        outside = sorted(tenants - set(principal.tenants or ()))
+        raise Forbidden(f"{what} belongs to tenant {', '.join(outside)}, which this token may not touch")

@@ -1,0 +1,250 @@
+"""``manage.py bench store``: the event store's figures on the configured database engine.
+
+Side by side in one run: the raw single-row INSERT commit rate (the physical reference: what one
+durable commit costs on this database), fenced single-event appends, fenced 100-event batches, full
+replays (read, decode, upcast, fold) of a 4,000- and a 100,000-event run, and the fold alone per
+decoded event. Rates are medians over several timed windows; replay times are medians of repeats.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from datetime import datetime, timezone
+from typing import Callable
+
+import psycopg
+from django.db import connection
+from django.test.utils import override_settings
+
+from runs.fold import fold
+from runs.identity import idempotency_key, signature
+from runs.leases import lease_acquire
+from runs.selectors import run_state
+from runs.store import NewEvent, events_append, events_load
+
+
+def cycle_events(run_id: str, start_seq: int, n: int) -> list[NewEvent]:
+    """``n`` realistic events (a model turn, a tool start, its completion, repeating), with the
+    signature and idempotency key a reference writer records on starts and completions."""
+    out: list[NewEvent] = []
+    seq = start_seq
+    while len(out) < n:
+        i = seq // 3
+        kind = seq % 3
+        args = {"tenant": "acme", "account": str(4000 + i % 97), "period": "2026-Q3", "n": i}
+        sig = signature("read_ledger", args)
+        key = idempotency_key(run_id, sig)
+        if kind == 0:
+            out.append(
+                NewEvent(
+                    "model_turn",
+                    {
+                        "text": f"Reading ledger {i}.",
+                        "tool_calls": [{"id": f"c{i}", "name": "read_ledger", "arguments": args}],
+                        "usage": {"input_tokens": 900 + i % 50, "output_tokens": 60},
+                        "cost_usd": 0.0031,
+                    },
+                )
+            )
+        elif kind == 1:
+            out.append(NewEvent("tool_call_started", {"call_id": f"c{i}", "name": "read_ledger", "arguments": args, "idempotency_key": key, "signature": sig}))
+        else:
+            out.append(
+                NewEvent(
+                    "tool_call_completed",
+                    {
+                        "call_id": f"c{i}",
+                        "name": "read_ledger",
+                        "content": {"balance": f"{1000 + i}.00", "entries": i % 300},
+                        "is_error": False,
+                        "idempotency_key": key,
+                        "signature": sig,
+                    },
+                )
+            )
+        seq += 1
+    return out
+
+
+def run_build(run_id: str, n_events: int, batch: int = 500) -> int:
+    """A run of ``n_events`` events written through the fenced append; returns its epoch."""
+    lease = lease_acquire(run_id=run_id, holder="bench", ttl_seconds=3600)
+    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": run_id})])
+    seq = 1
+    while seq < n_events:
+        k = min(batch, n_events - seq)
+        events_append(run_id=run_id, epoch=lease.epoch, expected_seq=seq, events=cycle_events(run_id, seq + 1, k))
+        seq += k
+    return lease.epoch
+
+
+def rate(fn: Callable[[], int], *, seconds: float, windows: int) -> float:
+    """Median events/s of ``fn`` (which returns how many events it wrote) over timed windows."""
+    return rates_side_by_side({"fn": fn}, seconds=seconds, windows=windows)["fn"]
+
+
+def rates_side_by_side(fns: dict[str, Callable[[], int]], *, seconds: float, windows: int) -> dict[str, float]:
+    """Median events/s of each of ``fns`` over timed windows taken in turn (a window of each, then
+    again): the machine's drift during the run reaches every figure alike, so their ratios hold."""
+    rates: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(windows):
+        for name, fn in fns.items():
+            n = 0
+            t0 = time.perf_counter()
+            deadline = t0 + seconds
+            while time.perf_counter() < deadline:
+                n += fn()
+            rates[name].append(n / (time.perf_counter() - t0))
+    return {name: statistics.median(r) for name, r in rates.items()}
+
+
+def median_ms(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def _raw_insert() -> Callable[[int], None]:
+    """A single-row INSERT into a table shaped like the event table (same columns, same indexes),
+    committed on its own: the physical cost of making one event row durable, with no fence."""
+    payload = '{"content": "hello from the fenced append", "n": 1}'
+    now = datetime.now(timezone.utc)
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute("CREATE TABLE bench_raw (LIKE reckon_event INCLUDING DEFAULTS INCLUDING IDENTITY INCLUDING INDEXES)")
+        else:
+            cur.execute(
+                "CREATE TABLE bench_raw (id integer PRIMARY KEY AUTOINCREMENT, run_id varchar(200) NOT NULL, seq bigint NOT NULL, "
+                "type varchar(64) NOT NULL, v smallint NOT NULL, ts datetime NOT NULL, payload text NOT NULL, epoch bigint NOT NULL, "
+                "recorded_at datetime NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+            )
+            cur.execute("CREATE UNIQUE INDEX bench_raw_run_seq ON bench_raw (run_id, seq)")
+    sql = "INSERT INTO bench_raw (run_id, seq, type, v, ts, payload, epoch) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        # The same client path as the fenced append, at its cheapest: one psycopg cursor kept for
+        # the connection, a prepared statement, binary parameters.
+        raw_cur = psycopg.Cursor(connection.connection)
+        raw_sql = sql.replace("%s", "%b").replace("%b, %b)", "%b::json, %b)")
+
+        def insert(seq: int) -> None:
+            raw_cur.execute(raw_sql, ["raw", seq, "user_message", 2, now, payload, 1], prepare=True)
+
+        return insert
+    ts = connection.ops.adapt_datetimefield_value(now)
+
+    def insert_sqlite(seq: int) -> None:
+        with connection.cursor() as cur:
+            cur.execute(sql, ["raw", seq, "user_message", 2, ts, payload, 1])
+
+    return insert_sqlite
+
+
+def bench_store(*, quick: bool = False, out=None) -> dict:
+    # Snapshots are a cache written after the commit (by a worker; inline when tasks run eagerly)
+    # and have their own suite (bench snapshots): here they would be measured as append time.
+    with override_settings(RECKON_SNAPSHOT_INTERVAL=0):
+        return _bench_store(quick=quick, out=out)
+
+
+def _bench_store(*, quick: bool, out) -> dict:
+    say = out.write if out is not None else (lambda _s: None)
+    seconds, windows = (0.5, 3) if quick else (1.5, 5)
+    big = 20_000 if quick else 100_000
+    say(f"store benchmark on {connection.vendor} ({'quick' if quick else 'full'}): medians of {windows} windows of {seconds}s")
+
+    insert = _raw_insert()
+    counter = iter(range(1, 10**9))
+
+    def raw_one() -> int:
+        insert(next(counter))  # autocommit: one statement, one durable commit
+        return 1
+
+    single_epoch = run_build("bench-single", 1)
+    state = {"seq": 1}
+
+    def fenced_one() -> int:
+        events_append(run_id="bench-single", epoch=single_epoch, expected_seq=state["seq"], events=[NewEvent("user_message", {"content": "hello from the fenced append", "n": 1})])
+        state["seq"] += 1
+        return 1
+
+    singles = {"raw": raw_one, "fenced": fenced_one}
+    if connection.vendor == "postgresql":
+        # The fenced append's statement alone, parameters built once: what the database spends on
+        # the fence, against the raw insert, apart from the Python API's checks and encoding.
+        from runs.store import _PG_APPEND_ONE_PLAIN, _append_cursor
+
+        bare_epoch = run_build("bench-statement", 1)
+        cur = _append_cursor(connection)
+        at = {"seq": 1}
+        stamp = datetime.now(timezone.utc)
+
+        def statement_one() -> int:
+            s = at["seq"]
+            cur.execute(
+                _PG_APPEND_ONE_PLAIN,
+                ["bench-statement", bare_epoch, s, "user_message", 2, stamp, '{"content":"hello from the fenced append","n":1}'],
+                prepare=True,
+            )
+            assert cur.rowcount == 1, "the fence refused the benchmark's own append"
+            at["seq"] = s + 1
+            return 1
+
+        singles["statement"] = statement_one
+
+    # Raw inserts, fenced appends and the bare statement take turns, window by window.
+    single_rates = rates_side_by_side(singles, seconds=seconds, windows=windows)
+    raw, fenced, statement_only = single_rates["raw"], single_rates["fenced"], single_rates.get("statement")
+
+    def batch_rate(run_id: str, batch: list[NewEvent]) -> float:
+        epoch = run_build(run_id, 1)
+        at = {"seq": 1}
+
+        def fenced_batch() -> int:
+            events_append(run_id=run_id, epoch=epoch, expected_seq=at["seq"], events=batch)
+            at["seq"] += 100
+            return 100
+
+        return rate(fenced_batch, seconds=seconds, windows=windows)
+
+    # A model's turns and messages: no read model subscribes, so the store's own path.
+    conversation = [e for e in cycle_events("bench-batch", 2, 300) if e.type == "model_turn"][:100]
+    batched = batch_rate("bench-batch", conversation)
+    # Turns, tool starts and completions: the uncertain-call projection and the run-tenant read
+    # model are kept in the same transaction.
+    batched_projected = batch_rate("bench-batch-tools", cycle_events("bench-batch-tools", 2, 100))
+
+    run_build("bench-4k", 4000)
+    replay_4k = median_ms(lambda: run_state(run_id="bench-4k"), 9)
+    run_build(f"bench-{big}", big)
+    replay_big = median_ms(lambda: run_state(run_id=f"bench-{big}"), 3)
+    decoded = events_load(run_id=f"bench-{big}")
+    fold_ms = median_ms(lambda: fold(decoded), 3)
+
+    figures = {
+        "engine": connection.vendor,
+        "raw_insert_per_s": round(raw, 1),
+        "fenced_append_per_s": round(fenced, 1),
+        "fenced_vs_raw": round(fenced / raw, 3),
+        "fenced_statement_only_per_s": round(statement_only, 1) if statement_only else None,
+        "fenced_batch_per_s": round(batched, 1),
+        "fenced_batch_with_projections_per_s": round(batched_projected, 1),
+        "replay_4k_ms": round(replay_4k, 2),
+        ("replay_100k_ms" if big == 100_000 else f"replay_{big // 1000}k_ms"): round(replay_big, 2),
+        "replay_us_per_event": round(replay_big * 1000 / big, 3),
+        "fold_us_per_event": round(fold_ms * 1000 / big, 3),
+    }
+    say(f"  raw single-row INSERT commits   {figures['raw_insert_per_s']:>12,.0f} /s   (physical reference: one event-shaped row, no fence)")
+    say(f"  fenced single-event append      {figures['fenced_append_per_s']:>12,.0f} events/s   ({figures['fenced_vs_raw']:.0%} of raw)")
+    if statement_only:
+        say(f"  ... its statement alone          {statement_only:>12,.0f} events/s   ({statement_only / raw:.0%} of raw: the database's share of the gap)")
+    say(f"  fenced 100-event batch append   {figures['fenced_batch_per_s']:>12,.0f} events/s   (model turns: no read model subscribed)")
+    say(f"  ... with tool calls             {figures['fenced_batch_with_projections_per_s']:>12,.0f} events/s   (read models kept in the same transaction)")
+    say(f"  full replay, 4,000 events       {figures['replay_4k_ms']:>12,.2f} ms")
+    say(f"  full replay, {big:,} events   {replay_big:>12,.2f} ms   ({figures['replay_us_per_event']:.2f} us/event)")
+    say(f"  fold alone on decoded events    {figures['fold_us_per_event']:>12,.3f} us/event")
+    return figures

@@ -1,0 +1,177 @@
+"""Reckon's settings, all from the environment (see reckon/env.py for the strict helpers).
+
+DATABASE_URL   default: an embedded SQLite file under var/ (WAL, IMMEDIATE transactions)
+REDIS_URL      absent: Celery runs tasks eagerly, in-process
+SECRET_KEY     absent: generated into var/secret_key for local use; required when DEBUG is off
+DEBUG          default: on (local use); production sets DEBUG=false and then must give SECRET_KEY
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from reckon.env import envbool, envint, envstr
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(envstr("RECKON_VAR_DIR", str(BASE_DIR / "var")))
+
+DATABASE_URL = envstr("DATABASE_URL", "")
+DEBUG = envbool("DEBUG", default=True)
+
+
+def _secret_key() -> str:
+    key = envstr("SECRET_KEY")
+    if key:
+        return key
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) is required when DEBUG is off")
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50), encoding="utf-8")
+        path.chmod(0o600)
+    return path.read_text(encoding="utf-8").strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = [h.strip() for h in (envstr("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver") or "").split(",") if h.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "runs",
+    "recovery",
+    "access",
+    "api",
+    "console",
+    "bench",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "reckon.urls"
+WSGI_APPLICATION = "reckon.wsgi.application"
+ASGI_APPLICATION = "reckon.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _databases() -> dict:
+    if DATABASE_URL:
+        try:
+            db = dj_database_url.parse(DATABASE_URL, conn_max_age=envint("DATABASE_CONN_MAX_AGE", 60, minimum=0))
+        except Exception as exc:  # dj-database-url raises several types for a malformed URL
+            raise ImproperlyConfigured(f"DATABASE_URL cannot be parsed: {exc}") from None
+        if db["ENGINE"] not in ("django.db.backends.postgresql", "django.db.backends.sqlite3"):
+            raise ImproperlyConfigured(f"DATABASE_URL names {db['ENGINE']}; Reckon supports PostgreSQL and SQLite")
+        if db["ENGINE"] == "django.db.backends.postgresql":
+            db.setdefault("TEST", {})["NAME"] = envstr("TEST_DATABASE_NAME", f"test_{db['NAME']}")
+            # Django leaves psycopg's prepare_threshold at None, which turns preparing off for the
+            # whole connection, even for a cursor that asks with prepare=True. The store's hot
+            # statements (the fenced append, the replay read, the lease statements) ask for it:
+            # planning the append's CTE on every call cost about as much as the commit. The ORM
+            # keeps client-side binding and never prepares. DATABASE_PREPARE_THRESHOLD=-1 turns
+            # preparing off, for a connection proxy that cannot keep prepared statements.
+            threshold = envint("DATABASE_PREPARE_THRESHOLD", 5, minimum=-1)
+            db.setdefault("OPTIONS", {})["prepare_threshold"] = None if threshold < 0 else threshold
+    else:
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        db = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(VAR_DIR / "reckon.sqlite3")}
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        # SQLite serves concurrent writers only in WAL mode with IMMEDIATE transactions (a writer
+        # takes the write lock at BEGIN instead of failing to upgrade a read lock later) and a busy
+        # timeout long enough for the other writer's commit.
+        db["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": envint("SQLITE_BUSY_TIMEOUT_S", 20, minimum=1),
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
+        }
+        db.setdefault("TEST", {})["NAME"] = str(VAR_DIR / "test-reckon.sqlite3")
+    return {"default": db}
+
+
+DATABASES = _databases()
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# Runs: lease length for writers that do not name one.
+RECKON_LEASE_SECONDS = envint("RECKON_LEASE_SECONDS", 30, minimum=1)
+# Snapshots (runs/snapshots.py): the default interval for runs without their own policy; 0 means
+# never. No run shorter than the minimum is snapshotted: below it a full replay is cheap enough.
+RECKON_SNAPSHOT_INTERVAL = envint("RECKON_SNAPSHOT_INTERVAL", 500, minimum=0)
+RECKON_SNAPSHOT_MIN_EVENTS = envint("RECKON_SNAPSHOT_MIN_EVENTS", 2000, minimum=0)
+
+# Celery: Redis when REDIS_URL is set, otherwise tasks run eagerly in-process.
+REDIS_URL = envstr("REDIS_URL", "")
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT_S", 3600, minimum=60)}
+CELERY_BEAT_SCHEDULE: dict = {}
+
+# Recovery (recovery/): how long a recovery worker holds a run's lease, the backoff between lookups
+# of a call whose outcome is still unknown, and how often beat scans for due uncertain calls.
+RECKON_RECOVERY_LEASE_SECONDS = envint("RECKON_RECOVERY_LEASE_SECONDS", 60, minimum=1)
+RECKON_RECOVERY_BACKOFF_S = envint("RECKON_RECOVERY_BACKOFF_S", 10, minimum=0)
+RECKON_RECOVERY_BACKOFF_MAX_S = envint("RECKON_RECOVERY_BACKOFF_MAX_S", 900, minimum=1)
+RECKON_RECOVERY_SCAN_S = envint("RECKON_RECOVERY_SCAN_S", 15, minimum=1)
+CELERY_BEAT_SCHEDULE["recovery-scan"] = {"task": "recovery.tasks.reconcile_scan", "schedule": float(RECKON_RECOVERY_SCAN_S)}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "reckon.logging.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "WARNING")},
+    # Recovery decisions and fencing rejections are logged at INFO/WARNING as JSON lines.
+    "loggers": {"reckon": {"level": envstr("RECKON_LOG_LEVEL", "INFO")}},
+}

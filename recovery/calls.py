@@ -1,0 +1,92 @@
+"""An uncertain call as the recovery engine writes about it: loading it, and the events it appends for it
+(escalations, completions, resolutions). Every module that writes to a call's run builds its events here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recovery.adapters import CallRef
+from recovery.errors import CallNotFound, RecoveryError
+from recovery.models import UncertainCall
+from runs.fold import format_ts
+from runs.identity import signature
+from runs.store import NewEvent
+
+AUTOMATIC = "reckon-recovery"
+
+def person_name(who) -> str:
+    if who is None:
+        raise RecoveryError("a person must be named")
+    if isinstance(who, str):
+        name = who.strip()
+    else:
+        name = who.get_username()
+    if not name:
+        raise RecoveryError("a person must be named")
+    return name[:150]
+
+def call_row(pk) -> UncertainCall:
+    try:
+        return UncertainCall.objects.get(pk=pk)
+    except (UncertainCall.DoesNotExist, ValueError, TypeError):
+        raise CallNotFound(pk) from None
+
+def call_ref(row: UncertainCall) -> CallRef:
+    return CallRef(row.run_id, row.call_id, row.idempotency_key, row.tool, row.arguments, row.start_seq)
+
+def call_about(row: UncertainCall) -> dict:
+    return {"call_id": row.call_id, "idempotency_key": row.idempotency_key, "start_seq": row.start_seq}
+
+def escalation_event(row: UncertainCall, *, reason: str, question: str, evidence: dict | None = None, last_error: str = "") -> NewEvent:
+    # What a person needs to decide without guessing (seed 5.6): the intended payload, when it
+    # started, its key, and the last transport error. "Try again?" would hide that "again" may be "twice".
+    return NewEvent(
+        "approval_requested",
+        {
+            **call_about(row),
+            "question": question,
+            "reason": reason,
+            "tool": row.tool,
+            "arguments": row.arguments,
+            "started_at": format_ts(row.started_at),
+            "last_error": last_error or row.last_error,
+            "evidence": evidence,
+        },
+    )
+
+def completion_event(row: UncertainCall, *, content: Any, source: str, is_error: bool = False, extra: dict | None = None) -> NewEvent:
+    return NewEvent(
+        "tool_call_completed",
+        {
+            "call_id": row.call_id,
+            "name": row.tool,
+            "content": content,
+            "is_error": is_error,
+            # A proven failure occupies no key (the seed's asymmetry): it may be attempted again.
+            "idempotency_key": None if is_error else row.idempotency_key,
+            "signature": signature(row.tool, row.arguments),
+            "source": source,
+            "start_seq": row.start_seq,
+            **(extra or {}),
+        },
+    )
+
+def resolved_event(row: UncertainCall, disposition: str, *, rule: str | None = None, by: str | None = None) -> NewEvent:
+    payload = {**call_about(row), "disposition": disposition}
+    if by:
+        payload["by"] = by
+    if rule:
+        payload["rule"] = rule
+    return NewEvent("tool_call_resolved", payload)
+
+def approval_close_events(row: UncertainCall, *, decision: str, reason: str) -> list[NewEvent]:
+    """An automatic resolution answers a pending escalation, so the run does not wait for nobody."""
+    if not row.approval_pending:
+        return []
+    return [
+        NewEvent(
+            "approval_decided",
+            {**call_about(row), "approved": decision != "not_happened", "by": AUTOMATIC, "reason": reason, "decision": decision},
+        )
+    ]

@@ -1,0 +1,122 @@
+"""A person's decisions, claims and notes on an uncertain call, each written under the run's lease.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from recovery.calls import (
+    call_about,
+    call_row,
+    completion_event,
+    escalation_event,
+    person_name,
+    resolved_event,
+)
+from recovery.errors import InvalidDecision, RecoveryError, StaleDecision
+from recovery.models import UncertainCall
+from recovery.ownership import owning
+from recovery.reconcile import compensate_owned, retry_owned
+from recovery.selectors import policy_for
+from runs.store import NewEvent
+
+log = logging.getLogger("reckon.recovery")
+S = UncertainCall.State
+
+
+DECISIONS = ("happened", "retry_same_key", "not_happened", "compensate", "escalate")
+
+def _check_version(row: UncertainCall, seen_version) -> None:
+    if isinstance(seen_version, bool) or not isinstance(seen_version, int):
+        raise InvalidDecision(f"seen_version must be the version number you saw, got {seen_version!r}")
+    if row.version != seen_version:
+        raise StaleDecision(pk=row.pk, seen_version=seen_version, version=row.version, state=row.state)
+
+def decision_record(*, pk: int, decision: str, by, reason: str, seen_version: int, evidence_ref: str | None = None) -> UncertainCall:
+    """Record a person's decision on an uncertain call and carry it out, all under the run's lease.
+
+    happened: completion source=operator, resolved completed. not_happened: resolved not_happened.
+    retry_same_key: retry through the execute hook, then its result. compensate: the compensate hook.
+    escalate: hand it on, still escalated. Refused with StaleDecision when the call changed since
+    ``seen_version`` (so a double submit writes once), InvalidDecision for a decision the policy
+    cannot carry out; in both cases nothing is written.
+    """
+    if decision not in DECISIONS:
+        raise InvalidDecision(f"decision {decision!r} is not one of {', '.join(DECISIONS)}")
+    who = person_name(by)
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidDecision("a decision needs a reason")
+    reason = reason.strip()[:2000]
+    row = call_row(pk)
+    _check_version(row, seen_version)
+    policy = policy_for(row.tool)
+    if decision == "retry_same_key" and policy.execute is None:
+        raise InvalidDecision(f"{row.tool} has no execute hook: a retry cannot be sent")
+    if decision == "compensate" and policy.compensate is None:
+        raise InvalidDecision(f"{row.tool} has no compensate hook")
+    with owning(row.run_id) as owner:
+        row = call_row(pk)
+        _check_version(row, seen_version)
+        if row.state == S.RESOLVED:
+            raise StaleDecision(pk=pk, seen_version=seen_version, version=row.version, state=row.state)
+        decided = NewEvent(
+            "approval_decided",
+            {
+                **call_about(row),
+                "approved": decision in ("happened", "retry_same_key", "compensate"),
+                "by": who,
+                "reason": reason,
+                "decision": decision,
+                "evidence_ref": evidence_ref,
+            },
+        )
+
+        def write(events):
+            owner.append(events)
+
+        if decision == "happened":
+            content = {"recorded_by": who, "reason": reason, "evidence_ref": evidence_ref}
+            write([decided, completion_event(row, content=content, source="operator"), resolved_event(row, "completed", by=who)])
+        elif decision == "not_happened":
+            write([decided, resolved_event(row, "not_happened", by=who)])
+        elif decision == "escalate":
+            write([decided, escalation_event(row, reason="escalated", question=f"escalated by {who}: {reason}")])
+        elif decision == "retry_same_key":
+            retry_owned(owner, row, policy, row.attempts, write=write, rule=f"decided by {who}", by=who, extra_before=[decided])
+        elif decision == "compensate":
+            write([decided])
+            compensate_owned(owner, row, policy, row.attempts, write=write, rule=f"decided by {who}", by=who)
+    return call_row(pk)
+
+def _note(*, pk: int, by: str, text: str, action: str, seen_version: int | None = None, assignee: str | None = None) -> UncertainCall:
+    row = call_row(pk)
+    if seen_version is not None:
+        _check_version(row, seen_version)
+    with owning(row.run_id) as owner:
+        row = call_row(pk)
+        if seen_version is not None:
+            _check_version(row, seen_version)
+        payload = {**call_about(row), "by": by, "text": text, "action": action}
+        if assignee:
+            payload["assignee"] = assignee
+        owner.append([NewEvent("operator_note", payload)])
+    return call_row(pk)
+
+def call_claim(*, pk: int, user, seen_version: int) -> UncertainCall:
+    """Take the call: the queue shows who is on it. Recorded as an operator_note (action claim)."""
+    who = person_name(user)
+    return _note(pk=pk, by=who, text=f"{who} claimed the call", action="claim", seen_version=seen_version)
+
+def call_assign(*, pk: int, user, assignee, seen_version: int) -> UncertainCall:
+    who, to = person_name(user), person_name(assignee)
+    return _note(pk=pk, by=who, text=f"{who} assigned the call to {to}", action="assign", seen_version=seen_version, assignee=to)
+
+def call_release(*, pk: int, user, seen_version: int) -> UncertainCall:
+    who = person_name(user)
+    return _note(pk=pk, by=who, text=f"{who} released the call", action="release", seen_version=seen_version)
+
+def call_note(*, pk: int, by, text: str) -> UncertainCall:
+    """A person's note on the call, kept in the run's history (operator_note)."""
+    if not isinstance(text, str) or not text.strip():
+        raise RecoveryError("a note needs text")
+    return _note(pk=pk, by=person_name(by), text=text.strip()[:4000], action="note")

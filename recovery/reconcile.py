@@ -1,0 +1,430 @@
+"""Reconciliation: one attempt per uncertain call by the seed's table (5.6), alone or in a group of
+calls that share a durable commit, and the pass that runs them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone as djtz
+
+from recovery import adapters
+from recovery.adapters import AdapterError, Evidence
+from recovery.calls import (
+    approval_close_events,
+    call_about,
+    call_ref,
+    call_row,
+    completion_event,
+    escalation_event,
+    resolved_event,
+)
+from recovery.detection import uncertain_calls_detect
+from recovery.errors import CallNotFound
+from recovery.models import UncertainCall
+from recovery.ownership import (
+    GROUP_SIZE,
+    AttemptResult,
+    Group,
+    Owner,
+    attempt_fenced,
+    busy_error,
+    holder_name,
+    lease_take,
+)
+from recovery.policies import (
+    Action,
+    Policy,
+    policy_from_row,
+    rule_choose,
+    unclassified_policy,
+)
+from recovery.projection import (
+    CALL_COLUMNS,
+    POLICY_COLUMNS,
+    backoff_s,
+    rows_fetch,
+)
+from recovery.selectors import policy_for
+from runs.errors import FenceError, LeaseHeld
+from runs.faults import fault_point
+from runs.identity import signature
+from runs.store import NewEvent
+
+log = logging.getLogger("reckon.recovery")
+S = UncertainCall.State
+
+
+def _due(row: UncertainCall) -> str | None:
+    """Why the row is not reconcilable now, or None."""
+    if row.state in (S.OPEN, S.RECONCILING):
+        return None
+    if row.state == S.ESCALATED and row.escalation_reason == "overdue":
+        return None  # a person is told, and evidence may still settle it first
+    return f"state {row.state}" + (f" ({row.escalation_reason})" if row.escalation_reason else "")
+
+def _overdue(row: UncertainCall, now) -> bool:
+    return row.deadline is not None and row.deadline < now and row.state != S.RESOLVED
+
+def _attempt(
+    row: UncertainCall, n: int, ev: Evidence | None, action: Action, *, next_in: float | None, phase: str = "lookup", error: str = "", lookup_ms: float | None = None
+) -> NewEvent:
+    evidence = ev.as_dict() if ev is not None else {"note": "the tool has no lookup hook"}
+    if lookup_ms is not None:
+        # Kept in the log with the evidence it timed, so the read model (and /metrics) can be
+        # rebuilt from events like every other figure.
+        evidence["duration_ms"] = lookup_ms
+    return NewEvent(
+        "reconciliation_attempted",
+        {
+            **call_about(row),
+            "attempt": n,
+            "phase": phase,
+            "outcome": ev.outcome if ev is not None else "unavailable",
+            "evidence": evidence,
+            "error": error or (ev.error if ev is not None else ""),
+            "rule": action.rule,
+            "action": action.kind,
+            "next_attempt_in_s": next_in,
+            "by": holder_name(),
+        },
+    )
+
+def _call_sql(lazily: bool) -> str:
+    """The call, its run's last seq and its tool's policy, in one statement.
+
+    On PostgreSQL ``lazily`` also makes the surrounding transaction commit without waiting for its
+    WAL flush (``commit_lazily``, for the lease bookkeeping that follows) in the same round trip.
+    """
+    key = (connection.vendor, lazily)
+    sql = _CALL_SQL.get(key)
+    if sql is None:
+        lazy = ", set_config('synchronous_commit', 'off', true)" if lazily and connection.vendor == "postgresql" else ""
+        sql = _CALL_SQL[key] = (
+            f"SELECT {CALL_COLUMNS.select()}, r.last_seq, {POLICY_COLUMNS.select()}{lazy}"
+            " FROM reckon_uncertain_call uc"
+            " LEFT JOIN reckon_run r ON r.run_id = uc.run_id"
+            " LEFT JOIN reckon_tool_policy tp ON tp.tool = uc.tool"
+            " WHERE uc.id = %s"
+        )
+    return sql
+
+_CALL_SQL: dict[tuple[str, bool], str] = {}
+
+def _call_read(pk, *, lazily: bool = False) -> tuple[UncertainCall, int | None, Policy]:
+    """The call (CallNotFound if none), the last seq of its run when it was read, and its policy."""
+    if isinstance(pk, bool):
+        raise CallNotFound(pk)
+    try:
+        pk = int(pk)
+    except (TypeError, ValueError):
+        raise CallNotFound(pk) from None
+    rows = rows_fetch(_call_sql(lazily), [pk])
+    if not rows:
+        raise CallNotFound(pk)
+    values = rows[0]
+    n = len(CALL_COLUMNS.fields)
+    row = CALL_COLUMNS.instance(values)
+    tp = POLICY_COLUMNS.instance(values, n + 1)
+    return row, values[n], policy_from_row(tp) if tp is not None else unclassified_policy(row.tool)
+
+def _not_now(row: UncertainCall, attempt: int | None) -> str | None:
+    """Why this attempt should not run now, or None."""
+    why = _due(row)
+    if why:
+        return why
+    if attempt is not None and row.attempts >= attempt:
+        return f"attempt {attempt} already recorded"
+    return None
+
+def call_reconcile(*, pk: int, attempt: int | None = None) -> AttemptResult:
+    """One reconciliation attempt for one uncertain call, by the seed's table (5.6).
+
+    ``attempt`` is the attempt number a task was enqueued for: a redelivered task whose attempt was
+    already recorded does nothing, so a task acknowledged late never writes twice. Adapter errors
+    and broken policies are recorded as an unavailable attempt with backoff, never raised.
+    """
+    return _call_attempt(pk, attempt, None)
+
+def calls_reconcile(items: list, *, group_size: int | None = None) -> list[AttemptResult | Exception]:
+    """One attempt for each ``(pk, attempt)``, their final appends committed together.
+
+    Each call is still its own attempt: its own lease, its own fenced append with its own
+    projection update; only the durable commit is shared, by up to ``group_size`` calls whose work
+    is done (see ``Group``). A call that raises, or whose append is refused, affects no other: the
+    result list holds the exception (logged) in its place, and the call is due again later.
+    """
+    group = Group(group_size or GROUP_SIZE)
+    results: list[AttemptResult | Exception] = []
+    for pk, attempt in items:
+        try:
+            results.append(_call_attempt(pk, attempt, group))
+        except Exception as exc:  # this call's problem, not the batch's
+            log.exception("reconciliation of call %s failed", pk)
+            results.append(exc)
+        if group.due():
+            group.commit()
+    group.commit()
+    return results
+
+def _call_attempt(pk, attempt: int | None, group: Group | None) -> AttemptResult:
+    """One attempt; with ``group``, its final append and release are left to the group's commit.
+
+    The call is read once, in the lease's own transaction just before the lease is taken, together
+    with its run's last seq. Under the lease nothing else can append to the run, and every event
+    that changes the row moves the run's last seq in the same transaction, so when the lease reports
+    the seq read with the row, the row is what a read under the lease would return; otherwise the
+    call is read again under the lease.
+    """
+    held = None
+    with transaction.atomic():
+        row, read_at_seq, policy = _call_read(pk, lazily=True)
+        if group is not None and group.holds(row.run_id):
+            # An earlier call of this run waits in the group: its events change what this call
+            # sees, so they are committed first and this call is read again.
+            transaction.set_rollback(True)
+        else:
+            why = _not_now(row, attempt)
+            if why:
+                return AttemptResult(row.pk, "skipped", detail=why)
+            try:
+                lease = lease_take(row.run_id)
+            except LeaseHeld as exc:
+                held = exc  # reported after the commit, so the refusal stays in the lease records
+    if group is not None and group.holds(row.run_id):
+        group.commit()
+        return _call_attempt(pk, attempt, group)
+    if held is not None:
+        return AttemptResult(row.pk, "busy", detail=str(busy_error(row.run_id, held)))
+    owner = Owner(row.run_id, lease)
+    try:
+        if lease.last_seq != read_at_seq:
+            row = call_row(row.pk)  # the run moved between the read and the lease: fresh, under the lease
+            why = _not_now(row, attempt)
+            if why:
+                owner.release()
+                return AttemptResult(row.pk, "skipped", detail=why)
+        result = reconcile_owned(owner, row, policy)
+    except FenceError as exc:  # a flush before a remote effect was refused
+        owner.release()
+        return attempt_fenced(AttemptResult(row.pk, "fenced"), exc)
+    except BaseException:
+        owner.release()
+        raise
+    if group is not None:
+        group.add(owner, result)
+        return result
+    try:
+        owner.finish()
+    except FenceError as exc:
+        owner.release()
+        return attempt_fenced(result, exc)
+    except BaseException:
+        owner.release()  # the append failed: nothing of ours was written
+        raise
+    fault_point("after_append")
+    return result
+
+def reconcile_owned(owner: Owner, row: UncertainCall, policy: Policy | None = None) -> AttemptResult:
+    n = row.attempts + 1
+    if policy is None:
+        policy = policy_for(row.tool)
+    now = djtz.now()
+    # Only a call left unsettled by this attempt (backoff) carries the overdue escalation: any other
+    # action either settles it now or asks a person for its own reason.
+    pre: list[NewEvent] = []
+    if _overdue(row, now) and row.risk_class == "irreversible" and not row.approval_pending and not row.escalated_at:
+        # Past its deadline an irreversible call goes to a person at once; reconciliation keeps
+        # trying, and evidence may still settle it before anyone answers.
+        pre.append(escalation_event(row, reason="overdue", question=f"{row.tool} call {row.call_id} is past its recovery deadline with no disposition: did it happen?"))
+    ref = call_ref(row)
+    evidence: Evidence | None = None
+    error = ""
+    lookup_ms: float | None = None
+    if policy.lookup is not None and not policy.unclassified:
+        t0 = time.perf_counter()
+        try:
+            evidence = adapters.lookup(ref, policy.lookup, policy.semantic_fields)
+        except AdapterError as exc:
+            error = f"broken policy for {row.tool}: {exc}"
+        except Exception as exc:  # an adapter that raises is this call's problem, not the pass's
+            error = f"lookup adapter raised {type(exc).__name__}: {exc}"
+        # Timed whatever the answer: a lookup that times out is exactly the slow one to see.
+        lookup_ms = round((time.perf_counter() - t0) * 1000, 3)
+        if error:
+            evidence = Evidence("unavailable", error=error)
+    fault_point("after_lookup")
+    retry_open = row.retry_window_closes_at is None or row.retry_window_closes_at > now
+    action = rule_choose(policy=policy, outcome=evidence.outcome if evidence else None, risk_class=row.risk_class, retry_window_open=retry_open)
+    if error:
+        action = Action("backoff", "adapter error: the call is marked and looked up again with backoff")
+    result = AttemptResult(row.pk, "acted", action=action.kind, outcome=evidence.outcome if evidence else "none", rule=action.rule)
+    k = action.kind
+
+    def write(events: list[NewEvent]) -> None:
+        owner.append(events)
+        result.events.extend(e.type for e in events)
+
+    if k == "complete":
+        write(
+            [
+                _attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=None),
+                completion_event(row, content=evidence.observed, source="reconciliation", extra={"evidence_seq_attempt": n}),
+                *approval_close_events(row, decision="happened", reason=action.rule),
+                resolved_event(row, "completed", rule=action.rule),
+            ]
+        )
+    elif k == "backoff":
+        write([*pre, _attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=backoff_s(n), error=error)])
+    elif k == "pause_escalate":
+        write(
+            [
+                _attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=None),
+                NewEvent("run_paused", {**call_about(row), "reason": f"conflicting effect for {row.tool} call {row.call_id}"}),
+                escalation_event(
+                    row,
+                    reason="conflict",
+                    question=f"{row.tool} call {row.call_id}: the receiver holds an operation with the same key but different fields. Which is right?",
+                    evidence=evidence.as_dict() if evidence else None,
+                ),
+            ]
+        )
+    elif k == "escalate":
+        # A person must decide: the escalation names this reason (not "overdue"), so automatic
+        # attempts stop until someone answers.
+        events = [_attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=None)]
+        if not (row.approval_pending and row.escalation_reason == (action.reason or "policy")):
+            events.append(
+                escalation_event(
+                    row,
+                    reason=action.reason or "policy",
+                    question=f"{row.tool} call {row.call_id} may or may not have happened ({action.rule}). Decide what to record.",
+                    evidence=evidence.as_dict() if evidence else None,
+                )
+            )
+        write(events)
+    elif k == "not_happened":
+        write([_attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=None), *approval_close_events(row, decision="not_happened", reason=action.rule), resolved_event(row, "not_happened", rule=action.rule)])
+    elif k == "retry":
+        write([_attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=backoff_s(n))])
+        retry_owned(owner, row, policy, n, write=write, rule=action.rule, by=None, extra_before=[])
+    elif k == "compensate":
+        write([_attempt(row, n, evidence, action, lookup_ms=lookup_ms, next_in=None)])
+        compensate_owned(owner, row, policy, n, write=write, rule=action.rule, by=None)
+    log.info("reconciliation attempt", extra={"pk": row.pk, "attempt": n, "action": k, "rule": action.rule})
+    return result
+
+def retry_owned(owner: Owner, row: UncertainCall, policy: Policy, n: int, *, write, rule: str, by: str | None, extra_before: list[NewEvent]) -> str:
+    """Retry with the same key through the execute hook; record the retry's start and its result."""
+    start = NewEvent(
+        "tool_call_started",
+        {
+            "call_id": row.call_id,
+            "name": row.tool,
+            "arguments": row.arguments,
+            "idempotency_key": row.idempotency_key,
+            "signature": signature(row.tool, row.arguments),
+            "retry_of": row.start_seq,
+            "source": "retry",
+        },
+    )
+    # The retry's start is durable before the request leaves, exactly as a live call's would be.
+    write([*extra_before, start])
+    owner.flush()
+    try:
+        done = adapters.execute(call_ref(row), policy.execute)
+    except Exception as exc:
+        done = adapters.Execution("uncertain", error=f"execute adapter raised {type(exc).__name__}: {exc}")
+    fault_point("after_execute")
+    if done.outcome == "done":
+        write([completion_event(row, content=done.result, source="retry"), *(approval_close_events(row, decision="retry_same_key", reason=rule) if by is None else []), resolved_event(row, "retried", rule=None if by else rule, by=by)])
+    elif done.outcome == "failed":
+        # The receiver refused it outright: a proven failure, nothing happened, the key stays free.
+        write([completion_event(row, content=done.result or done.error, source="retry", is_error=True), *(approval_close_events(row, decision="not_happened", reason=done.error) if by is None else []), resolved_event(row, "not_happened", rule=None if by else f"{rule}; {done.error}", by=by)])
+    else:
+        write(
+            [
+                NewEvent(
+                    "reconciliation_attempted",
+                    {
+                        **call_about(row),
+                        "attempt": n,
+                        "phase": "retry",
+                        "outcome": "unavailable",
+                        "evidence": done.as_dict(),
+                        "error": done.error,
+                        "rule": "the retry's outcome is unknown; look it up again before anything else",
+                        "action": "backoff",
+                        "next_attempt_in_s": backoff_s(n),
+                        "by": by or holder_name(),
+                    },
+                )
+            ]
+        )
+    return done.outcome
+
+def compensate_owned(owner: Owner, row: UncertainCall, policy: Policy, n: int, *, write, rule: str, by: str | None) -> str:
+    owner.flush()  # the attempt (or decision) that chose compensation is durable before the inverse runs
+    try:
+        done = adapters.compensate(call_ref(row), policy.compensate)
+    except Exception as exc:
+        done = adapters.Execution("uncertain", error=f"compensate adapter raised {type(exc).__name__}: {exc}")
+    if done.outcome == "done":
+        write([resolved_event(row, "compensated", rule=None if by else rule, by=by)])
+    else:
+        events = [
+            NewEvent(
+                "reconciliation_attempted",
+                {
+                    **call_about(row),
+                    "attempt": n,
+                    "phase": "compensate",
+                    "outcome": "unavailable",
+                    "evidence": done.as_dict(),
+                    "error": done.error or f"compensation {done.outcome}",
+                    "rule": "compensation did not complete: ask a person",
+                    "action": "escalate",
+                    "next_attempt_in_s": None,
+                    "by": by or holder_name(),
+                },
+            )
+        ]
+        if not row.approval_pending and by is None:
+            events.append(escalation_event(row, reason="compensation", question=f"compensating {row.tool} call {row.call_id} failed: {done.error}", last_error=done.error))
+        write(events)
+    return done.outcome
+
+def reconcile_pass(*, due_only: bool = True, limit: int | None = None) -> dict:
+    """Detect, then one attempt for every reconcilable uncertain call (only due ones by default).
+
+    One call's failure never stops the others: each attempt is isolated and anything unexpected is
+    logged and counted, and the call is tried again on a later pass.
+    """
+    detected = uncertain_calls_detect()
+    qs = due_calls(due_only=due_only)
+    if limit:
+        qs = qs[:limit]
+    summary: dict[str, Any] = {"detected": detected["marked"], "acted": 0, "skipped": 0, "busy": 0, "fenced": 0, "errors": 0, "actions": {}}
+    pks = list(qs.values_list("pk", flat=True))
+    for pk, r in zip(pks, calls_reconcile([(pk, None) for pk in pks])):
+        if isinstance(r, Exception) or r.status == "error":
+            summary["errors"] += 1
+            detail = f"{type(r).__name__}: {r}" if isinstance(r, Exception) else r.detail
+            summary.setdefault("error_detail", []).append(f"call {pk}: {detail}")
+            continue
+        summary[r.status] = summary.get(r.status, 0) + 1
+        if r.status == "acted":
+            summary["actions"][r.action] = summary["actions"].get(r.action, 0) + 1
+    return summary
+
+def due_calls(*, due_only: bool = True):
+    """Calls a reconciliation pass would attempt, oldest first."""
+    now = djtz.now()
+    qs = UncertainCall.objects.filter(Q(state__in=[S.OPEN, S.RECONCILING]) | Q(state=S.ESCALATED, escalation_reason="overdue"))
+    if due_only:
+        qs = qs.filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+    return qs.order_by("started_at", "id")

@@ -1,0 +1,62 @@
+"""Which tenants a run belongs to, kept as a read model beside every append.
+
+A run's tenants are the ones its events name: ``tenant`` on ``run_started`` (an agent may declare
+it) and on every ``tool_call_started`` (schema version 2 fills it in, from the arguments or
+``default``; version 1 events are read through the upcasters so both give the same answer). A run
+that names none belongs to ``default``. Who may see which run is decided above,
+in ``access.tenancy``.
+
+The projector runs inside ``events_append``'s transaction, so the table can never disagree with the
+committed log; ``run_tenants_rebuild`` recomputes it from the log for data written before it existed.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from runs.fold import Event
+from runs.models import Event as EventRow
+from runs.models import RunTenant
+from runs.store import events_read
+from runs.upcasters import DEFAULT_TENANT, events_upcast, payload_complete
+
+TENANT_NAMING = ("run_started", "tool_call_started")
+
+
+def tenants_named(run_id: str, events: Iterable[Event]) -> set[str]:
+    found = set()
+    for ev in events_upcast([e for e in events if e.type in TENANT_NAMING], run_id):
+        # A current-version payload a writer sent without its defaulted fields gets them filled
+        # exactly as the store will fill them.
+        tenant = payload_complete(ev.type, ev.payload, run_id).get("tenant")
+        if isinstance(tenant, str) and tenant:
+            found.add(tenant)
+    return found
+
+
+def run_tenants_project(run_id: str, events: list[Event], epoch: int) -> None:
+    """Projector (registered in RunsConfig.ready): record the tenants ``events`` name (any epoch)."""
+    found = tenants_named(run_id, events)
+    if found:
+        RunTenant.objects.bulk_create([RunTenant(run_id=run_id, tenant=t) for t in sorted(found)], ignore_conflicts=True)
+
+
+def run_tenant_claim(*, run_id: str, tenant: str) -> None:
+    """Record ``tenant`` for a run that names none yet (a tenant-limited agent opening a new run)."""
+    if not RunTenant.objects.filter(run_id=run_id).exists():
+        RunTenant.objects.bulk_create([RunTenant(run_id=run_id, tenant=tenant)], ignore_conflicts=True)
+
+
+def run_tenants(*, run_id: str) -> set[str]:
+    return set(RunTenant.objects.filter(run_id=run_id).values_list("tenant", flat=True)) or {DEFAULT_TENANT}
+
+
+def run_tenants_rebuild() -> int:
+    """Recompute the table from the log; returns the number of rows written."""
+    RunTenant.objects.all().delete()
+    n = 0
+    for run_id in EventRow.objects.filter(type__in=TENANT_NAMING).values_list("run_id", flat=True).distinct():
+        found = tenants_named(run_id, [e for e in events_read(run_id=run_id) if e.type in TENANT_NAMING])
+        RunTenant.objects.bulk_create([RunTenant(run_id=run_id, tenant=t) for t in sorted(found)], ignore_conflicts=True)
+        n += len(found)
+    return n
