@@ -42,7 +42,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 def perm(codename: str) -> str:
     """The full permission name a ``has_perm`` check needs."""
-    assert codename in PERMISSIONS, codename
+    if codename not in PERMISSIONS:
+        raise ValueError(f"no permission {codename!r}: one of {', '.join(PERMISSIONS)}")
     return f"{APP}.{codename}"
 
 

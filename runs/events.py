@@ -144,13 +144,26 @@ def missing_fields(type_: EventType, payload: dict) -> list[str]:
     return [k for k in REQUIRED_FIELDS[type_] if k not in payload]
 
 
-def _check_registry() -> None:
+class RegistryIncomplete(Exception):
+    """A table keyed by event type (the registry, the fold's rules, the projection's handlers, the
+    snapshot format) does not cover what it must. Raised at import, so a process never starts with
+    it; a plain exception rather than ``assert``, which ``python -O`` would remove."""
+
+
+def registry_check(ok: bool, message: str) -> None:
+    """Raise RegistryIncomplete with ``message`` unless ``ok``."""
+    if not ok:
+        raise RegistryIncomplete(message)
+
+
+def registry_complete(state_changing: frozenset, record_only: frozenset, required: dict) -> None:
+    """Every type is classified exactly once and declares its required fields."""
     every = set(EventType)
-    unclassified = every - STATE_CHANGING - RECORD_ONLY
-    both = STATE_CHANGING & RECORD_ONLY
-    assert not unclassified, f"event types neither state-changing nor record-only: {sorted(unclassified)}"
-    assert not both, f"event types declared both state-changing and record-only: {sorted(both)}"
-    assert set(REQUIRED_FIELDS) == every, f"event types without required fields: {sorted(every - set(REQUIRED_FIELDS))}"
+    unclassified = every - state_changing - record_only
+    both = state_changing & record_only
+    registry_check(not unclassified, f"event types neither state-changing nor record-only: {sorted(unclassified)}")
+    registry_check(not both, f"event types declared both state-changing and record-only: {sorted(both)}")
+    registry_check(set(required) == every, f"event types without required fields: {sorted(every - set(required))}")
 
 
-_check_registry()
+registry_complete(STATE_CHANGING, RECORD_ONLY, REQUIRED_FIELDS)

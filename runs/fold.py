@@ -25,6 +25,7 @@ from runs.events import (
     STATE_CHANGING,
     EventType,
     event_type,
+    registry_check,
 )
 from runs.identity import idempotency_key, signature
 
@@ -268,8 +269,9 @@ RULES: dict[str, Callable[[RunState, Event], None]] = {
 for _t in RECORD_ONLY:
     RULES[_t.value] = _record_only
 
-assert {t.value for t in STATE_CHANGING} == {k for k, f in RULES.items() if f is not _record_only}, (
-    "every state-changing type needs exactly one fold rule, and no record-only type may have one"
+registry_check(
+    {t.value for t in STATE_CHANGING} == {k for k, f in RULES.items() if f is not _record_only},
+    "every state-changing type needs exactly one fold rule, and no record-only type may have one",
 )
 
 

@@ -44,7 +44,7 @@ from runs import fold as _fold_mod
 from runs import identity as _identity_mod
 from runs import upcasters as _upcasters_mod
 from runs.errors import RunNotFound
-from runs.events import UnknownEventType
+from runs.events import UnknownEventType, registry_check
 from runs.faults import fault_point
 from runs.fold import Message, OpenCall, RunState, apply, fold
 from runs.models import (
@@ -105,9 +105,9 @@ _DICT_FIELDS = ("usage", "completed_calls", "pending_approvals", "memory", "reso
 _MESSAGE_FIELDS = ("role", "content", "trust", "tool_calls", "call_id", "name", "is_error")
 _OPEN_CALL_FIELDS = ("call_id", "name", "arguments", "idempotency_key", "signature", "start_seq", "started_at")
 
-assert tuple(f.name for f in dataclasses.fields(RunState)) == _STATE_FIELDS, "RunState changed: teach runs/snapshots.py its fields"
-assert tuple(f.name for f in dataclasses.fields(Message)) == _MESSAGE_FIELDS, "Message changed: teach runs/snapshots.py its fields"
-assert tuple(f.name for f in dataclasses.fields(OpenCall)) == _OPEN_CALL_FIELDS, "OpenCall changed: teach runs/snapshots.py its fields"
+registry_check(tuple(f.name for f in dataclasses.fields(RunState)) == _STATE_FIELDS, "RunState changed: teach runs/snapshots.py its fields")
+registry_check(tuple(f.name for f in dataclasses.fields(Message)) == _MESSAGE_FIELDS, "Message changed: teach runs/snapshots.py its fields")
+registry_check(tuple(f.name for f in dataclasses.fields(OpenCall)) == _OPEN_CALL_FIELDS, "OpenCall changed: teach runs/snapshots.py its fields")
 
 
 def _ts_out(ts: Any) -> list:
