@@ -1,6 +1,9 @@
 """The fold, without a database: determinism, the vocabulary, compaction, pairing, failures."""
 
 import enum
+import subprocess
+import sys
+from pathlib import Path
 import json
 
 import pytest
@@ -12,6 +15,9 @@ from runs.identity import call_key, idempotency_key, signature
 from tests.golden import fixture_logs
 
 RUN = "run-t"
+
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def log(*items):
@@ -57,8 +63,22 @@ def test_every_registered_type_is_classified_and_has_a_rule():
 def test_a_new_type_without_a_classification_fails_the_registry_check(monkeypatch):
     Extended = enum.Enum("Extended", {**{m.name: m.value for m in EventType}, "SURPRISE": "surprise"}, type=str)
     monkeypatch.setattr(registry, "EventType", Extended)
-    with pytest.raises(AssertionError, match="surprise"):
-        registry._check_registry()
+    with pytest.raises(registry.RegistryIncomplete, match="surprise"):
+        registry.registry_complete(registry.STATE_CHANGING, registry.RECORD_ONLY, registry.REQUIRED_FIELDS)
+
+
+def test_the_completeness_checks_run_under_python_dash_o():
+    """``assert`` vanishes under -O; the import-time checks must not."""
+    code = (
+        "from runs import events as r\n"
+        "try:\n"
+        "    r.registry_complete(r.STATE_CHANGING - {r.EventType.USER_MESSAGE}, r.RECORD_ONLY, r.REQUIRED_FIELDS)\n"
+        "except r.RegistryIncomplete as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-O", "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "refused: event types neither state-changing nor record-only" in done.stdout and "user_message" in done.stdout
 
 
 def test_folding_an_undeclared_type_raises():
