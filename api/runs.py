@@ -1,7 +1,7 @@
 """Runs over HTTP: leases, the fenced append, events by page, runs and their folded state.
 
 Thin callers of ``runs.leases``, ``runs.store`` and ``runs.selectors``: every rule lives there. The
-domain errors those raise are mapped to statuses once, in console/api.py: a stale epoch, a seq
+domain errors those raise are mapped to statuses once, in api/errors.py: a stale epoch, a seq
 conflict or a second finish is a 409 carrying the run's current epoch and last seq, so an agent can
 tell "someone else owns this run now" from "I lost track of my own seq" without another request.
 

@@ -41,7 +41,7 @@ def _free_port() -> int:
 
 
 def gunicorn_start(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
-    """gunicorn serving console.wsgi against the current database; returns the process and port."""
+    """gunicorn serving reckon.wsgi against the current database; returns the process and port."""
     port = _free_port()
     # Snapshots off on both sides: they are written after the commit (inline when tasks run
     # eagerly) and measured by their own suite, not as append time.

@@ -36,7 +36,7 @@ def child_env(**extra: str) -> dict:
 
 
 class Server:
-    """gunicorn running console.wsgi on a free port, against the current database."""
+    """gunicorn running reckon.wsgi on a free port, against the current database."""
 
     def __init__(self, workers: int = 2, threads: int = 1):
         self.port = free_port()
