@@ -26,10 +26,10 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from access.tokens import token_create
-from bench.store import cycle_events
 from reckon.env import database_url
 from runs.leases import lease_acquire
 from runs.store import NewEvent, events_append
+from runs.synthetic import synthetic_events
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,7 +93,7 @@ def _api_window(api: _Api, run_id: str, batch: int, total: int) -> tuple[float, 
     lease = api.post(f"/api/runs/{run_id}/lease", {"holder": "bench", "ttl_seconds": 3600})
     api.post(f"/api/runs/{run_id}/events", {"epoch": lease["epoch"], "expected_seq": 0, "events": [{"type": "run_started", "payload": {"run_id": run_id}}]})
     seq, latencies = 1, []
-    payloads = [_docs(cycle_events(run_id, s, batch)) for s in range(1, total + 1, batch)]
+    payloads = [_docs(synthetic_events(run_id, s, batch)) for s in range(1, total + 1, batch)]
     t0 = time.perf_counter()
     for docs in payloads:
         t = time.perf_counter()
@@ -107,7 +107,7 @@ def _direct_window(run_id: str, batch: int, total: int) -> float:
     lease = lease_acquire(run_id=run_id, holder="bench", ttl_seconds=3600)
     events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": run_id})])
     seq = 1
-    batches = [cycle_events(run_id, s, batch) for s in range(1, total + 1, batch)]
+    batches = [synthetic_events(run_id, s, batch) for s in range(1, total + 1, batch)]
     t0 = time.perf_counter()
     for events in batches:
         events_append(run_id=run_id, epoch=lease.epoch, expected_seq=seq, events=events)

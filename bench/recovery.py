@@ -35,6 +35,7 @@ from recovery.reconcile import reconcile_pass
 from runs.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
+from runs.synthetic import synthetic_events
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,15 +157,13 @@ def _celery(n: int, rounds: int) -> tuple[list[float], str]:
 
 
 def _rebuild(n_events: int, rounds: int) -> tuple[list[float], int]:
-    from bench.store import cycle_events
-
     per_run = 3000
     runs = max(1, n_events // per_run)
     for r in range(runs):
         run_id = f"bench-log-{r}-{time.monotonic_ns()}"
         lease = lease_acquire(run_id=run_id, holder="bench", ttl_seconds=3600)
         seq = 0
-        events = [NewEvent("run_started", {"run_id": run_id})] + cycle_events(run_id, 1, per_run - 2)
+        events = [NewEvent("run_started", {"run_id": run_id})] + synthetic_events(run_id, 1, per_run - 2)
         # Each run dies with one start in flight: the rebuild has real rows to make.
         events.append(NewEvent("tool_call_started", {"call_id": "last", "name": "post_correction", "arguments": {"tenant": "acme", "n": r}}))
         for i in range(0, len(events), 500):

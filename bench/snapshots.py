@@ -4,7 +4,7 @@ A 100,000-event run (10,000 with ``--quick``) of a working agent that compacts i
 events is replayed in full and from a snapshot at seq 99,500 plus its 500-event tail; snapshot write
 and load times are measured on the same state; and ``snapshot_plan`` prices the seed's illustrative
 run (4,000 events, 6 recoveries, 300 ms objective) with costs measured here. A second, never-compacting
-run (``runs.bench.cycle_events``, full mode only) shows the worst case: a state carrying every message
+run (``runs.synthetic.synthetic_events`` without compaction, full mode only) shows the worst case: a state carrying every message
 makes the snapshot itself large. Every figure is a median of several repeats.
 """
 
@@ -17,9 +17,10 @@ from django.db import connection
 from bench.store import median_ms
 from runs.leases import lease_acquire
 from runs.selectors import run_state
-from runs.snapshot_plan import plan_compute, plan_measure, synthetic_events
+from runs.snapshot_plan import COMPACT_EVERY, plan_compute, plan_measure
 from runs.snapshots import _restore, run_state_fast, snapshot_current, snapshot_write
 from runs.store import NewEvent, events_append
+from runs.synthetic import synthetic_events
 
 TAIL = 500
 
@@ -57,7 +58,7 @@ def bench_snapshots(*, quick: bool = False, out=None) -> dict:
     say(f"snapshot benchmark on {connection.vendor} ({'quick' if quick else 'full'}): medians of {repeats} repeats")
 
     t0 = time.perf_counter()
-    _build("bench-snap", n, lambda _r, s, k: synthetic_events(s, k))
+    _build("bench-snap", n, lambda r, s, k: synthetic_events(r, s, k, compact_every=COMPACT_EVERY))
     say(f"  built a {n:,}-event compacting run in {time.perf_counter() - t0:.1f} s")
     main = _measure_run("bench-snap", n, repeats)
     figures: dict = {"engine": connection.vendor, "events": n, "tail": TAIL}
@@ -72,9 +73,7 @@ def bench_snapshots(*, quick: bool = False, out=None) -> dict:
         say(f"  {label:<44} {ms:>10,.2f} ms   {note}".rstrip())
 
     if not quick:
-        from bench.store import cycle_events
-
-        _build("bench-snap-nocompact", n, cycle_events)
+        _build("bench-snap-nocompact", n, synthetic_events)
         worst = _measure_run("bench-snap-nocompact", n, 3)
         figures["never_compacting"] = {k: round(v, 2) for k, v in worst.items()}
         say(f"  never-compacting run ({worst['snapshot_bytes'] / 1024 / 1024:,.1f} MiB state): full {worst['full_replay_ms']:,.0f} ms, "

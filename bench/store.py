@@ -18,53 +18,10 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from runs.fold import fold
-from runs.identity import idempotency_key, signature
 from runs.leases import lease_acquire
 from runs.selectors import run_state
 from runs.store import NewEvent, events_append, events_load
-
-
-def cycle_events(run_id: str, start_seq: int, n: int) -> list[NewEvent]:
-    """``n`` realistic events (a model turn, a tool start, its completion, repeating), with the
-    signature and idempotency key a reference writer records on starts and completions."""
-    out: list[NewEvent] = []
-    seq = start_seq
-    while len(out) < n:
-        i = seq // 3
-        kind = seq % 3
-        args = {"tenant": "acme", "account": str(4000 + i % 97), "period": "2026-Q3", "n": i}
-        sig = signature("read_ledger", args)
-        key = idempotency_key(run_id, sig)
-        if kind == 0:
-            out.append(
-                NewEvent(
-                    "model_turn",
-                    {
-                        "text": f"Reading ledger {i}.",
-                        "tool_calls": [{"id": f"c{i}", "name": "read_ledger", "arguments": args}],
-                        "usage": {"input_tokens": 900 + i % 50, "output_tokens": 60},
-                        "cost_usd": 0.0031,
-                    },
-                )
-            )
-        elif kind == 1:
-            out.append(NewEvent("tool_call_started", {"call_id": f"c{i}", "name": "read_ledger", "arguments": args, "idempotency_key": key, "signature": sig}))
-        else:
-            out.append(
-                NewEvent(
-                    "tool_call_completed",
-                    {
-                        "call_id": f"c{i}",
-                        "name": "read_ledger",
-                        "content": {"balance": f"{1000 + i}.00", "entries": i % 300},
-                        "is_error": False,
-                        "idempotency_key": key,
-                        "signature": sig,
-                    },
-                )
-            )
-        seq += 1
-    return out
+from runs.synthetic import synthetic_events
 
 
 def run_build(run_id: str, n_events: int, batch: int = 500) -> int:
@@ -74,7 +31,7 @@ def run_build(run_id: str, n_events: int, batch: int = 500) -> int:
     seq = 1
     while seq < n_events:
         k = min(batch, n_events - seq)
-        events_append(run_id=run_id, epoch=lease.epoch, expected_seq=seq, events=cycle_events(run_id, seq + 1, k))
+        events_append(run_id=run_id, epoch=lease.epoch, expected_seq=seq, events=synthetic_events(run_id, seq + 1, k))
         seq += k
     return lease.epoch
 
@@ -212,11 +169,11 @@ def _bench_store(*, quick: bool, out) -> dict:
         return rate(fenced_batch, seconds=seconds, windows=windows)
 
     # A model's turns and messages: no read model subscribes, so the store's own path.
-    conversation = [e for e in cycle_events("bench-batch", 2, 300) if e.type == "model_turn"][:100]
+    conversation = [e for e in synthetic_events("bench-batch", 2, 300) if e.type == "model_turn"][:100]
     batched = batch_rate("bench-batch", conversation)
     # Turns, tool starts and completions: the uncertain-call projection and the run-tenant read
     # model are kept in the same transaction.
-    batched_projected = batch_rate("bench-batch-tools", cycle_events("bench-batch-tools", 2, 100))
+    batched_projected = batch_rate("bench-batch-tools", synthetic_events("bench-batch-tools", 2, 100))
 
     run_build("bench-4k", 4000)
     replay_4k = median_ms(lambda: run_state(run_id="bench-4k"), 9)

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator
 
 from recovery.masking import value_mask
 from runs.events import RECORD_ONLY, EventType
+from runs.fold import format_ts
 from runs.models import Event, Run
 
 # Types that carry a person's or a rule's decision: the audit screen lists them as "who decided what".
@@ -86,16 +87,11 @@ def run_type_counts(*, run_id: str) -> dict[str, int]:
 # --- export ----------------------------------------------------------------------------------
 
 
-def _ts(value) -> str:
-    text = value.isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
-
-
 def run_export_lines(*, run_id: str, fields: frozenset[str]) -> Iterator[dict]:
     """The run's events as CONTRACTS section-1 objects (``v`` only when not 1), masked by ``fields``."""
     qs = Event.objects.filter(run_id=run_id).order_by("seq").values_list("seq", "type", "ts", "payload", "v")
     for seq, type_, ts, payload, v in qs.iterator(chunk_size=2000):
-        doc = {"seq": seq, "type": type_, "ts": _ts(ts), "payload": value_mask(payload, fields)}
+        doc = {"seq": seq, "type": type_, "ts": format_ts(ts), "payload": value_mask(payload, fields)}
         if v != 1:
             doc["v"] = v
         yield doc

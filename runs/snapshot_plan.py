@@ -25,6 +25,10 @@ from django.db import transaction
 from runs.fold import fold
 from runs.leases import lease_acquire
 from runs.store import NewEvent, events_append, events_load
+from runs.synthetic import synthetic_events
+
+# A working agent compacts its context every this many events (runs.synthetic).
+COMPACT_EVERY = 300
 
 STANDARD_INTERVALS = (100, 250, 500, 1000, 2000)
 
@@ -147,7 +151,7 @@ def plan_measure(*, events: int, repeats: int = 5) -> Measured:
             seq = 1
             while seq < events:
                 k = min(500, events - seq)
-                events_append(run_id=run_id, epoch=lease.epoch, expected_seq=seq, events=synthetic_events(seq + 1, k))
+                events_append(run_id=run_id, epoch=lease.epoch, expected_seq=seq, events=synthetic_events(run_id, seq + 1, k, compact_every=COMPACT_EVERY))
                 seq += k
             replay, write, load = [], [], []
             state = None
@@ -171,37 +175,3 @@ def plan_measure(*, events: int, repeats: int = 5) -> Measured:
         pass
     assert result is not None
     return result
-
-
-def synthetic_events(start_seq: int, n: int) -> list[NewEvent]:
-    """``n`` events of a working agent from ``start_seq``: a turn, a tool call, its result; a compaction every 300."""
-    out: list[NewEvent] = []
-    seq = start_seq
-    while len(out) < n:
-        i = seq // 3
-        if seq % 300 == 0:
-            # A long run keeps its context bounded by compacting; without this the state (and any
-            # snapshot of it) would carry tens of thousands of messages no model could be given.
-            out.append(NewEvent("context_compacted", {"summary": f"Summary of work up to seq {seq}: ledgers read, balances noted.", "kept": 12}))
-        elif seq % 3 == 0:
-            args = {"tenant": "acme", "account": str(4000 + i % 97), "period": "2026-Q3"}
-            out.append(
-                NewEvent(
-                    "model_turn",
-                    {
-                        "text": f"Reading ledger {args['account']}.",
-                        "tool_calls": [{"id": f"c{i}", "name": "read_ledger", "arguments": args}],
-                        "usage": {"input_tokens": 900 + i % 50, "output_tokens": 60},
-                        "cost_usd": 0.0031,
-                    },
-                )
-            )
-        elif seq % 3 == 1:
-            args = {"tenant": "acme", "account": str(4000 + i % 97), "period": "2026-Q3"}
-            out.append(NewEvent("tool_call_started", {"call_id": f"c{i}", "name": "read_ledger", "arguments": args}))
-        else:
-            out.append(
-                NewEvent("tool_call_completed", {"call_id": f"c{i}", "name": "read_ledger", "content": {"balance": f"{1000 + i}.00", "entries": i % 300}, "is_error": False})
-            )
-        seq += 1
-    return out

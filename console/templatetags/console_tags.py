@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 from django import template
 from django.utils.html import format_html
 
+from runs.fold import format_ts
+
 register = template.Library()
 
 
@@ -51,7 +53,7 @@ def utc(value) -> str:
     if dt is None:
         return value or ""
     dt = dt.astimezone(timezone.utc)
-    return format_html('<time datetime="{}">{}</time>', dt.isoformat().replace("+00:00", "Z"), dt.strftime("%Y-%m-%d %H:%M:%S UTC"))
+    return format_html('<time datetime="{}">{}</time>', format_ts(dt), dt.strftime("%Y-%m-%d %H:%M:%S UTC"))
 
 
 @register.filter

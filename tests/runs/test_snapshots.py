@@ -13,15 +13,17 @@ from pathlib import Path
 import pytest
 from django.db import connection
 from django.test import override_settings
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from runs.events import COMPLETION_SOURCES, RESOLUTION_DISPOSITIONS, EventType
 from runs.fold import Event, RunState, apply, fold
 from runs.identity import call_key
 from runs.leases import lease_acquire
-from runs.models import ReplayMetric, Snapshot, SnapshotPointer, SnapshotQuarantine
+from runs.models import ReplayMetric, Snapshot, SnapshotPointer
 from runs.selectors import run_state
-from runs.snapshot_plan import synthetic_events
+from runs.snapshot_plan import COMPACT_EVERY
 from runs.snapshots import (
     FOLD_CODE,
     FOLD_VERSION,
@@ -38,6 +40,7 @@ from runs.snapshots import (
     version_quarantine,
 )
 from runs.store import NewEvent, events_append
+from runs.synthetic import synthetic_events
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 9, 8, 11, 0, tzinfo=timezone.utc)
@@ -200,7 +203,7 @@ def more(run_id, epoch, after, k):
     seq = after
     while k > 0:
         batch = min(k, 500)
-        events_append(run_id=run_id, epoch=epoch, expected_seq=seq, events=synthetic_events(seq + 1, batch))
+        events_append(run_id=run_id, epoch=epoch, expected_seq=seq, events=synthetic_events(run_id, seq + 1, batch, compact_every=COMPACT_EVERY))
         seq += batch
         k -= batch
     return seq

@@ -1,0 +1,45 @@
+"""Synthetic runs for benchmarks, snapshot planning and tests: the one generator of a working agent.
+
+Each cycle of three events is a model turn that asks for a ledger read, the call's start and its
+completion, each start and completion carrying the signature and idempotency key a reference
+writer records. A long-running agent compacts its context now and then (``compact_every``):
+without that its state, and any snapshot of it, would carry tens of thousands of messages no
+model could be given.
+"""
+
+from __future__ import annotations
+
+from runs.identity import idempotency_key, signature
+from runs.store import NewEvent
+
+
+def synthetic_events(run_id: str, start_seq: int, n: int, *, compact_every: int | None = None) -> list[NewEvent]:
+    """``n`` events of a working agent, the first of them at ``start_seq``."""
+    out: list[NewEvent] = []
+    seq = start_seq
+    while len(out) < n:
+        i = seq // 3
+        if compact_every and seq % compact_every == 0:
+            out.append(NewEvent("context_compacted", {"summary": f"Summary of work up to seq {seq}: ledgers read, balances noted.", "kept": 12}))
+            seq += 1
+            continue
+        args = {"tenant": "acme", "account": str(4000 + i % 97), "period": "2026-Q3", "n": i}
+        sig = signature("read_ledger", args)
+        key = idempotency_key(run_id, sig)
+        kind = seq % 3
+        if kind == 0:
+            turn = {
+                "text": f"Reading ledger {args['account']}.",
+                "tool_calls": [{"id": f"c{i}", "name": "read_ledger", "arguments": args}],
+                "usage": {"input_tokens": 900 + i % 50, "output_tokens": 60},
+                "cost_usd": 0.0031,
+            }
+            out.append(NewEvent("model_turn", turn))
+        elif kind == 1:
+            out.append(NewEvent("tool_call_started", {"call_id": f"c{i}", "name": "read_ledger", "arguments": args, "idempotency_key": key, "signature": sig}))
+        else:
+            result = {"balance": f"{1000 + i}.00", "entries": i % 300}
+            done = {"call_id": f"c{i}", "name": "read_ledger", "content": result, "is_error": False, "idempotency_key": key, "signature": sig}
+            out.append(NewEvent("tool_call_completed", done))
+        seq += 1
+    return out
