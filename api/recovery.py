@@ -187,7 +187,7 @@ def calls_list_view(request: HttpRequest, filters: Query[CallFilters]):
         limit=filters.limit,
     )
     mask = mask_fields(principal)
-    return {"calls": [_call_out(r, mask) for r in page.items], "next": page.next}
+    return {"calls": [_call_out(r, mask) for r in page.items], "next": page.next_cursor}
 
 
 @router.get("/uncertain-calls/{pk}", response=responses({200: UncertainCallDetail}), auth=caller("read"), summary="One uncertain call with its evidence")

@@ -10,14 +10,14 @@ import csv
 import hashlib
 import io
 import json
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Iterator
+from datetime import datetime, timedelta
+from typing import Iterable, Iterator
 
 from recovery.masking import value_mask
 from runs.events import RECORD_ONLY, EventType
 from runs.fold import format_ts
 from runs.models import Event, Run
+from runs.paging import CursorError, Page, cursor_decode, cursor_encode
 
 # Types that carry a person's or a rule's decision: the audit screen lists them as "who decided what".
 DECISION_TYPES = (
@@ -34,12 +34,6 @@ RECORD_ONLY_TYPES = frozenset(t.value for t in RECORD_ONLY)
 
 
 # --- runs ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Page:
-    items: list
-    next_cursor: Any = None  # pass back as the keyset cursor for the following page; None at the end
 
 
 def runs_page(*, q: str = "", after: str | None = None, limit: int = 50) -> Page:
@@ -211,21 +205,17 @@ def open_calls_age_histogram(*, now, tally: list[dict] | None = None) -> list[tu
 DECISION_LOG_TYPES = ("approval_decided", "tool_call_resolved")
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
 def decision_cursor(ev) -> str:
-    """The keyset cursor that follows ``ev`` in the decision log: microseconds of its recorded time,
-    its seq and its run, in that order (the run id last, since it may contain any character)."""
-    return f"{(ev.recorded_at - _EPOCH) // timedelta(microseconds=1)}.{ev.seq}.{ev.run_id}"
+    """The keyset cursor that follows ``ev`` in the decision log: its recorded time, seq and run."""
+    return cursor_encode(ev.recorded_at, ev.seq, ev.run_id)
 
 
 def decision_cursor_parse(text: str) -> tuple[datetime, int, str]:
     """``decision_cursor``'s text back to (recorded_at, seq, run_id); ValueError names what is wrong."""
-    parts = text.split(".", 2)
-    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or not parts[2]:
-        raise ValueError(f"before must be a cursor from the decision log's 'Older decisions' link, got {text[:80]!r}")
-    return _EPOCH + timedelta(microseconds=int(parts[0])), int(parts[1]), parts[2]
+    try:
+        return cursor_decode(text, (datetime, int, str))
+    except CursorError as exc:
+        raise ValueError(f"before must be a cursor from the decision log's 'Older decisions' link ({exc}), got {text[:80]!r}") from None
 
 
 def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposition: str = "", kind: str = "", since=None, until=None, before: str | None = None, limit: int = 50) -> Page:

@@ -344,9 +344,9 @@ def _all_matching(filters: str) -> list:
     while len(rows) < services.BULK_LIMIT:
         page = uncertain_calls_filter(**form.selector_kwargs(), after=after, limit=200)
         rows.extend(page.items)
-        if page.next is None:
+        if page.next_cursor is None:
             break
-        after = page.next
+        after = page.next_cursor
     return rows[: services.BULK_LIMIT]
 
 

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import base64
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from django.db import connection
 from django.db.models import Case, Count, IntegerField, Min, Q, Value, When
@@ -14,6 +12,7 @@ from django.utils import timezone as djtz
 
 from recovery.models import ToolPolicy, UncertainCall
 from recovery.policies import Policy, policy_from_row, unclassified_policy
+from runs.paging import CursorError, Page, cursor_decode, cursor_encode
 from runs.store import events_load
 
 S = UncertainCall.State
@@ -23,12 +22,6 @@ STATES = tuple(S.values)
 
 class QueryError(ValueError):
     """A filter value that cannot be used; the message names the parameter."""
-
-
-@dataclass
-class Page:
-    items: list[UncertainCall]
-    next: str | None  # the cursor for the following page, None on the last
 
 
 def policy_for(tool: str) -> Policy:
@@ -64,18 +57,11 @@ def _danger_branches(qs, now: datetime) -> list[tuple[int, object]]:
     ]
 
 
-def _cursor_encode(danger: int, started_at: datetime, pk: int) -> str:
-    raw = f"{danger}|{started_at.astimezone(timezone.utc).isoformat()}|{pk}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
 def _cursor_decode(cursor: str) -> tuple[int, datetime, int]:
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        d, ts, pk = raw.split("|")
-        return int(d), datetime.fromisoformat(ts), int(pk)
-    except (ValueError, UnicodeDecodeError):
-        raise QueryError(f"after={cursor!r} is not a cursor this list returned") from None
+        return cursor_decode(cursor, (int, datetime, int))
+    except CursorError as exc:
+        raise QueryError(f"after={cursor[:80]!r} is not a cursor this list returned: {exc}") from None
 
 
 def uncertain_calls_filter(
@@ -148,7 +134,7 @@ def uncertain_calls_filter(
     if len(items) > limit:
         items = items[:limit]
         last = items[-1]
-        nxt = _cursor_encode(last.danger, last.started_at, last.pk)
+        nxt = cursor_encode(last.danger, last.started_at, last.pk)
     return Page(items, nxt)
 
 
@@ -330,6 +316,6 @@ def uncertain_calls_export(*, state: str | list[str] | None = None) -> list[dict
                     "possible_duplicate": r.possible_duplicate,
                 }
             )
-        if page.next is None:
+        if page.next_cursor is None:
             return out
-        after = page.next
+        after = page.next_cursor

@@ -102,9 +102,9 @@ def test_the_queue_pages_by_keyset_in_the_same_order(db):
     while True:
         page = uncertain_calls_filter(after=after, limit=3)
         seen.extend(r.pk for r in page.items)
-        if page.next is None:
+        if page.next_cursor is None:
             break
-        after = page.next
+        after = page.next_cursor
     assert seen == [c.pk for c in calls]
     assert [r.pk for r in uncertain_calls_filter(limit=50).items] == seen
 

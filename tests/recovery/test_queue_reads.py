@@ -69,9 +69,9 @@ def walk(page_size: int, **filters) -> list[tuple[int, int]]:
     while True:
         page = uncertain_calls_filter(**filters, after=after, limit=page_size)
         out.extend((row.danger, row.pk) for row in page.items)
-        if page.next is None:
+        if page.next_cursor is None:
             return out
-        after = page.next
+        after = page.next_cursor
 
 
 @pytest.mark.parametrize(
