@@ -1,0 +1,129 @@
+"""Upgrading a database from the layout before the move needs nothing but ``migrate``.
+
+A fresh database is migrated to the schema of the previous release (every app at its last migration
+before the move), filled the way that release filled it (the three roles on the ``console`` content
+type, a user in each, an API token, an idempotency record, a run's tenant), then migrated to today.
+Everyone keeps their role, the token still signs in, and the rows are where the moved models look.
+Real processes run ``manage.py`` against a database of the test's own: a SQLite file always, and a
+PostgreSQL database too when the suite runs on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+OLD_RELEASE = [("contenttypes", "0002_remove_content_type_name"), ("auth", "0012_alter_user_first_name_max_length"), ("admin", "0003_logentry_add_action_flag_choices"), ("sessions", "0001_initial"), ("runs", "0005_event_composite_key"), ("recovery", "0003_queue_indexes"), ("console", "0002_backfill_run_tenants")]
+SECRET = "rk_upgrade-test-secret-0123456789"
+
+OLD_PERMISSIONS = {
+    "view_console": "Can read queues, calls, runs, dashboards and the decision log",
+    "decide_call": "Can record a decision on an uncertain call",
+    "claim_call": "Can claim or assign uncertain calls",
+    "add_note": "Can add a note to an uncertain call",
+    "export_run": "Can export a run's events",
+    "view_sensitive": "Can see sensitive argument fields unmasked (each reveal is recorded)",
+    "manage_policies": "Can change tool policies",
+}
+OLD_GROUPS = {
+    "oncall": ["view_console", "decide_call", "claim_call", "add_note"],
+    "compliance": ["view_console", "export_run", "view_sensitive", "add_note"],
+    "manager": ["view_console"],
+}
+
+# What the previous release wrote, with the models it had: run inside ``manage.py shell``.
+FILL = f"""
+from django.contrib.auth.models import Group, Permission, User
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection
+ct, _ = ContentType.objects.get_or_create(app_label="console", model="console")
+perms = {{c: Permission.objects.get_or_create(content_type=ct, codename=c, defaults={{"name": n}})[0] for c, n in {OLD_PERMISSIONS!r}.items()}}
+for group, codes in {OLD_GROUPS!r}.items():
+    g = Group.objects.create(name=group)
+    g.permissions.set([perms[c] for c in codes])
+    User.objects.create_user(f"{{group}}-person", password="x").groups.add(g)
+solo = User.objects.create_user("direct-grant", password="x")
+solo.user_permissions.add(perms["export_run"])
+with connection.cursor() as cur:
+    cur.execute("INSERT INTO reckon_api_token (name, prefix, secret_sha256, scopes, tenants, created_at) VALUES (%s, %s, %s, %s, %s, CURRENT_TIMESTAMP)",
+                ["billing-agent", "rk_upgr", "{hashlib.sha256(SECRET.encode()).hexdigest()}", '["read"]', '["acme"]'])
+    cur.execute("INSERT INTO reckon_idempotency (owner, key, fingerprint, status_code, response, created_at) VALUES (%s, %s, %s, %s, %s, CURRENT_TIMESTAMP)",
+                ["token:1", "k-1", "f" * 64, 200, '{{"ok": true}}'])
+    cur.execute("INSERT INTO reckon_run_tenant (run_id, tenant) VALUES (%s, %s)", ["run-upgrade", "acme"])
+print("filled", ContentType.objects.filter(app_label="console").count())
+"""
+
+CHECK = """
+import json
+from django.contrib.auth.models import User
+from django.contrib.contenttypes.models import ContentType
+from access.models import ApiToken
+from access.roles import PERMISSIONS, perm
+from access.tokens import token_authenticate
+from api.models import IdempotencyRecord
+from runs.models import RunTenant
+users = {u.username: sorted(c for c in PERMISSIONS if u.has_perm(perm(c))) for u in User.objects.all()}
+token = token_authenticate(secret=%r)
+print(json.dumps({
+    "users": users,
+    "token": [token.name, token.scopes, token.tenants] if token else None,
+    "idempotency": list(IdempotencyRecord.objects.values_list("owner", "key", "status_code")),
+    "tenants": list(RunTenant.objects.values_list("run_id", "tenant")),
+    "console_types": sorted(ContentType.objects.filter(app_label="console").values_list("model", flat=True)),
+    "moved_types": sorted(f"{c.app_label}.{c.model}" for c in ContentType.objects.filter(app_label__in=["access", "api", "runs"], model__in=["access", "apitoken", "idempotencyrecord", "runtenant"])),
+}))
+""" % SECRET
+
+
+def _manage(database_url: str, *args: str, stdin: str | None = None) -> str:
+    env = dict(os.environ, DATABASE_URL=database_url, DJANGO_SETTINGS_MODULE="reckon.settings", LOG_LEVEL="WARNING")
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, input=stdin, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def _upgrade(database_url: str) -> dict:
+    for app, name in OLD_RELEASE:
+        _manage(database_url, "migrate", app, name, "--no-input")
+    assert "filled" in _manage(database_url, "shell", "-c", FILL)
+    _manage(database_url, "migrate", "--no-input")
+    return json.loads(_manage(database_url, "shell", "-c", CHECK).strip().splitlines()[-1])
+
+
+def _assert_upgraded(doc: dict) -> None:
+    for role, codes in OLD_GROUPS.items():
+        assert doc["users"][f"{role}-person"] == sorted(codes), role
+    assert doc["users"]["direct-grant"] == ["export_run"]  # a permission granted to a user directly
+    assert doc["token"] == ["billing-agent", ["read"], ["acme"]]
+    assert doc["idempotency"] == [["token:1", "k-1", 200]]
+    assert doc["tenants"] == [["run-upgrade", "acme"]]
+    assert doc["console_types"] == []  # nothing is left behind on the old label
+    assert doc["moved_types"] == ["access.access", "access.apitoken", "api.idempotencyrecord", "runs.runtenant"]
+
+
+def test_an_upgrade_from_the_previous_layout_keeps_roles_tokens_and_rows_on_sqlite(tmp_path):
+    _assert_upgraded(_upgrade(f"sqlite:///{tmp_path / 'upgrade.sqlite3'}"))
+
+
+@pytest.mark.postgres
+def test_an_upgrade_from_the_previous_layout_keeps_roles_tokens_and_rows_on_postgresql():
+    s = connection.settings_dict
+    name = f"reckon_upgrade_{uuid.uuid4().hex[:10]}"
+    admin = f"host={s['HOST'] or '127.0.0.1'} port={s['PORT'] or 5432} user={s['USER'] or 'postgres'} dbname=postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        _assert_upgraded(_upgrade(f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{name}"))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
