@@ -22,6 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from access.models import ApiToken
+from access.roles import perm
 
 SCOPES = tuple(ApiToken.Scope.values)
 TOKEN_PREFIX = "rk_"
@@ -108,8 +109,6 @@ def principal_for_token(token: ApiToken) -> Principal:
 
 def principal_for_user(user) -> Principal:
     """A console user's API scopes follow their console permissions (console.roles)."""
-    from access.roles import perm
-
     admin = bool(user.is_superuser or user.is_staff)
     scopes = set()
     if admin or user.has_perm(perm("view_console")):

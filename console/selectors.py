@@ -13,7 +13,13 @@ import json
 from datetime import datetime, timedelta
 from typing import Iterable, Iterator
 
+from django.db.models import Count, Exists, OuterRef, Q, Subquery, TextField
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
+
 from recovery.masking import value_mask
+from recovery.models import UncertainCall
+from recovery.selectors import edges_bucket, unresolved_tally
 from runs.events import RECORD_ONLY, EventType
 from runs.fold import format_ts
 from runs.models import Event, Run
@@ -73,8 +79,6 @@ def run_decisions(*, run_id: str, limit: int = 200) -> list[Event]:
 
 
 def run_type_counts(*, run_id: str) -> dict[str, int]:
-    from django.db.models import Count
-
     return dict(Event.objects.filter(run_id=run_id).values_list("type").annotate(n=Count("seq")).order_by("type"))
 
 
@@ -130,8 +134,6 @@ def age_edges(*, now) -> list:
 
 def overview_tally(*, now) -> list[dict]:
     """The one scan of unresolved calls the overview needs: by risk class, chart bucket and age bucket."""
-    from recovery.selectors import unresolved_tally
-
     return unresolved_tally(edges=(chart_instants(now=now), age_edges(now=now)))
 
 
@@ -146,15 +148,8 @@ def open_calls_over_time(*, now, hours: int = 24, points: int = 25, tally: list[
     gives the curve without evaluating every instant against every call. ``tally`` is an
     ``overview_tally`` made with the same ``now`` and the default hours and points.
     """
-    from django.db.models import Count
-
-    from recovery.models import UncertainCall
-    from recovery.selectors import edges_bucket
-
     instants = chart_instants(now=now, hours=hours, points=points)
     if tally is None:
-        from recovery.selectors import unresolved_tally
-
         tally = unresolved_tally(edges=(instants,))
     classes = list(UncertainCall.Risk.values)
     diff = {c: [0] * (points + 1) for c in classes}
@@ -188,8 +183,6 @@ def open_calls_age_histogram(*, now, tally: list[dict] | None = None) -> list[tu
     without one, this makes its own scan.
     """
     if tally is None:
-        from recovery.selectors import unresolved_tally
-
         tally = [{**t, "buckets": (None, t["buckets"][0])} for t in unresolved_tally(edges=(age_edges(now=now),))]
     counts = [0] * len(AGE_BUCKETS)
     last = len(AGE_BUCKETS) - 1
@@ -226,12 +219,6 @@ def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposit
     disposition, a person's or a rule's, is a ``tool_call_resolved``. Tool and tenant come from the
     uncertain call the event is about, matched by run and idempotency key.
     """
-    from django.db.models import Exists, OuterRef, Q, Subquery, TextField
-    from django.db.models.fields.json import KeyTextTransform
-    from django.db.models.functions import Cast
-
-    from recovery.models import UncertainCall
-
     qs = Event.objects.filter(type__in=DECISION_LOG_TYPES).annotate(
         key=KeyTextTransform("idempotency_key", "payload"),
         # As plain text (Cast), so the filters below are ordinary text comparisons rather than

@@ -71,6 +71,7 @@ def envfloat(name: str, default: float, *, minimum: float | None = None) -> floa
 def database_url() -> str:
     """A DATABASE_URL naming the database this process uses now (a test or benchmark database
     included), so a child process (gunicorn, a Celery worker, a command) reaches the same one."""
+    # Imported here: settings import this module before Django's database layer may be loaded.
     from urllib.parse import quote
 
     from django.db import connection

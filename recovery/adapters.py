@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, fields
 from importlib import import_module
 from typing import Any
 
+from recovery.models import DemoLedgerEntry
+
 OUTCOMES = ("match", "absent", "conflict", "unavailable")
 _RAW_LIMIT = 4000
 
@@ -261,8 +263,6 @@ def _python(kind: str, call: CallRef, spec: dict):
 
 
 def demo_lookup(call: CallRef, semantic_fields) -> Evidence:
-    from recovery.models import DemoLedgerEntry
-
     entry = DemoLedgerEntry.objects.filter(idempotency_key=call.idempotency_key).first()
     if entry is None:
         # The demo ledger commits synchronously: a missing key can never appear later.
@@ -272,8 +272,6 @@ def demo_lookup(call: CallRef, semantic_fields) -> Evidence:
 
 
 def demo_execute(call: CallRef) -> Execution:
-    from recovery.models import DemoLedgerEntry
-
     entry, _ = DemoLedgerEntry.objects.get_or_create(
         idempotency_key=call.idempotency_key,
         defaults={"tool": call.tool, "fields": call.arguments, "result": {"ledger_id": f"L-{call.idempotency_key[:8]}", "status": "posted"}},
@@ -328,8 +326,6 @@ def compensate(call: CallRef, spec: dict) -> Execution:
     if adapter == "python":
         return _coerce(_python("compensate", call, spec), Execution)
     if adapter == "demo_ledger":
-        from recovery.models import DemoLedgerEntry
-
         DemoLedgerEntry.objects.filter(idempotency_key=call.idempotency_key).delete()
         return Execution("done", result={"reversed": call.idempotency_key})
     raise AdapterError(f"unknown adapter {adapter!r}")

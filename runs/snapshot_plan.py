@@ -20,10 +20,11 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from runs.fold import fold
 from runs.leases import lease_acquire
+from runs.snapshots import _restore, snapshot_current, snapshot_write
 from runs.store import NewEvent, events_append, events_load
 from runs.synthetic import synthetic_events
 
@@ -138,10 +139,6 @@ def plan_measure(*, events: int, repeats: int = 5) -> Measured:
     that is rolled back: nothing is left behind. On SQLite that transaction holds the write lock for
     the few seconds the measurement takes.
     """
-    from django.db import connection
-
-    from runs.snapshots import _restore, snapshot_current, snapshot_write
-
     run_id = f"snapshot-plan-{uuid.uuid4().hex[:12]}"
     result: Measured | None = None
     try:

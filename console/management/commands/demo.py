@@ -16,12 +16,22 @@ import signal
 import subprocess
 import sys
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth.models import Group, User
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from access.roles import roles_ensure
+from recovery.models import DemoLedgerEntry
+from runs.identity import idempotency_key, signature
+from runs.importer import paths_import
+from runs.leases import lease_acquire, lease_release
+from runs.store import NewEvent, events_append
 
 ROLE_USERS = (("oncall", "oncall"), ("compliance", "compliance"), ("manager", "manager"), ("admin", None))
 
@@ -53,8 +63,6 @@ class Command(BaseCommand):
         self._serve(addr, interval)
 
     def _import(self) -> None:
-        from runs.importer import paths_import
-
         root = Path(settings.BASE_DIR) / "fixtures" / "events"
         folders = [str(root / v) for v in ("v1", "v2") if (root / v).is_dir()]
         if not folders:
@@ -79,10 +87,6 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def _users(self, reset: bool) -> None:
-        from django.contrib.auth.models import Group, User
-
-        from access.roles import roles_ensure
-
         roles_ensure()
         self.stdout.write("users (passwords are shown once; keep them now):")
         for username, group in ROLE_USERS:
@@ -161,15 +165,6 @@ def scenario_run_create(*, run_id: str, tool: str, arguments: dict, started_minu
     ``ledger`` is what the demo ledger holds under the call's key: the same fields ("same"), other
     fields (a conflict), or nothing (authoritative absence).
     """
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from recovery.models import DemoLedgerEntry
-    from runs.identity import idempotency_key, signature
-    from runs.leases import lease_acquire, lease_release
-    from runs.store import NewEvent, events_append
-
     t0 = timezone.now() - timedelta(minutes=started_minutes_ago)
     sig = signature(tool, arguments)
     key = idempotency_key(run_id, sig)

@@ -6,6 +6,7 @@ Exit status: 0 finished, 3 stopped on an uncertain call.
 """
 
 import json
+import os
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
@@ -28,8 +29,6 @@ class Command(BaseCommand):
         parser.add_argument("--retry-uncertain", action="store_true", help="the receiver honours keys: retry an uncertain call with its key")
 
     def handle(self, *args, run_id, api, token, effect_file, effect_url, ttl, retry_uncertain, **options):
-        import os
-
         if api:
             token = token or os.environ.get("RECKON_TOKEN")
             if not token:
