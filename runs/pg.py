@@ -1,12 +1,19 @@
-"""The one way Reckon reaches PostgreSQL past the ORM, for its hot statements."""
+"""The one way Reckon reaches PostgreSQL past the ORM, for its hot statements, and the binary
+arrays a batch append sends."""
 
 from __future__ import annotations
 
+import struct
 from contextlib import contextmanager
-from typing import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Iterator, Sequence
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
+
+from runs.events import CURRENT_SCHEMA_VERSION, EventType
 
 
 @contextmanager
@@ -22,3 +29,72 @@ def server_cursor() -> Iterator[psycopg.Cursor]:
     db.ensure_connection()
     with db.wrap_database_errors, psycopg.Cursor(db.connection) as cur:
         yield cur
+
+
+# A batch's columns travel as PostgreSQL binary arrays, built here with struct: psycopg's own
+# list encoder is pure Python, and a text array literal would need every quote in every payload
+# escaped and then parsed again by the server. Each class marks bytes that are already one such
+# array; the store's cursor registers a dumper (``ARRAY_DUMPERS``) that passes them through with the array's type.
+class _TextArray(bytes):
+    oid = 1009  # text[]
+
+
+class _Int2Array(bytes):
+    oid = 1005  # smallint[]
+
+
+class _TimestamptzArray(bytes):
+    oid = 1185  # timestamptz[]
+
+
+_I32 = struct.Struct("!i").pack
+_INT2_ITEM = struct.Struct("!ih").pack  # length 2, value
+_TSTZ_ITEM = struct.Struct("!iq").pack  # length 8, microseconds since 2000-01-01 UTC
+_PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _array_header(elem_oid: int, n: int) -> bytes:
+    return struct.pack("!iiIii", 1, 0, elem_oid, n, 1)  # one dimension, no nulls, n items from 1
+
+
+def binary_arrays(events: Sequence, tss: list[datetime], encoded: list[bytes]) -> dict[str, bytes]:
+    """A batch's types, versions, times and payload texts as binary arrays (the store's batch append)."""
+    n = len(events)
+    times = []
+    last_ts = last_item = None
+    for t in tss:
+        if t is not last_ts:  # most events of a batch share the append's clock reading
+            aware = t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)  # naive: UTC, as the session
+            last_ts, last_item = t, _TSTZ_ITEM(8, (aware - _PG_EPOCH) // _MICROSECOND)
+        times.append(last_item)
+    types, vs = _TYPE_ITEMS, _V_ITEMS
+    payloads = [_array_header(25, n)]
+    for b in encoded:
+        payloads += (_I32(len(b)), b)
+    return {
+        "types": _TextArray(_array_header(25, n) + b"".join([types.get(ev.type) or _type_item(ev.type) for ev in events])),
+        "vs": _Int2Array(_array_header(21, n) + b"".join([vs.get(ev.v) or _INT2_ITEM(2, ev.v) for ev in events])),
+        "tss": _TimestamptzArray(_array_header(1184, n) + b"".join(times)),
+        "payloads": _TextArray(b"".join(payloads)),
+    }
+
+
+def _type_item(name: str) -> bytes:
+    b = name.encode()
+    return _I32(len(b)) + b
+
+
+# Array items of every registered type name and schema version, built once.
+_TYPE_ITEMS = {t.value: _type_item(t.value) for t in EventType}
+_V_ITEMS = {v: _INT2_ITEM(2, v) for v in range(1, CURRENT_SCHEMA_VERSION + 1)}
+
+
+class _PassThroughDumper(Dumper):
+    format = Format.BINARY
+
+    def dump(self, obj):
+        return obj
+
+
+ARRAY_DUMPERS = {cls: type(f"PassThrough{cls.oid}", (_PassThroughDumper,), {"oid": cls.oid}) for cls in (_TextArray, _Int2Array, _TimestamptzArray)}

@@ -27,15 +27,14 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import struct
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Callable, Iterable, Sequence
 
 import orjson
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from psycopg.adapt import Dumper, Loader
+from psycopg.adapt import Loader
 from psycopg.pq import Format
 from psycopg.rows import tuple_row
 
@@ -52,7 +51,7 @@ from runs.events import (
     version_problem,
 )
 from runs.fold import Event, gc_paused
-from runs.pg import server_cursor
+from runs.pg import ARRAY_DUMPERS, binary_arrays, server_cursor
 from runs.upcasters import UPCASTERS, events_upcast, payload_complete
 
 log = logging.getLogger("reckon.store")
@@ -222,75 +221,6 @@ def _batch_check(appended: list[Event], encoded: list[bytes]) -> None:
     if b"null" in blob or b"\\u0000" in blob:
         for i, (ev, raw) in enumerate(zip(appended, encoded)):
             _suspects_check(i, ev.payload, raw)
-
-
-# A batch's columns travel as PostgreSQL binary arrays, built here with struct: psycopg's own
-# list encoder is pure Python, and a text array literal would need every quote in every payload
-# escaped and then parsed again by the server. Each class marks bytes that are already one such
-# array; ``_append_cursor`` registers a dumper that passes them through with the array's type.
-class _TextArray(bytes):
-    oid = 1009  # text[]
-
-
-class _Int2Array(bytes):
-    oid = 1005  # smallint[]
-
-
-class _TimestamptzArray(bytes):
-    oid = 1185  # timestamptz[]
-
-
-_I32 = struct.Struct("!i").pack
-_INT2_ITEM = struct.Struct("!ih").pack  # length 2, value
-_TSTZ_ITEM = struct.Struct("!iq").pack  # length 8, microseconds since 2000-01-01 UTC
-_PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def _array_header(elem_oid: int, n: int) -> bytes:
-    return struct.pack("!iiIii", 1, 0, elem_oid, n, 1)  # one dimension, no nulls, n items from 1
-
-
-def _binary_arrays(events: Sequence[NewEvent], tss: list[datetime], encoded: list[bytes]) -> dict[str, bytes]:
-    """The batch's types, versions, times and payload texts as binary arrays for ``_PG_APPEND``."""
-    n = len(events)
-    times = []
-    last_ts = last_item = None
-    for t in tss:
-        if t is not last_ts:  # most events of a batch share the append's clock reading
-            aware = t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)  # naive: UTC, as the session
-            last_ts, last_item = t, _TSTZ_ITEM(8, (aware - _PG_EPOCH) // _MICROSECOND)
-        times.append(last_item)
-    types, vs = _TYPE_ITEMS, _V_ITEMS
-    payloads = [_array_header(25, n)]
-    for b in encoded:
-        payloads += (_I32(len(b)), b)
-    return {
-        "types": _TextArray(_array_header(25, n) + b"".join([types.get(ev.type) or _type_item(ev.type) for ev in events])),
-        "vs": _Int2Array(_array_header(21, n) + b"".join([vs.get(ev.v) or _INT2_ITEM(2, ev.v) for ev in events])),
-        "tss": _TimestamptzArray(_array_header(1184, n) + b"".join(times)),
-        "payloads": _TextArray(b"".join(payloads)),
-    }
-
-
-def _type_item(name: str) -> bytes:
-    b = name.encode()
-    return _I32(len(b)) + b
-
-
-# Array items of every registered type name and schema version, built once.
-_TYPE_ITEMS = {t.value: _type_item(t.value) for t in EventType}
-_V_ITEMS = {v: _INT2_ITEM(2, v) for v in range(1, CURRENT_SCHEMA_VERSION + 1)}
-
-
-class _PassThroughDumper(Dumper):
-    format = Format.BINARY
-
-    def dump(self, obj):
-        return obj
-
-
-_ARRAY_DUMPERS = {cls: type(f"PassThrough{cls.oid}", (_PassThroughDumper,), {"oid": cls.oid}) for cls in (_TextArray, _Int2Array, _TimestamptzArray)}
 
 
 # The fence: the run row's lock, checked and moved in the same statement as the insert.
@@ -464,7 +394,7 @@ def _append_cursor(db) -> psycopg.Cursor:
     cur = db.__dict__.get("_reckon_append_cursor")
     if cur is None or cur.connection is not raw or cur.closed:
         cur = psycopg.Cursor(raw)
-        for cls, dumper in _ARRAY_DUMPERS.items():
+        for cls, dumper in ARRAY_DUMPERS.items():
             cur.adapters.register_dumper(cls, dumper)
         db.__dict__["_reckon_append_cursor"] = cur
     return cur
@@ -490,7 +420,7 @@ def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, fini
         params.update(seq=seqs[0], type=events[0].type, v=events[0].v, ts=tss[0], payload=encoded[0].decode())
     else:
         sql = _PG_APPEND
-        params.update(_binary_arrays(events, tss, encoded))
+        params.update(binary_arrays(events, tss, encoded))
     cur = _append_cursor(db)
     with db.wrap_database_errors:  # Django's exception types, as from any other query
         cur.execute(sql, params, prepare=True)
