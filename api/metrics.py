@@ -137,6 +137,12 @@ def _lookup_latency():
     yield counts
 
 
+# The seed's replay and snapshot measurements (5.8). Each is shown from the first scrape, at 0 until
+# observed: a series that first appears at 1 hides that first increase from rate() and increase(),
+# and the first full_replay_equivalence_failures is exactly the one a release gate must not miss.
+SEED_REPLAY_METRICS = ("events_replayed", "replay_duration_ms", "snapshot_load_ms", "snapshot_write_ms", "snapshot_seq_gap", "full_replay_equivalence_failures")
+
+
 def _replay():
     """Replay and snapshot measurements published by runs.snapshots (count, total, last, max per series)."""
     try:
@@ -146,6 +152,9 @@ def _replay():
     series: dict[str, list] = {}
     for m in replay_metrics().values():
         series.setdefault(m["name"], []).append(m)
+    for name in SEED_REPLAY_METRICS:
+        if not any(m["label"] == "" for m in series.get(name, ())):
+            series.setdefault(name, []).append({"label": "", "count": 0, "total": 0.0, "last": 0.0, "max": 0.0})
     for name, rows in sorted(series.items()):
         base = f"reckon_{name}"
         summary = SummaryMetricFamily(base, f"Replay measurement {name}", labels=["label"])

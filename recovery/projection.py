@@ -124,6 +124,22 @@ class RunRows:
         return None
 
 
+def _foreign_key_flag(rr: RunRows, q: dict, start_key: str, seq: int) -> None:
+    """A completion that names another call's key (docs/recovery.md): it completed the start it
+    pairs with by call id, and says nothing trustworthy about the call whose key it records. That
+    call stays uncertain; its row says why, for the person who settles it."""
+    key = q.get("idempotency_key")
+    if not key or q.get("is_error") or key == start_key:
+        return
+    for other in rr.unresolved():
+        if other.idempotency_key == key and other.call_id != str(q.get("call_id")):
+            other.last_error = (
+                f"key mismatch: the completion at seq {seq} pairs with call {q.get('call_id')} (started with key {start_key}) "
+                f"by call id but records this call's key {key}; this call is not taken as completed until a person or the receiver settles it"
+            )
+            rr.touch(other, seq)
+
+
 def rows_apply(rr: RunRows, events: Iterable[Event], *, epoch_of: Callable[[int], int], policies: Policies, users: Callable[[str], int | None]) -> None:
     """Fold ``events`` (already upcast, in seq order) into the run's rows in ``rr``."""
     events = [ev for ev in events if ev.type in RELEVANT]
@@ -148,6 +164,7 @@ def rows_apply(rr: RunRows, events: Iterable[Event], *, epoch_of: Callable[[int]
                 and not any(r.call_id == str(p["call_id"]) for r in rr.unresolved())
             ):
                 key = q.get("idempotency_key")
+                _foreign_key_flag(rr, q, p.get("idempotency_key") or idempotency_key(rr.run_id, p.get("signature") or signature(p["name"], p["arguments"])), nxt.seq)
                 if key and not q.get("is_error"):
                     for other in rr.unresolved():
                         if other.idempotency_key == key and not other.possible_duplicate:
@@ -186,6 +203,8 @@ def rows_apply(rr: RunRows, events: Iterable[Event], *, epoch_of: Callable[[int]
         elif t == "tool_call_completed":
             row = rr.target({"call_id": p.get("call_id"), "idempotency_key": p.get("idempotency_key")})
             key = p.get("idempotency_key")
+            if row is not None and row.call_id == str(p.get("call_id")):
+                _foreign_key_flag(rr, p, row.idempotency_key, seq)
             if row is not None:
                 if row.state == S.IN_FLIGHT and p.get("source", "live") == "live" and row.retry_seq is None:
                     rr.rows.remove(row)

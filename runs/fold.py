@@ -186,7 +186,13 @@ def _tool_call_completed(st: RunState, ev: Event) -> None:
     st.trajectory.append(p.get("signature") or p["name"])
     recorded = p.get("idempotency_key")
     start = _close_start(st, p["call_id"], recorded)
-    if recorded:
+    if recorded and start is not None and start.idempotency_key != recorded and any(c.idempotency_key == recorded for c in st.open_calls.values()):
+        # A completion that names another call's key (docs/recovery.md): it completes the start it
+        # pairs with by call id, under that start's key; the call whose key it names stays uncertain,
+        # and its key is not completed on this evidence, so a resumed agent cannot skip that call
+        # without a person's (or the receiver's) word.
+        key = None if is_error else start.idempotency_key
+    elif recorded:
         key = recorded
     elif "idempotency_key" not in p and not is_error and start is not None:
         # A writer that omits the field (rather than recording null for a proven failure) still

@@ -60,7 +60,7 @@ from runs.upcasters import UnsupportedVersion
 
 # Bump when the meaning of a snapshot body changes: a fold rule, a RunState field, an upcaster's
 # default, the body format below. Old snapshots then become cache misses instead of wrong states.
-FOLD_VERSION = 1
+FOLD_VERSION = 2  # 2: a completion naming another open call's key completes its own start's key
 
 # How many snapshots of a run are kept: the current one and a few before it, to diagnose an
 # equivalence failure. Correctness never needs any of them.

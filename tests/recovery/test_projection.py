@@ -115,12 +115,13 @@ TOOLS = ["post_correction", "read_ledger", "unknown_tool"]
 
 @st.composite
 def histories(draw):
-    """A run's history after a crash: starts, completions (live, error, by call id or by key),
+    """A run's history after a crash: starts, completions (live, error, by call id or by key, or by
+    call id with another start's key),
     detection, attempts, escalations, notes, resolutions and redos, in any order the store allows."""
     ops = draw(
         st.lists(
             st.tuples(
-                st.sampled_from(["start", "complete", "fail", "complete_by_key", "uncertain", "attempt", "escalate", "note", "claim", "resolve", "redo"]),
+                st.sampled_from(["start", "complete", "fail", "complete_by_key", "complete_other_key", "uncertain", "attempt", "escalate", "note", "claim", "resolve", "redo"]),
                 st.integers(0, 3),
                 st.sampled_from(TOOLS),
             ),
@@ -156,6 +157,10 @@ def _build(run_id: str, ops) -> list[NewEvent]:
             ev = NewEvent("tool_call_completed", {"call_id": cid, "name": tool, "content": "ok", "is_error": False, "idempotency_key": key})
         elif op == "fail":
             ev = NewEvent("tool_call_completed", {"call_id": cid, "name": tool, "content": "declined", "is_error": True, "idempotency_key": None})
+        elif op == "complete_other_key":
+            # Paired with this call by call id, but recording another start's key (docs/recovery.md).
+            other_key = starts[(i + 1) % len(starts)][3]
+            ev = NewEvent("tool_call_completed", {"call_id": cid, "name": tool, "content": "ok", "is_error": False, "idempotency_key": other_key})
         elif op == "complete_by_key":
             ev = NewEvent("tool_call_completed", {"call_id": "other", "name": tool, "content": "ok", "is_error": False, "idempotency_key": key, "source": "reconciliation"})
         elif op == "uncertain":
