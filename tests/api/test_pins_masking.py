@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from console.roles import roles_ensure
+from access.roles import roles_ensure
 from tests.api.conftest import Api
 from tests.api.test_masking_api import ARGS, SECRET, _bodies, leaky_run  # noqa: F401 (leaky_run is a fixture)
 
@@ -33,7 +33,7 @@ def _call_id(api: Api, call_id: str) -> int:
 @pytest.mark.parametrize("group", ["oncall", "manager"])
 def test_it_masks_sensitive_fields_for_a_signed_in_user_without_view_sensitive(leaky_run, group):
     api = signed_in(f"pat.{group}", group)
-    assert not User.objects.get(username=f"pat.{group}").has_perm("console.view_sensitive")
+    assert not User.objects.get(username=f"pat.{group}").has_perm("access.view_sensitive")
 
     r = api.get(f"/api/runs/{leaky_run}/events")
     assert r.status_code == 200

@@ -11,7 +11,8 @@ import pytest
 
 from recovery.models import UncertainCall
 from recovery.projection import projections_rebuild
-from recovery.services import decision_record, uncertain_calls_detect
+from recovery.decisions import decision_record
+from recovery.detection import uncertain_calls_detect
 from runs.client import CallUncertain, StoreTransport, ToolCall, open_run
 from runs.identity import call_key
 from runs.leases import lease_acquire, lease_release

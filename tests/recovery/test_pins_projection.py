@@ -8,7 +8,8 @@ import pytest
 
 from recovery.models import UncertainCall
 from recovery.projection import projections_rebuild
-from recovery.services import call_reconcile, uncertain_calls_detect
+from recovery.reconcile import call_reconcile
+from recovery.detection import uncertain_calls_detect
 from runs.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.selectors import run_state

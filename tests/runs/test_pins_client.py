@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.tokens import token_create
+from access.tokens import token_create
 from runs.client import HttpTransport, StoreTransport, ToolCall, open_run
 from runs.identity import call_key
 from runs.leases import lease_acquire, lease_release
