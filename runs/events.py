@@ -11,6 +11,7 @@ This module imports nothing from Django: the fold and the importer use it as pla
 from __future__ import annotations
 
 from enum import Enum
+from typing import Iterable
 
 # The newest event schema version this release can read and the one it writes.
 #   1: the reference format (CONTRACTS section 1).
@@ -154,6 +155,22 @@ def registry_check(ok: bool, message: str) -> None:
     """Raise RegistryIncomplete with ``message`` unless ``ok``."""
     if not ok:
         raise RegistryIncomplete(message)
+
+
+def rule_table(name: str, rules: dict, ignored: Iterable[EventType]) -> dict:
+    """A table of one handler per event type, keyed by type name, checked complete at import.
+
+    Every registered type has a handler in ``rules`` or is listed in ``ignored`` (deliberately
+    nothing to do), never both: a type added to the registry without a decision in every table
+    stops the process from starting. The fold's rules and each read model's handlers are such tables.
+    """
+    ignored = frozenset(ignored)
+    every = set(EventType)
+    missing = every - set(rules) - ignored
+    both = set(rules) & ignored
+    registry_check(not missing, f"{name}: event types with neither a handler nor an explicit ignore: {sorted(t.value for t in missing)}")
+    registry_check(not both, f"{name}: event types both handled and ignored: {sorted(t.value for t in both)}")
+    return {t.value: fn for t, fn in rules.items()}
 
 
 def registry_complete(state_changing: frozenset, record_only: frozenset, required: dict) -> None:

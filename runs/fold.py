@@ -26,8 +26,9 @@ from runs.events import (
     EventType,
     event_type,
     registry_check,
+    rule_table,
 )
-from runs.identity import idempotency_key, signature
+from runs.calls import completion_key, completion_pair, start_key, start_signature
 
 
 class Event(NamedTuple):
@@ -161,45 +162,20 @@ def _model_turn(st: RunState, ev: Event) -> None:
 
 def _tool_call_started(st: RunState, ev: Event) -> None:
     p = ev.payload
-    sig = p.get("signature") or signature(p["name"], p["arguments"])
-    # A key recorded in the log always wins over one computed again (CONTRACTS section 2).
-    key = p.get("idempotency_key") or idempotency_key(st.run_id, sig)
-    st.open_calls[ev.seq] = OpenCall(p["call_id"], p["name"], p["arguments"], key, sig, ev.seq, ev.ts)
-
-
-def _close_start(st: RunState, call_id: str, key: str | None) -> OpenCall | None:
-    # Pair by call_id first, then by idempotency key (CONTRACTS section 2).
-    for seq, c in st.open_calls.items():
-        if c.call_id == call_id:
-            return st.open_calls.pop(seq)
-    if key:
-        for seq, c in st.open_calls.items():
-            if c.idempotency_key == key:
-                return st.open_calls.pop(seq)
-    return None
+    sig = start_signature(p)
+    st.open_calls[ev.seq] = OpenCall(p["call_id"], p["name"], p["arguments"], start_key(st.run_id, p, sig), sig, ev.seq, ev.ts)
 
 
 def _tool_call_completed(st: RunState, ev: Event) -> None:
     p = ev.payload
-    is_error = bool(p.get("is_error", False))
-    st.messages.append(Message("tool", p["content"], "tool", None, p["call_id"], p["name"], is_error))
+    open_calls = st.open_calls
+    st.messages.append(Message("tool", p["content"], "tool", None, p["call_id"], p["name"], bool(p.get("is_error", False))))
     st.trajectory.append(p.get("signature") or p["name"])
-    recorded = p.get("idempotency_key")
-    start = _close_start(st, p["call_id"], recorded)
-    if recorded and start is not None and start.idempotency_key != recorded and any(c.idempotency_key == recorded for c in st.open_calls.values()):
-        # A completion that names another call's key (docs/recovery.md): it completes the start it
-        # pairs with by call id, under that start's key; the call whose key it names stays uncertain,
-        # and its key is not completed on this evidence, so a resumed agent cannot skip that call
-        # without a person's (or the receiver's) word.
-        key = None if is_error else start.idempotency_key
-    elif recorded:
-        key = recorded
-    elif "idempotency_key" not in p and not is_error and start is not None:
-        # A writer that omits the field (rather than recording null for a proven failure) still
-        # completed the logical action its start named.
-        key = start.idempotency_key
-    else:
-        key = None  # a proven failure closes its start but occupies no key
+    # Pairing and the key a completion completes are runs.calls' rules, shared with the projection.
+    start = completion_pair(open_calls.values(), p["call_id"], p.get("idempotency_key"))
+    if start is not None:
+        del open_calls[start.start_seq]
+    key, _ = completion_key(p, start, lambda k: any(c.idempotency_key == k for c in open_calls.values()))
     if key:
         st.completed_calls[key] = p["content"]
 
@@ -257,23 +233,22 @@ def _record_only(st: RunState, ev: Event) -> None:
     """Deliberately nothing: the event is an audit fact that changes no run state."""
 
 
-RULES: dict[str, Callable[[RunState, Event], None]] = {
-    EventType.RUN_STARTED.value: _run_started,
-    EventType.USER_MESSAGE.value: _user_message,
-    EventType.MODEL_TURN.value: _model_turn,
-    EventType.TOOL_CALL_STARTED.value: _tool_call_started,
-    EventType.TOOL_CALL_COMPLETED.value: _tool_call_completed,
-    EventType.APPROVAL_REQUESTED.value: _approval_requested,
-    EventType.APPROVAL_DECIDED.value: _approval_decided,
-    EventType.CONTEXT_COMPACTED.value: _context_compacted,
-    EventType.MEMORY_WRITTEN.value: _memory_written,
-    EventType.RUN_FINISHED.value: _run_finished,
-    EventType.RUN_RESUMED.value: _run_resumed,
-    EventType.TOOL_CALL_RESOLVED.value: _tool_call_resolved,
-    EventType.RUN_PAUSED.value: _run_paused,
+_RULES_BY_TYPE: dict[EventType, Callable[[RunState, Event], None]] = {
+    EventType.RUN_STARTED: _run_started,
+    EventType.USER_MESSAGE: _user_message,
+    EventType.MODEL_TURN: _model_turn,
+    EventType.TOOL_CALL_STARTED: _tool_call_started,
+    EventType.TOOL_CALL_COMPLETED: _tool_call_completed,
+    EventType.APPROVAL_REQUESTED: _approval_requested,
+    EventType.APPROVAL_DECIDED: _approval_decided,
+    EventType.CONTEXT_COMPACTED: _context_compacted,
+    EventType.MEMORY_WRITTEN: _memory_written,
+    EventType.RUN_FINISHED: _run_finished,
+    EventType.RUN_RESUMED: _run_resumed,
+    EventType.TOOL_CALL_RESOLVED: _tool_call_resolved,
+    EventType.RUN_PAUSED: _run_paused,
 }
-for _t in RECORD_ONLY:
-    RULES[_t.value] = _record_only
+RULES: dict[str, Callable[[RunState, Event], None]] = rule_table("fold", {**_RULES_BY_TYPE, **{t: _record_only for t in RECORD_ONLY}}, ignored=())
 
 registry_check(
     {t.value for t in STATE_CHANGING} == {k for k, f in RULES.items() if f is not _record_only},

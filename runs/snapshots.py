@@ -39,6 +39,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 
+from runs import calls as _calls_mod
 from runs import events as _events_mod
 from runs import fold as _fold_mod
 from runs import identity as _identity_mod
@@ -73,7 +74,7 @@ def _fold_code() -> str:
     # The source of every module whose change can change a folded state, this one included (it owns
     # the body format). Reading source is cheap and happens once per process.
     h = hashlib.sha256()
-    for mod in (_events_mod, _fold_mod, _identity_mod, _upcasters_mod, sys.modules[__name__]):
+    for mod in (_events_mod, _fold_mod, _calls_mod, _identity_mod, _upcasters_mod, sys.modules[__name__]):
         try:
             h.update(Path(mod.__file__).read_bytes())
         except (OSError, TypeError):

@@ -1,0 +1,71 @@
+"""The rules of a tool call's identity and pairing, shared by the fold and every read model.
+
+The fold (``runs.fold``) and the uncertain-call projection (``recovery.projection``) both decide
+which start a completion closes and which logical action (idempotency key) it completed. They call
+these functions rather than restating them, so the run state a resumed agent trusts and the queue a
+person works from cannot disagree about a call.
+
+- A start's key is the one recorded in the log; only a writer that recorded none gets one computed
+  from the run and the call's signature (CONTRACTS section 2).
+- A completion closes the earliest open start with its call id, else the earliest with its key.
+- A completion completes the key it records; one that records none (the field absent, not null)
+  completes its start's key; a proven failure (``is_error`` with no key) occupies no key.
+- A completion that pairs with one start by call id but records the key of another call still open
+  completes its own start's key, not the one it names: that other call stays uncertain until a
+  person or the receiver settles it (docs/recovery.md, "A completion that names another call's key").
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Collection, Protocol, TypeVar
+
+from runs.identity import idempotency_key, signature
+
+
+class Start(Protocol):
+    call_id: str
+    idempotency_key: str
+
+
+S = TypeVar("S", bound=Start)
+
+
+def start_signature(payload: dict) -> str:
+    """The signature of a ``tool_call_started`` payload: recorded, else computed."""
+    return payload.get("signature") or signature(payload["name"], payload["arguments"])
+
+
+def start_key(run_id: str, payload: dict, sig: str | None = None) -> str:
+    """The idempotency key of a ``tool_call_started`` payload: recorded, else computed (from
+    ``sig`` when the caller has the signature already)."""
+    return payload.get("idempotency_key") or idempotency_key(run_id, sig or start_signature(payload))
+
+
+def completion_pair(open_starts: Collection[S], call_id, key: str | None) -> S | None:
+    """The open start a completion closes (``open_starts`` in log order, read up to twice), or None."""
+    starts = open_starts
+    for s in starts:
+        if s.call_id == call_id:
+            return s
+    if key:
+        for s in starts:
+            if s.idempotency_key == key:
+                return s
+    return None
+
+
+def completion_key(payload: dict, start: Start | None, key_is_open: Callable[[str], bool]) -> tuple[str | None, str | None]:
+    """(the key this completion completes or None, the key of another open call it names or None).
+
+    ``key_is_open(k)`` says whether a call other than ``start`` is still open under key ``k``; it
+    is asked only when the recorded key differs from the start's, which almost never happens.
+    """
+    recorded = payload.get("idempotency_key")
+    is_error = bool(payload.get("is_error", False))
+    if recorded and start is not None and recorded != start.idempotency_key and key_is_open(recorded):
+        return (None if is_error else start.idempotency_key), recorded
+    if recorded:
+        return recorded, None
+    if "idempotency_key" not in payload and not is_error and start is not None:
+        return start.idempotency_key, None
+    return None, None
