@@ -30,7 +30,7 @@ from reckon.env import database_url
 from recovery.detection import uncertain_calls_detect
 from recovery.models import UncertainCall
 from recovery.policy_changes import policies_load
-from recovery.projection import projections_rebuild
+from recovery.rebuild import projections_rebuild
 from recovery.reconcile import reconcile_pass
 from runs.identity import call_key
 from runs.leases import lease_acquire, lease_release

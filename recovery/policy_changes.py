@@ -17,9 +17,7 @@ from recovery.policies import (
     policies_parse,
     policy_parse,
 )
-from recovery.projection import (
-    terms_refresh,
-)
+from recovery.rebuild import terms_refresh
 
 
 def _policy_row_fields(p: Policy, source: dict) -> dict:

@@ -43,12 +43,8 @@ from recovery.policies import (
     rule_choose,
     unclassified_policy,
 )
-from recovery.projection import (
-    CALL_COLUMNS,
-    POLICY_COLUMNS,
-    backoff_s,
-    rows_fetch,
-)
+from recovery.projection import backoff_s
+from recovery.rows import CALL_COLUMNS, POLICY_COLUMNS, rows_fetch
 from recovery.selectors import policy_for
 from runs.errors import FenceError, LeaseHeld
 from runs.faults import fault_point

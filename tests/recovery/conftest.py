@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from recovery.detection import uncertain_calls_detect
 from recovery.models import UncertainCall
 from recovery.policy_changes import policies_load
-from recovery.detection import uncertain_calls_detect
 from runs.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from recovery.models import UncertainCall
-from recovery.errors import InvalidDecision, RunBusy, StaleDecision
 from recovery.decisions import call_assign, call_claim, call_note, decision_record
+from recovery.errors import InvalidDecision, RunBusy, StaleDecision
+from recovery.models import UncertainCall
 from recovery.reconcile import call_reconcile
 from runs.leases import lease_acquire
 from runs.selectors import run_state

@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 
 from recovery import ownership, reconcile
-from recovery.models import UncertainCall
 from recovery.decisions import call_note
+from recovery.models import UncertainCall
 from recovery.reconcile import call_reconcile, calls_reconcile
 from runs.leases import lease_acquire
 from runs.models import LeaseRecord

@@ -10,9 +10,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from recovery.adapters import Evidence
 from recovery.models import UncertainCall
-from recovery.projection import projections_rebuild
-from recovery.reconcile import call_reconcile
 from recovery.policy_changes import policies_load
+from recovery.rebuild import projections_rebuild
+from recovery.reconcile import call_reconcile
 from runs.store import events_read
 from tests.api.conftest import reader  # noqa: F401 (a fixture: a read-only API token)
 from tests.recovery.conftest import crashed_run

@@ -17,8 +17,8 @@ import pytest
 from recovery import adapters
 from recovery.adapters import CallRef
 from recovery.models import UncertainCall
-from recovery.reconcile import call_reconcile
 from recovery.policy_changes import policies_load
+from recovery.reconcile import call_reconcile
 from runs.selectors import run_state
 from runs.store import events_read
 from tests.recovery.conftest import correction, crashed_run

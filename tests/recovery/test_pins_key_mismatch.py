@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from recovery.models import UncertainCall
-from recovery.projection import projections_rebuild
 from recovery.decisions import decision_record
 from recovery.detection import uncertain_calls_detect
+from recovery.models import UncertainCall
+from recovery.rebuild import projections_rebuild
 from runs.client import CallUncertain, StoreTransport, ToolCall, open_run
 from runs.identity import call_key
 from runs.leases import lease_acquire, lease_release

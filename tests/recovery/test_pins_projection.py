@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from recovery.models import UncertainCall
-from recovery.projection import projections_rebuild
-from recovery.reconcile import call_reconcile
 from recovery.detection import uncertain_calls_detect
+from recovery.models import UncertainCall
+from recovery.rebuild import projections_rebuild
+from recovery.reconcile import call_reconcile
 from runs.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.selectors import run_state

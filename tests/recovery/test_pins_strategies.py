@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from recovery.models import UncertainCall
-from recovery.reconcile import call_reconcile, reconcile_pass
 from recovery.decisions import decision_record
+from recovery.models import UncertainCall
 from recovery.policy_changes import policies_load
+from recovery.reconcile import call_reconcile, reconcile_pass
 from runs.selectors import run_state
 from runs.store import events_read
 from tests.recovery.conftest import correction, crashed_run, policies_text, types_after

@@ -15,9 +15,9 @@ from django.utils import timezone
 from recovery.adapters import Evidence
 from recovery.models import PolicyChange, ToolPolicy, UncertainCall
 from recovery.policies import PolicyError, policies_parse
-from recovery.selectors import queue_figures_by_risk, uncertain_calls_filter
-from recovery.reconcile import call_reconcile, reconcile_pass
 from recovery.policy_changes import policies_load, policy_update
+from recovery.reconcile import call_reconcile, reconcile_pass
+from recovery.selectors import queue_figures_by_risk, uncertain_calls_filter
 from runs.store import events_read
 from tests.recovery.conftest import correction, crashed_run, policies_text
 

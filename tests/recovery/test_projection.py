@@ -9,12 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recovery.models import UncertainCall
-from recovery.projection import projections_rebuild
-from recovery.reconcile import call_reconcile
-from recovery.decisions import decision_record
-from recovery.policy_changes import policies_load
 from recovery.detection import uncertain_calls_detect
+from recovery.models import UncertainCall
+from recovery.policy_changes import policies_load
+from recovery.rebuild import projections_rebuild
+from recovery.reconcile import call_reconcile
 from runs.identity import call_key
 from runs.importer import paths_import
 from runs.leases import lease_acquire, lease_release
@@ -196,3 +195,17 @@ def test_rebuild_equals_incremental_on_generated_logs(ops, split, db):
     incremental = snapshot()
     projections_rebuild()
     assert snapshot() == incremental
+
+
+def test_the_projections_rule_table_names_every_event_type_once():
+    from recovery import projection
+    from runs.events import EventType, RegistryIncomplete, rule_table
+
+    assert projection.RELEVANT == frozenset(projection.HANDLERS) and "operator_note" in projection.RELEVANT
+    handlers = {EventType(t): f for t, f in projection.HANDLERS.items()}
+    ignored = set(EventType) - set(handlers)
+    # A new type with no decision, or a type both handled and ignored, stops the import.
+    with pytest.raises(RegistryIncomplete, match="operator_note"):
+        rule_table("projection", {t: f for t, f in handlers.items() if t != EventType.OPERATOR_NOTE}, ignored=ignored)
+    with pytest.raises(RegistryIncomplete, match="both handled and ignored: \\['run_started'\\]"):
+        rule_table("projection", {**handlers, EventType.RUN_STARTED: handlers[EventType.OPERATOR_NOTE]}, ignored=ignored)

@@ -4,7 +4,7 @@ import time
 
 from django.core.management.base import BaseCommand
 
-from recovery.projection import projections_rebuild
+from recovery.rebuild import projections_rebuild
 
 
 class Command(BaseCommand):

@@ -1,0 +1,153 @@
+"""The uncertain-call rows' hot reads and writes, in hand-written SQL read back through the ORM's
+own converters: the projection and the reconciliation worker run a few of these per call, and
+compiling an ORM query of ~45 columns cost more than the database spent answering it."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from psycopg.types.json import Jsonb
+
+from recovery.models import ToolPolicy, UncertainCall
+from runs.pg import server_cursor
+
+S = UncertainCall.State
+
+
+class Columns:
+    """A model's concrete columns for hand-written SQL, read back through Django's own converters.
+
+    Compiling an ORM query of ~45 columns costs more CPU than the database spends answering it, and
+    the projection and the reconciliation worker run a few of them per call. The column list and
+    the converters are built once per process and vendor; values still pass through exactly the
+    converters the ORM would apply, so instances are the same as ``objects.filter(...)`` returns.
+    """
+
+    def __init__(self, model, alias: str):
+        self.model = model
+        self.alias = alias
+        self.fields = list(model._meta.concrete_fields)
+        self.attnames = [f.attname for f in self.fields]
+        self._converters: dict[str, list] = {}
+
+    def select(self) -> str:
+        qn = connection.ops.quote_name
+        return ", ".join(f"{self.alias}.{qn(f.column)}" for f in self.fields)
+
+    def _convs(self) -> list:
+        convs = self._converters.get(connection.vendor)
+        if convs is None:
+            convs = []
+            for i, f in enumerate(self.fields):
+                col = f.get_col(self.alias)
+                found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+                if found:
+                    convs.append((i, found, col))
+            self._converters[connection.vendor] = convs
+        return convs
+
+    def instance(self, values, start: int = 0):
+        """The model instance for the columns at ``values[start:start + len(fields)]``, or None
+        when its primary key is null (an outer join that found nothing)."""
+        values = list(values[start : start + len(self.fields)])
+        if values[0] is None:
+            return None
+        for i, found, col in self._convs():
+            v = values[i]
+            for conv in found:
+                v = conv(v, col, connection)
+            values[i] = v
+        obj = self.model.from_db(connection.alias, self.attnames, values)
+        obj._loaded = tuple(values)  # what ``rows_update`` compares against
+        return obj
+
+
+CALL_COLUMNS = Columns(UncertainCall, "uc")
+POLICY_COLUMNS = Columns(ToolPolicy, "tp")
+
+
+def rows_fetch(sql: str, params: list) -> list:
+    if connection.vendor == "postgresql":
+        # Server-side binding and a statement prepared once per connection: these run per call.
+        with server_cursor() as cur:
+            cur.execute(sql, params, prepare=True)
+            return cur.fetchall()
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+
+def run_rows_read(run_id: str, named: set) -> list[UncertainCall]:
+    """The run's unresolved rows plus the resolved ones whose start seq is in ``named``."""
+    sql = f"SELECT {CALL_COLUMNS.select()} FROM reckon_uncertain_call uc WHERE uc.run_id = %s AND (uc.state <> %s"
+    params: list = [run_id, S.RESOLVED.value]
+    if named:
+        if connection.vendor == "postgresql":
+            sql += " OR uc.start_seq = ANY(%s)"
+            params.append(sorted(named))
+        else:
+            sql += f" OR uc.start_seq IN ({', '.join(['%s'] * len(named))})"
+            params.extend(sorted(named))
+    sql += ")"
+    return [CALL_COLUMNS.instance(r) for r in rows_fetch(sql, params)]
+
+
+def row_update(row: UncertainCall) -> None:
+    """Write the columns of ``row`` that changed since it was read by ``Columns.instance``."""
+    loaded = getattr(row, "_loaded", None)
+    if loaded is None or row.pk is None:
+        row.save()
+        return
+    qn = connection.ops.quote_name
+    sets, params = [], []
+    for f, before in zip(CALL_COLUMNS.fields, loaded):
+        value = getattr(row, f.attname)
+        if value != before or f.attname == "updated_at":
+            sets.append(f"{qn(f.column)} = %s")
+            params.append(f.get_db_prep_save(value, connection))
+    if not sets:
+        return
+    params.append(row.pk)
+    sql = f"UPDATE reckon_uncertain_call SET {', '.join(sets)} WHERE id = %s"
+    if connection.vendor == "postgresql":
+        # Server-side binding: the few shapes of this statement (which columns an event changes)
+        # are prepared by psycopg once they repeat.
+        with server_cursor() as cur:
+            cur.execute(sql, params)
+    else:
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+    row._loaded = tuple(getattr(row, a) for a in CALL_COLUMNS.attnames)
+
+
+def user_lookup() -> Callable[[str], int | None]:
+    cache: dict[str, int | None] = {}
+    User = get_user_model()
+
+    def get(name: str) -> int | None:
+        if name not in cache:
+            cache[name] = User.objects.filter(**{User.USERNAME_FIELD: name}).values_list("pk", flat=True).first()
+        return cache[name]
+
+    return get
+
+
+def rows_insert(rows: list[UncertainCall]) -> None:
+    """Insert new rows in bulk: COPY on PostgreSQL (the ORM's per-value preparation of ~45 columns
+    cost more than the rebuild's fold), ``bulk_create`` elsewhere."""
+    if connection.vendor != "postgresql":
+        UncertainCall.objects.bulk_create(rows, batch_size=1000)
+        return
+    fields = [f for f in CALL_COLUMNS.fields if not f.primary_key]
+    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    names = [f.attname for f in fields]
+    qn = connection.ops.quote_name
+    sql = f"COPY reckon_uncertain_call ({', '.join(qn(f.column) for f in fields)}) FROM STDIN"
+    with server_cursor() as cur, cur.copy(sql) as copy:
+        for row in rows:
+            values = [getattr(row, n) for n in names]
+            if json_fields:
+                values = [Jsonb(v) if n in json_fields and v is not None else v for n, v in zip(names, values)]
+            copy.write_row(values)
