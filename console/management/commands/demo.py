@@ -105,7 +105,7 @@ class Command(BaseCommand):
         children: list[subprocess.Popen] = []
         stop = threading.Event()
         if settings.REDIS_URL:
-            celery = [sys.executable, "-m", "celery", "-A", "console"]
+            celery = [sys.executable, "-m", "celery", "-A", "reckon"]
             children.append(subprocess.Popen([*celery, "worker", "--loglevel=WARNING", "--concurrency=2"]))
             children.append(subprocess.Popen([*celery, "beat", "--loglevel=WARNING", "--schedule", str(Path(settings.VAR_DIR) / "celerybeat-schedule")]))
             self.stdout.write(f"reconciliation: Celery worker (pid {children[0].pid}) and beat (pid {children[1].pid}) on {settings.REDIS_URL}")
