@@ -16,7 +16,7 @@ overwrites another: each is a new row, and only the oldest beyond ``KEEP_SNAPSHO
 Versioning: see ``runs.snapshot_format`` (``FOLD_VERSION`` by hand, ``FOLD_CODE`` by digest). A version found to disagree with a full
 replay (``verify_snapshots``) is quarantined: none of its snapshots is loaded or written again.
 
-The measurements of seed 5.8 are kept in ``ReplayMetric`` rows; ``replay_metrics()`` reads them.
+The measurements of seed 5.8 live in process memory (``runs.measurements``), never in the database.
 """
 
 from __future__ import annotations
@@ -24,24 +24,17 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 
 from runs.errors import RunNotFound
 from runs.events import UnknownEventType
 from runs.faults import fault_point
 from runs.fold import RunState, apply, fold
-from runs.models import (
-    ReplayMetric,
-    Run,
-    Snapshot,
-    SnapshotPointer,
-    SnapshotPolicy,
-    SnapshotQuarantine,
-)
+from runs.measurements import metrics_record, replay_metrics  # noqa: F401 (replay_metrics: re-exported)
+from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
 from runs.snapshot_format import (  # noqa: F401 (re-exported: the format is part of this module's API)
     BODY_FORMAT,
     FOLD_CODE,
@@ -63,57 +56,6 @@ KEEP_SNAPSHOTS = 3
 
 class SnapshotError(ValueError):
     """A snapshot request that cannot be honoured as given (a bad policy value, a state of another run)."""
-
-
-# --- measurements --------------------------------------------------------------------------------
-
-METRICS = (
-    "events_replayed",
-    "replay_duration_ms",
-    "snapshot_load_ms",
-    "snapshot_write_ms",
-    "snapshot_seq_gap",
-    "full_replay_equivalence_failures",
-    "snapshot_misses",  # labelled with the reason
-)
-
-_UPSERT = """
-INSERT INTO reckon_replay_metric (name, label, count, total, last, max, updated_at)
-VALUES {rows}
-ON CONFLICT (name, label) DO UPDATE SET
-    count = reckon_replay_metric.count + excluded.count,
-    total = reckon_replay_metric.total + excluded.total,
-    last = excluded.last,
-    max = {greatest}(reckon_replay_metric.max, excluded.max),
-    updated_at = excluded.updated_at
-"""
-
-
-def metrics_record(observations: list[tuple[str, str, float]]) -> None:
-    """Add observations ``(name, label, value)``: count += 1, total += value, last/max updated.
-
-    One statement for all of them, so a replay adds one short write, not one per series. Concurrent
-    replays serialise briefly on the rows they share; that is the price of keeping the figures where
-    every process (and a later /metrics endpoint) can read them.
-    """
-    if not observations:
-        return
-    greatest = "GREATEST" if connection.vendor == "postgresql" else "MAX"
-    rows = ", ".join(["(%s, %s, 1, %s, %s, %s, CURRENT_TIMESTAMP)"] * len(observations))
-    params: list[Any] = []
-    for name, label, value in observations:
-        params += [name, label, float(value), float(value), float(value)]
-    with transaction.atomic(), connection.cursor() as cur:
-        cur.execute(_UPSERT.format(rows=rows, greatest=greatest), params)
-
-
-def replay_metrics() -> dict[str, dict]:
-    """Every replay measurement series: ``{"name" or "name{label}": {count, total, last, max}}``."""
-    out = {}
-    for m in ReplayMetric.objects.all():
-        key = f"{m.name}{{{m.label}}}" if m.label else m.name
-        out[key] = {"name": m.name, "label": m.label, "count": m.count, "total": m.total, "last": m.last, "max": m.max}
-    return out
 
 
 def _ms(t0: float) -> float:
@@ -268,9 +210,9 @@ def run_state_fast(run_id: str, at: int | None = None) -> RunState:
         raise RunNotFound(run_id)
     snap, pointer_exists = snapshot_current(run_id=run_id)
     observations: list[tuple[str, str, float]] = []
-    restored = Restored(None)
+    restored, why = Restored(None), "none"
     if snap is not None and at is not None and snap.seq > at:
-        pass  # the snapshot is later than the state asked for: not a miss, just not applicable
+        why = "before_snapshot"  # the snapshot is later than the state asked for: not a miss
     else:
         restored = _restore(run_id, snap, pointer_exists, at)
     if restored.miss:
@@ -287,6 +229,7 @@ def run_state_fast(run_id: str, at: int | None = None) -> RunState:
         events = events_load(run_id=run_id, upto=at)
         st = fold(events)
         replayed = len(events)
+        observations.append(("full_replays", "miss" if restored.miss else why, 1))
     observations += [("events_replayed", "", replayed), ("replay_duration_ms", "", _ms(t0))]
     metrics_record(observations)
     return st
