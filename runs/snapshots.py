@@ -1,20 +1,26 @@
 """Snapshots: a cache of a partial fold, justified by measured replay cost, never a source of truth.
 
-A snapshot is the ``RunState`` after seq S, serialised to JSON (``runs.snapshot_format``), stored with the fold version that
-produced it, S itself and the sha256 of the body. ``run_state_fast`` loads the current snapshot,
-checks it, and folds only the events after S; every check that fails (a dangling pointer, an unknown
-or quarantined version, a wrong digest, a body that does not decode, a tail that does not begin at
-S + 1) is a cache miss: it is counted, the snapshot is marked discarded, and the state is folded from
-event 1 exactly as ``runs.selectors.run_state`` does. The log stays authoritative, so deleting every
+A snapshot is the ``RunState`` after seq S, serialised to JSON (``runs.snapshot_format``), stored
+with the fold version that produced it, S itself and the sha256 of the body. ``run_state_fast``
+loads the current snapshot, checks it, and folds only the events after S; every check that fails (a
+dangling pointer, an unknown or quarantined version, a wrong digest, a body that does not decode, a
+tail that does not begin at S + 1) is a cache miss: it is counted and the state is folded from event
+1 exactly as ``runs.selectors.run_state`` does. The log stays authoritative, so deleting every
 snapshot costs time, never a run (seed 5.8).
+
+Reading never writes. A miss found by a read is handed to the miss handlers registered with
+``snapshot_miss_register`` (``runs.tasks`` enqueues ``snapshot_repair_task``), and
+``snapshot_repair`` re-checks that snapshot later, in a worker, and discards or quarantines it. So a
+``GET`` of a run's state, a console screen or an agent's resumption writes no row, whatever it finds.
 
 Writing: the body row is inserted and the pointer that makes it current is updated in the same
 transaction, body first. Nothing is visible until the commit makes both durable together; a crash
 before the commit leaves the previous snapshot, untouched, as the current one. A snapshot never
 overwrites another: each is a new row, and only the oldest beyond ``KEEP_SNAPSHOTS`` are pruned.
 
-Versioning: see ``runs.snapshot_format`` (``FOLD_VERSION`` by hand, ``FOLD_CODE`` by digest). A version found to disagree with a full
-replay (``verify_snapshots``) is quarantined: none of its snapshots is loaded or written again.
+Versioning: see ``runs.snapshot_format`` (``FOLD_VERSION`` by hand, ``FOLD_CODE`` by digest). A
+version found to disagree with a full replay (``verify_snapshots``, or a repair) is quarantined:
+none of its snapshots is loaded or written again.
 
 The measurements of seed 5.8 live in process memory (``runs.measurements``), never in the database.
 """
@@ -22,8 +28,10 @@ The measurements of seed 5.8 live in process memory (``runs.measurements``), nev
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -48,6 +56,8 @@ from runs.snapshot_format import (  # noqa: F401 (re-exported: the format is par
 )
 from runs.store import events_load
 from runs.upcasters import UnsupportedVersion
+
+log = logging.getLogger("reckon.snapshots")
 
 # How many snapshots of a run are kept: the current one and a few before it, to diagnose an
 # equivalence failure. Correctness never needs any of them.
@@ -119,9 +129,13 @@ def _prune(run_id: str) -> None:
 # --- reading -------------------------------------------------------------------------------------
 
 
+def _pointed(run_id: str) -> int | None:
+    return SnapshotPointer.objects.filter(run_id=run_id).values_list("snapshot_id", flat=True).first()
+
+
 def snapshot_current(*, run_id: str) -> tuple[Snapshot | None, bool]:
     """The run's current snapshot and whether a pointer exists (a pointer without a row: deleted)."""
-    pointed = SnapshotPointer.objects.filter(run_id=run_id).values_list("snapshot_id", flat=True).first()
+    pointed = _pointed(run_id)
     if pointed is None:
         return None, False
     return Snapshot.objects.filter(id=pointed, run_id=run_id).first(), True
@@ -198,29 +212,44 @@ def _restore(run_id: str, snap: Snapshot | None, pointer_exists: bool, upto: int
     return Restored(st, None, tail=len(tail), load_ms=load_ms)
 
 
+# Called with (run_id, snapshot_id, reason) for every miss a read finds; runs.apps registers the
+# one that enqueues snapshot_repair_task. A read never settles a miss itself: that would write.
+_MISS_HANDLERS: list[Callable[[str, int, str], None]] = []
+
+
+def snapshot_miss_register(handler: Callable[[str, int, str], None]) -> None:
+    if handler not in _MISS_HANDLERS:
+        _MISS_HANDLERS.append(handler)
+
+
+def _miss_report(run_id: str, snapshot_id: int, reason: str) -> None:
+    for handler in _MISS_HANDLERS:
+        try:
+            handler(run_id, snapshot_id, reason)
+        except Exception:  # a broker outage (or an eager task failing) costs a repair, never the read
+            log.exception("could not hand snapshot %s of run %s (%s) over for repair", snapshot_id, run_id, reason)
+
+
 def run_state_fast(run_id: str, at: int | None = None) -> RunState:
     """The run's state after event ``at`` (default: the last): the current snapshot plus the tail.
 
-    Falls back to folding the whole log when there is no usable snapshot; a snapshot that fails a
-    check is counted as a miss and discarded. Gives exactly what ``runs.selectors.run_state`` gives.
+    Falls back to folding the whole log when there is no usable snapshot. Reads only: a snapshot
+    that fails a check is counted as a miss and reported to the miss handlers (a repair task), after
+    the state is computed, so the state never depends on the repair. Gives exactly what
+    ``runs.selectors.run_state`` gives.
     """
     t0 = time.perf_counter()
     head = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first()
     if head is None:
         raise RunNotFound(run_id)
-    snap, pointer_exists = snapshot_current(run_id=run_id)
-    observations: list[tuple[str, str, float]] = []
+    pointed = _pointed(run_id)
+    snap = Snapshot.objects.filter(id=pointed, run_id=run_id).first() if pointed is not None else None
     restored, why = Restored(None), "none"
     if snap is not None and at is not None and snap.seq > at:
         why = "before_snapshot"  # the snapshot is later than the state asked for: not a miss
     else:
-        restored = _restore(run_id, snap, pointer_exists, at)
-    if restored.miss:
-        observations.append(("snapshot_misses", restored.miss, 1))
-        if snap is not None:
-            snapshot_discard(snapshot_id=snap.id, reason=f"{restored.miss}: {restored.detail}")
-        else:
-            SnapshotPointer.objects.filter(run_id=run_id).delete()
+        restored = _restore(run_id, snap, pointed is not None, at)
+    observations: list[tuple[str, str, float]] = []
     if restored.state is not None:
         st = restored.state
         observations += [("snapshot_load_ms", "", restored.load_ms), ("snapshot_seq_gap", "", restored.tail)]
@@ -230,8 +259,12 @@ def run_state_fast(run_id: str, at: int | None = None) -> RunState:
         st = fold(events)
         replayed = len(events)
         observations.append(("full_replays", "miss" if restored.miss else why, 1))
+    if restored.miss:
+        observations.append(("snapshot_misses", restored.miss, 1))
     observations += [("events_replayed", "", replayed), ("replay_duration_ms", "", _ms(t0))]
     metrics_record(observations)
+    if restored.miss:
+        _miss_report(run_id, pointed, restored.miss)
     return st
 
 
@@ -319,16 +352,8 @@ class Verification:
         return f"run {self.run_id}: no snapshot"
 
 
-def snapshot_verify(*, run_id: str) -> Verification:
-    """Compute the run's state from its current snapshot plus tail and from the full log; compare.
-
-    A difference is a ``full_replay_equivalence_failures``: the snapshot is discarded and its fold
-    version quarantined, so no snapshot of that version is loaded again. A snapshot that fails its
-    own checks is an ordinary miss (counted and discarded, not an equivalence failure).
-    """
-    snap, pointer_exists = snapshot_current(run_id=run_id)
-    if snap is None and not pointer_exists:
-        return Verification(run_id, None, None, "", "none")
+def _check(run_id: str, snap: Snapshot | None, pointer_exists: bool) -> tuple[Verification, Restored]:
+    """Fold ``snap`` plus its tail and the full log in one transaction, and compare the two."""
     version = f"{snap.fold_version}/{snap.fold_code}" if snap is not None else ""
     result = Verification(run_id, snap.id if snap else None, snap.seq if snap else None, version, "equal")
     with transaction.atomic():
@@ -343,17 +368,56 @@ def snapshot_verify(*, run_id: str) -> Verification:
             result.fields = state_diff(fast, full)
             if result.fields:
                 result.outcome = "mismatch"
+    return result, restored
+
+
+def _settle(run_id: str, snap: Snapshot | None, pointed: int | None, result: Verification, restored: Restored, *, count_miss: bool) -> None:
+    """Act on a check: discard (and unpublish) a miss, quarantine the version of a mismatch."""
     if result.outcome == "miss":
-        metrics_record([("snapshot_misses", restored.miss, 1)])
+        if count_miss:
+            metrics_record([("snapshot_misses", restored.miss, 1)])
         if snap is not None:
             snapshot_discard(snapshot_id=snap.id, reason=result.detail)
-        else:
-            SnapshotPointer.objects.filter(run_id=run_id).delete()
+        elif pointed is not None:  # a dangling pointer; unless it has moved on meanwhile
+            SnapshotPointer.objects.filter(run_id=run_id, snapshot_id=pointed).delete()
     elif result.outcome == "mismatch":
         reason = f"run {run_id} snapshot {snap.id} at seq {snap.seq}: differs from the full replay in {', '.join(result.fields)}"
         metrics_record([("full_replay_equivalence_failures", "", 1)])
         version_quarantine(fold_version=snap.fold_version, fold_code=snap.fold_code, reason=reason)
         snapshot_discard(snapshot_id=snap.id, reason=f"equivalence: differs in {', '.join(result.fields)}")
+
+
+def snapshot_verify(*, run_id: str) -> Verification:
+    """Compute the run's state from its current snapshot plus tail and from the full log; compare.
+
+    A difference is a ``full_replay_equivalence_failures``: the snapshot is discarded and its fold
+    version quarantined, so no snapshot of that version is loaded again. A snapshot that fails its
+    own checks is an ordinary miss (counted and discarded, not an equivalence failure).
+    """
+    pointed = _pointed(run_id)
+    if pointed is None:
+        return Verification(run_id, None, None, "", "none")
+    snap = Snapshot.objects.filter(id=pointed, run_id=run_id).first()
+    result, restored = _check(run_id, snap, True)
+    _settle(run_id, snap, pointed, result, restored, count_miss=True)
+    return result
+
+
+def snapshot_repair(*, run_id: str, snapshot_id: int) -> Verification:
+    """Settle a snapshot that a read found unusable: re-check it now and act on what is found.
+
+    Still a miss: discarded and unpublished (not counted again: the read counted it). It loads but
+    differs from the full replay: its version is quarantined, as ``verify_snapshots`` would. It now
+    passes (the pointer was repaired meanwhile): left alone. Idempotent, so a repair enqueued by
+    several reads of the same snapshot settles it once. A pointer that has moved on to another
+    snapshot is never touched.
+    """
+    snap = Snapshot.objects.filter(id=snapshot_id, run_id=run_id).first()
+    pointed = snapshot_id if snap is None and _pointed(run_id) == snapshot_id else None
+    if snap is None and pointed is None:
+        return Verification(run_id, snapshot_id, None, "", "none", detail="gone: the pointer no longer names it")
+    result, restored = _check(run_id, snap, True)
+    _settle(run_id, snap, pointed, result, restored, count_miss=False)
     return result
 
 
