@@ -3,11 +3,11 @@
 Thin callers of ``runs.leases``, ``runs.store``, ``runs.selectors`` and ``runs.snapshots``: every
 rule lives there (the run list's filters and keyset pages in ``runs.selectors.runs_filter``, with
 the caller's tenant visibility from ``access.tenancy`` passed in as its scope). The
-domain errors those raise are mapped to statuses once, in console/api.py: a stale epoch, a seq
+domain errors those raise are mapped to statuses once, in api/errors.py: a stale epoch, a seq
 conflict or a second finish is a 409 carrying the run's current epoch and last seq, so an agent can
 tell "someone else owns this run now" from "I lost track of my own seq" without another request.
 
-A token limited to tenants sees only runs whose every tenant is one of its own (console.tenancy);
+A token limited to tenants sees only runs whose every tenant is one of its own (access.tenancy);
 any other run answers 404, exactly like a run that does not exist.
 """
 
