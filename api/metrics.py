@@ -1,10 +1,16 @@
-"""``/metrics`` in the Prometheus text format, read from the database at scrape time.
+"""``/metrics`` in the Prometheus text format: figures read from the database at scrape time, and
+the replay measurements every process keeps in memory.
 
-A custom collector rather than counters in process memory: appends happen in gunicorn workers,
-Celery workers and agents writing through the store directly, and only the database sees them
-all. Every figure here is derived from a durable table (the runs' fence rows, the lease log, the
-recovery read model), so any process answers a scrape with the same numbers and a restart resets
-nothing.
+Database figures: a custom collector rather than counters in process memory, because appends
+happen in gunicorn workers, Celery workers and agents writing through the store directly, and only
+the database sees them all. Each is derived from a durable table (the runs' fence rows, the lease
+log, the recovery read model), so any process answers a scrape with the same numbers and a restart
+resets nothing.
+
+Replay measurements (``runs.measurements``): a replay is a read, so its figures are never written
+to the database. Each process records them with prometheus_client; in multiprocess mode
+(``PROMETHEUS_MULTIPROC_DIR``) the worker answering the scrape merges every process's files, so
+the figures are the host's, not one worker's. They restart from zero when the folder is cleaned.
 
 Access: a token with the ``read`` scope or a signed-in console user with read access.
 """
@@ -22,10 +28,10 @@ from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
-    SummaryMetricFamily,
 )
 
 from access.tokens import principal_for_token, principal_for_user, token_authenticate
+from runs.measurements import collectors as process_collectors
 
 log = logging.getLogger("reckon.metrics")
 
@@ -137,42 +143,12 @@ def _lookup_latency():
     yield counts
 
 
-# The seed's replay and snapshot measurements (5.8). Each is shown from the first scrape, at 0 until
-# observed: a series that first appears at 1 hides that first increase from rate() and increase(),
-# and the first full_replay_equivalence_failures is exactly the one a release gate must not miss.
-SEED_REPLAY_METRICS = ("events_replayed", "replay_duration_ms", "snapshot_load_ms", "snapshot_write_ms", "snapshot_seq_gap", "full_replay_equivalence_failures")
-
-
-def _replay():
-    """Replay and snapshot measurements published by runs.snapshots (count, total, last, max per series)."""
-    try:
-        from runs.snapshots import replay_metrics
-    except ImportError:
-        return
-    series: dict[str, list] = {}
-    for m in replay_metrics().values():
-        series.setdefault(m["name"], []).append(m)
-    for name in SEED_REPLAY_METRICS:
-        if not any(m["label"] == "" for m in series.get(name, ())):
-            series.setdefault(name, []).append({"label": "", "count": 0, "total": 0.0, "last": 0.0, "max": 0.0})
-    for name, rows in sorted(series.items()):
-        base = f"reckon_{name}"
-        summary = SummaryMetricFamily(base, f"Replay measurement {name}", labels=["label"])
-        last = GaugeMetricFamily(f"{base}_last", f"Latest {name}", labels=["label"])
-        peak = GaugeMetricFamily(f"{base}_max", f"Largest {name} seen", labels=["label"])
-        for m in rows:
-            summary.add_metric([m["label"] or ""], count_value=m["count"], sum_value=m["total"])
-            last.add_metric([m["label"] or ""], m["last"])
-            peak.add_metric([m["label"] or ""], m["max"])
-        yield from (summary, last, peak)
-
-
 class DatabaseCollector:
     """Reads every figure from the database on each scrape."""
 
     def collect(self):
         started = time.perf_counter()
-        for part in (_runs, _recovery, _replay):
+        for part in (_runs, _recovery):
             try:
                 yield from part()
             except Exception:  # one broken source must not blank the whole scrape
@@ -182,6 +158,8 @@ class DatabaseCollector:
 
 _registry = CollectorRegistry(auto_describe=False)
 _registry.register(DatabaseCollector())
+for _collector in process_collectors():  # the replay measurements of every process sharing the folder
+    _registry.register(_collector)
 
 
 def metrics_text() -> bytes:

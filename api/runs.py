@@ -1,11 +1,13 @@
 """Runs over HTTP: leases, the fenced append, events by page, runs and their folded state.
 
-Thin callers of ``runs.leases``, ``runs.store`` and ``runs.selectors``: every rule lives there. The
+Thin callers of ``runs.leases``, ``runs.store``, ``runs.selectors`` and ``runs.snapshots``: every
+rule lives there (the run list's filters and keyset pages in ``runs.selectors.runs_filter``, with
+the caller's tenant visibility from ``access.tenancy`` passed in as its scope). The
 domain errors those raise are mapped to statuses once, in api/errors.py: a stale epoch, a seq
 conflict or a second finish is a 409 carrying the run's current epoch and last seq, so an agent can
 tell "someone else owns this run now" from "I lost track of my own seq" without another request.
 
-A token limited to tenants sees only runs whose every tenant is one of its own (console.tenancy);
+A token limited to tenants sees only runs whose every tenant is one of its own (access.tenancy);
 any other run answers 404, exactly like a run that does not exist.
 """
 
@@ -30,7 +32,7 @@ from runs.events import CURRENT_SCHEMA_VERSION
 from runs.fold import Event
 from runs.leases import Lease, lease_acquire, lease_release, lease_renew
 from runs.models import Run
-from runs.selectors import run_state
+from runs.selectors import run_state, runs_filter
 from runs.snapshots import run_state_fast
 from runs.store import NewEvent, events_append, events_load
 from runs.tenants import run_tenant_claim, run_tenants, tenants_named
@@ -297,38 +299,20 @@ def events_page_view(
 @router.get("/runs", response=responses({200: RunPage}), auth=caller("read"), summary="List runs")
 def runs_list_view(request: HttpRequest, filters: Query[RunFilters]):
     """Runs, newest first, with filters; keyset pagination through ``next_cursor``."""
-    from django.db.models import Q
-    from django.db.models.functions import Now
-
     principal: Principal = request.auth
-    qs = runs_visible(Run.objects.all(), principal.tenants)
-    if filters.origin:
-        qs = qs.filter(origin=filters.origin)
-    if filters.finished is not None:
-        qs = qs.filter(finished_seq__isnull=not filters.finished)
-    if filters.leased is not None:
-        live = Q(lease_expires_at__gt=Now()) & ~Q(lease_holder="")
-        qs = qs.filter(live) if filters.leased else qs.exclude(live)
-    if filters.tenant:
-        from runs.models import RunTenant
-
-        qs = qs.filter(run_id__in=RunTenant.objects.filter(tenant=filters.tenant).values("run_id"))
-    if filters.run_id_prefix:
-        qs = qs.filter(run_id__startswith=filters.run_id_prefix)
-    if filters.cursor:
-        created, last_id = _cursor_decode(filters.cursor)
-        qs = qs.filter(Q(created_at__lt=created) | Q(created_at=created, run_id__lt=last_id))
-    page = list(qs.order_by("-created_at", "-run_id")[: filters.limit + 1])
-    more = len(page) > filters.limit
-    page = page[: filters.limit]
-    from runs.models import RunTenant
-
-    tenants: dict[str, set[str]] = {}
-    for rid, t in RunTenant.objects.filter(run_id__in=[r.run_id for r in page]).values_list("run_id", "tenant"):
-        tenants.setdefault(rid, set()).add(t)
+    page = runs_filter(
+        origin=filters.origin,
+        finished=filters.finished,
+        leased=filters.leased,
+        tenant=filters.tenant,
+        run_id_prefix=filters.run_id_prefix,
+        after=_cursor_decode(filters.cursor) if filters.cursor else None,
+        limit=filters.limit,
+        scope=lambda qs: runs_visible(qs, principal.tenants),
+    )
     return {
-        "runs": [_run_out(r, tenants.get(r.run_id) or {"default"}) for r in page],
-        "next_cursor": _cursor_encode(page[-1]) if more else None,
+        "runs": [_run_out(r, page.tenants[r.run_id]) for r in page.runs],
+        "next_cursor": _cursor_encode(page.runs[-1]) if page.more else None,
     }
 
 

@@ -4,10 +4,12 @@ DATABASE_URL   default: an embedded SQLite file under var/ (WAL, IMMEDIATE trans
 REDIS_URL      absent: Celery runs tasks eagerly, in-process
 SECRET_KEY     absent: generated into var/secret_key for local use; required when DEBUG is off
 DEBUG          default: on (local use); production sets DEBUG=false and then must give SECRET_KEY
+PROMETHEUS_MULTIPROC_DIR   default: var/prometheus; the folder the processes' metrics share ("": off)
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -145,6 +147,21 @@ RECKON_LEASE_SECONDS = envint("RECKON_LEASE_SECONDS", 30, minimum=1)
 # never. No run shorter than the minimum is snapshotted: below it a full replay is cheap enough.
 RECKON_SNAPSHOT_INTERVAL = envint("RECKON_SNAPSHOT_INTERVAL", 500, minimum=0)
 RECKON_SNAPSHOT_MIN_EVENTS = envint("RECKON_SNAPSHOT_MIN_EVENTS", 2000, minimum=0)
+
+# Process metrics (runs/measurements.py): prometheus_client's multiprocess mode. Every process that
+# replays (gunicorn and Celery workers, commands, agents on the store) writes its figures to its own
+# files in this folder and /metrics merges them. The client reads the variable when it is first
+# imported, so it is exported here, before any Reckon module imports the client, and inherited by
+# child processes. One folder per host: it is cleaned of dead processes' files at start-up
+# (runs/metrics_dir.py), never here, since every worker loads these settings. "" turns it off:
+# each process then keeps its figures to itself and /metrics shows only its own.
+PROMETHEUS_MULTIPROC_DIR = envstr("PROMETHEUS_MULTIPROC_DIR", str(VAR_DIR / "prometheus")) or ""
+if PROMETHEUS_MULTIPROC_DIR:
+    PROMETHEUS_MULTIPROC_DIR = str(Path(PROMETHEUS_MULTIPROC_DIR).resolve())
+    Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
+else:
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
 
 # Celery: Redis when REDIS_URL is set, otherwise tasks run eagerly in-process.
 REDIS_URL = envstr("REDIS_URL", "")

@@ -6,8 +6,9 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self) -> None:
+        from runs.snapshots import snapshot_miss_register
         from runs.store import after_append_register, projector_register
-        from runs.tasks import snapshot_on_append
+        from runs.tasks import snapshot_on_append, snapshot_repair_enqueue
         from runs.tenants import TENANT_NAMING, run_tenants_project
 
         # Every process that appends (server, worker, agent using the store directly) keeps the
@@ -15,3 +16,5 @@ class RunsConfig(AppConfig):
         projector_register(run_tenants_project, types=TENANT_NAMING)
         # Snapshots are taken after appends that cross the snapshot interval, whoever appends.
         after_append_register(snapshot_on_append)
+        # A snapshot a read cannot use is settled by a task, never by the read itself.
+        snapshot_miss_register(snapshot_repair_enqueue)

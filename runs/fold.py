@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, NamedTuple
 
+from runs.calls import completion_key, completion_pair, start_key, start_signature
 from runs.events import (
     CURRENT_SCHEMA_VERSION,
     RECORD_ONLY,
@@ -28,7 +29,6 @@ from runs.events import (
     registry_check,
     rule_table,
 )
-from runs.calls import completion_key, completion_pair, start_key, start_signature
 
 
 class Event(NamedTuple):

@@ -190,28 +190,6 @@ class SnapshotQuarantine(models.Model):
         constraints = [models.UniqueConstraint(fields=["fold_version", "fold_code"], name="reckon_snapshot_quarantine_uniq")]
 
 
-class ReplayMetric(models.Model):
-    """One replay measurement series (seed 5.8), kept in the database so any process can report it.
-
-    A counter only grows ``total`` (and ``count``); a timing or size series also keeps its last and
-    largest observation, so an exporter can publish ``_sum``/``_count`` and a gauge from one row.
-    ``label`` separates series of one name (the reason of a snapshot miss).
-    """
-
-    name = models.CharField(max_length=64)
-    label = models.CharField(max_length=64, blank=True, default="")
-    count = models.BigIntegerField(default=0)
-    total = models.FloatField(default=0)
-    last = models.FloatField(default=0)
-    max = models.FloatField(default=0)
-    updated_at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        db_table = "reckon_replay_metric"
-        constraints = [models.UniqueConstraint(fields=["name", "label"], name="reckon_replay_metric_uniq")]
-        ordering = ["name", "label"]
-
-
 class RunTenant(models.Model):
     """A read model kept by a projector inside every append's transaction (runs.tenants): the
     tenants a run's events name. Token tenant limits are checked against it."""

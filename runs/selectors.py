@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Callable
+
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
 
 from runs.errors import RunNotFound
 from runs.fold import RunState, fold
-from runs.models import Run
+from runs.measurements import metrics_record
+from runs.models import Run, RunTenant
 from runs.store import events_load
+from runs.upcasters import DEFAULT_TENANT
 
 
 def run_get(*, run_id: str) -> Run:
@@ -21,17 +29,65 @@ def run_state(*, run_id: str, at: int | None = None) -> RunState:
     """The run's state after event ``at`` (default: the last), folded from the log.
 
     RunNotFound for a run that does not exist; the run row is only looked up when the log has no
-    events to fold, since events exist only for a run that does. Like the snapshot path, a full
-    replay records ``events_replayed`` and ``replay_duration_ms`` (seed 5.8), labelled ``full`` so
-    that /metrics tells these audit reads from event 1 apart from resumptions (label ``""``, the
-    snapshot path and its fallback).
+    events to fold, since events exist only for a run that does. A full replay, measured in process
+    memory like every replay (``full_replays{selector}``, ``events_replayed``, ``replay_duration_ms``).
     """
-    from runs.snapshots import metrics_record
-
     t0 = time.perf_counter()
     events = events_load(run_id=run_id, upto=at)
     if not events:
         run_get(run_id=run_id)
-    st = fold(events)
-    metrics_record([("events_replayed", "full", len(events)), ("replay_duration_ms", "full", (time.perf_counter() - t0) * 1000.0)])
-    return st
+    state = fold(events)
+    elapsed_ms = (time.perf_counter() - t0) * 1000.0
+    metrics_record([("full_replays", "selector", 1), ("events_replayed", "", len(events)), ("replay_duration_ms", "", elapsed_ms)])
+    return state
+
+
+@dataclass
+class RunsPage:
+    runs: list[Run]
+    tenants: dict[str, set[str]]  # every run of the page, "default" for a run that names no tenant
+    more: bool  # another page follows the last run of this one
+
+
+def runs_filter(
+    *,
+    origin: str | None = None,
+    finished: bool | None = None,
+    leased: bool | None = None,
+    tenant: str | None = None,
+    run_id_prefix: str | None = None,
+    after: tuple[datetime, str] | None = None,
+    limit: int = 50,
+    scope: Callable[[QuerySet], QuerySet] | None = None,
+) -> RunsPage:
+    """Runs newest first (created_at, then run id, both descending), one page of ``limit``.
+
+    ``leased``: someone holds the lease now (by its expiry, on the database's clock). ``tenant``:
+    runs that name that tenant. ``after``: the (created_at, run_id) of the last run of the previous
+    page (keyset pagination). ``scope`` narrows the runs first; callers pass the visibility rule of
+    who is asking (access.tenancy), which this layer does not know.
+    """
+    qs = Run.objects.all()
+    if scope is not None:
+        qs = scope(qs)
+    if origin:
+        qs = qs.filter(origin=origin)
+    if finished is not None:
+        qs = qs.filter(finished_seq__isnull=not finished)
+    if leased is not None:
+        live = Q(lease_expires_at__gt=Now()) & ~Q(lease_holder="")
+        qs = qs.filter(live) if leased else qs.exclude(live)
+    if tenant:
+        qs = qs.filter(run_id__in=RunTenant.objects.filter(tenant=tenant).values("run_id"))
+    if run_id_prefix:
+        qs = qs.filter(run_id__startswith=run_id_prefix)
+    if after is not None:
+        created, last_id = after
+        qs = qs.filter(Q(created_at__lt=created) | Q(created_at=created, run_id__lt=last_id))
+    page = list(qs.order_by("-created_at", "-run_id")[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    tenants: dict[str, set[str]] = {r.run_id: set() for r in page}
+    for rid, t in RunTenant.objects.filter(run_id__in=list(tenants)).values_list("run_id", "tenant"):
+        tenants[rid].add(t)
+    return RunsPage(page, {rid: ts or {DEFAULT_TENANT} for rid, ts in tenants.items()}, more)

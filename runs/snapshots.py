@@ -1,253 +1,74 @@
 """Snapshots: a cache of a partial fold, justified by measured replay cost, never a source of truth.
 
-A snapshot is the ``RunState`` after seq S, serialised to JSON, stored with the fold version that
-produced it, S itself and the sha256 of the body. ``run_state_fast`` loads the current snapshot,
-checks it, and folds only the events after S; every check that fails (a dangling pointer, an unknown
-or quarantined version, a wrong digest, a body that does not decode, a tail that does not begin at
-S + 1) is a cache miss: it is counted, the snapshot is marked discarded, and the state is folded from
-event 1 exactly as ``runs.selectors.run_state`` does. The log stays authoritative, so deleting every
+A snapshot is the ``RunState`` after seq S, serialised to JSON (``runs.snapshot_format``), stored
+with the fold version that produced it, S itself and the sha256 of the body. ``run_state_fast``
+loads the current snapshot, checks it, and folds only the events after S; every check that fails (a
+dangling pointer, an unknown or quarantined version, a wrong digest, a body that does not decode, a
+tail that does not begin at S + 1) is a cache miss: it is counted and the state is folded from event
+1 exactly as ``runs.selectors.run_state`` does. The log stays authoritative, so deleting every
 snapshot costs time, never a run (seed 5.8).
+
+Reading never writes. A miss found by a read is handed to the miss handlers registered with
+``snapshot_miss_register`` (``runs.tasks`` enqueues ``snapshot_repair_task``), and
+``snapshot_repair`` re-checks that snapshot later, in a worker, and discards or quarantines it. So a
+``GET`` of a run's state, a console screen or an agent's resumption writes no row, whatever it finds.
 
 Writing: the body row is inserted and the pointer that makes it current is updated in the same
 transaction, body first. Nothing is visible until the commit makes both durable together; a crash
 before the commit leaves the previous snapshot, untouched, as the current one. A snapshot never
 overwrites another: each is a new row, and only the oldest beyond ``KEEP_SNAPSHOTS`` are pruned.
 
-Versioning: ``FOLD_VERSION`` is bumped by hand whenever a fold rule, a ``RunState`` field, an
-upcaster default or the body format changes meaning. Because forgetting that bump is exactly how an
-old snapshot decodes into a state the current code would never produce (seed 5.9), every snapshot
-also records ``FOLD_CODE``, a digest of the source of the modules that define the fold; a snapshot
-written by other code is an unknown version, i.e. a miss. A version found to disagree with a full
-replay (``verify_snapshots``) is quarantined: none of its snapshots is loaded or written again.
+Versioning: see ``runs.snapshot_format`` (``FOLD_VERSION`` by hand, ``FOLD_CODE`` by digest). A
+version found to disagree with a full replay (``verify_snapshots``, or a repair) is quarantined:
+none of its snapshots is loaded or written again.
 
-The measurements of seed 5.8 are kept in ``ReplayMetric`` rows; ``replay_metrics()`` reads them.
+The measurements of seed 5.8 live in process memory (``runs.measurements``), never in the database.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import sys
+import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
-from typing import Any
+from typing import Callable
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 
-from runs import calls as _calls_mod
-from runs import events as _events_mod
-from runs import fold as _fold_mod
-from runs import identity as _identity_mod
-from runs import upcasters as _upcasters_mod
 from runs.errors import RunNotFound
-from runs.events import UnknownEventType, registry_check
+from runs.events import UnknownEventType
 from runs.faults import fault_point
-from runs.fold import Message, OpenCall, RunState, apply, fold
+from runs.fold import RunState, apply, fold
+from runs.measurements import metrics_record
 from runs.models import (
-    ReplayMetric,
     Run,
     Snapshot,
     SnapshotPointer,
     SnapshotPolicy,
     SnapshotQuarantine,
 )
+from runs.snapshot_format import (
+    FOLD_CODE,
+    FOLD_VERSION,
+    body_digest,
+    state_diff,
+    state_dumps,
+    state_loads,
+)
 from runs.store import events_load
 from runs.upcasters import UnsupportedVersion
 
-# Bump when the meaning of a snapshot body changes: a fold rule, a RunState field, an upcaster's
-# default, the body format below. Old snapshots then become cache misses instead of wrong states.
-FOLD_VERSION = 2  # 2: a completion naming another open call's key completes its own start's key
+log = logging.getLogger("reckon.snapshots")
 
 # How many snapshots of a run are kept: the current one and a few before it, to diagnose an
 # equivalence failure. Correctness never needs any of them.
 KEEP_SNAPSHOTS = 3
 
-BODY_FORMAT = 1
-
-
-def _fold_code() -> str:
-    # The source of every module whose change can change a folded state, this one included (it owns
-    # the body format). Reading source is cheap and happens once per process.
-    h = hashlib.sha256()
-    for mod in (_events_mod, _fold_mod, _calls_mod, _identity_mod, _upcasters_mod, sys.modules[__name__]):
-        try:
-            h.update(Path(mod.__file__).read_bytes())
-        except (OSError, TypeError):
-            h.update(f"{mod.__name__}:unreadable".encode())
-    return h.hexdigest()[:16]
-
-
-FOLD_CODE = _fold_code()
-
 
 class SnapshotError(ValueError):
     """A snapshot request that cannot be honoured as given (a bad policy value, a state of another run)."""
-
-
-# --- the body: RunState <-> JSON, exactly ------------------------------------------------------
-#
-# Every field the fold reads or writes is stored, including the ones to_dict() leaves out (tool
-# calls of a message, the open calls' signatures, the raw start timestamps), because folding a tail
-# onto a restored state must give exactly what folding the whole log gives. Dictionaries are stored
-# as lists of pairs: a payload may use a number as a memory key or call id, and a JSON object would
-# silently turn it into a string. Adding a field to RunState, Message or OpenCall without teaching it
-# to this format fails at import time below, not quietly in production.
-
-_STATE_FIELDS = (
-    "run_id", "last_seq", "status", "outcome", "turns", "usage", "cost_usd", "compactions", "messages",
-    "trajectory", "completed_calls", "open_calls", "pending_approvals", "memory", "resumptions", "resolutions",
-)  # fmt: skip
-_DICT_FIELDS = ("usage", "completed_calls", "pending_approvals", "memory", "resolutions")
-_MESSAGE_FIELDS = ("role", "content", "trust", "tool_calls", "call_id", "name", "is_error")
-_OPEN_CALL_FIELDS = ("call_id", "name", "arguments", "idempotency_key", "signature", "start_seq", "started_at")
-
-registry_check(tuple(f.name for f in dataclasses.fields(RunState)) == _STATE_FIELDS, "RunState changed: teach runs/snapshots.py its fields")
-registry_check(tuple(f.name for f in dataclasses.fields(Message)) == _MESSAGE_FIELDS, "Message changed: teach runs/snapshots.py its fields")
-registry_check(tuple(f.name for f in dataclasses.fields(OpenCall)) == _OPEN_CALL_FIELDS, "OpenCall changed: teach runs/snapshots.py its fields")
-
-
-def _ts_out(ts: Any) -> list:
-    if isinstance(ts, datetime):
-        return ["dt", ts.isoformat()]
-    return ["raw", ts]
-
-
-def _ts_in(tagged: list) -> Any:
-    kind, value = tagged
-    if kind == "dt":
-        return datetime.fromisoformat(value)
-    if kind == "raw":
-        return value
-    raise ValueError(f"unknown timestamp tag {kind!r}")
-
-
-def state_to_jsonable(st: RunState) -> dict:
-    """``st`` as plain JSON values, every field, dictionaries as pairs."""
-    doc: dict[str, Any] = {"format": BODY_FORMAT}
-    for name in _STATE_FIELDS:
-        value = getattr(st, name)
-        if name in _DICT_FIELDS:
-            doc[name] = [[k, v] for k, v in value.items()]
-        elif name == "messages":
-            doc[name] = [[m.role, m.content, m.trust, m.tool_calls, m.call_id, m.name, m.is_error] for m in value]
-        elif name == "open_calls":
-            doc[name] = [
-                [seq, c.call_id, c.name, c.arguments, c.idempotency_key, c.signature, c.start_seq, _ts_out(c.started_at)]
-                for seq, c in value.items()
-            ]
-        else:
-            doc[name] = value
-    return doc
-
-
-def state_from_jsonable(doc: dict) -> RunState:
-    """The RunState ``state_to_jsonable`` produced ``doc`` from; ValueError if the shape is wrong."""
-    if not isinstance(doc, dict) or doc.get("format") != BODY_FORMAT:
-        raise ValueError(f"body format {doc.get('format') if isinstance(doc, dict) else None!r} is not {BODY_FORMAT}")
-    missing = [n for n in _STATE_FIELDS if n not in doc]
-    if missing:
-        raise ValueError(f"body lacks {', '.join(missing)}")
-    kw: dict[str, Any] = {}
-    for name in _STATE_FIELDS:
-        value = doc[name]
-        if name in _DICT_FIELDS:
-            kw[name] = {k: v for k, v in value}
-        elif name == "messages":
-            kw[name] = [Message(*m) for m in value]
-        elif name == "open_calls":
-            kw[name] = {row[0]: OpenCall(*row[1:7], _ts_in(row[7])) for row in value}
-        else:
-            kw[name] = value
-    return RunState(**kw)
-
-
-def state_dumps(st: RunState) -> str:
-    return json.dumps(state_to_jsonable(st), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def state_loads(body: str) -> RunState:
-    try:
-        return state_from_jsonable(json.loads(body))
-    except (TypeError, ValueError, IndexError, KeyError) as exc:
-        raise ValueError(f"body does not decode: {exc}") from None
-
-
-def body_digest(body: str) -> str:
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
-
-
-def state_diff(a: RunState, b: RunState) -> list[str]:
-    """The RunState fields in which ``a`` and ``b`` differ, in declaration order ([] when equal).
-
-    Dictionaries compare with their order, because the fold's order (open calls in log order, keys in
-    completion order) is part of what a resumed run sees.
-    """
-    out = []
-    for name in _STATE_FIELDS:
-        x, y = getattr(a, name), getattr(b, name)
-        if isinstance(x, dict) and isinstance(y, dict):
-            same = list(x.items()) == list(y.items())
-        else:
-            same = x == y and type(x) is type(y)
-        if not same:
-            out.append(name)
-    return out
-
-
-# --- measurements --------------------------------------------------------------------------------
-
-METRICS = (
-    "events_replayed",
-    "replay_duration_ms",
-    "snapshot_load_ms",
-    "snapshot_write_ms",
-    "snapshot_seq_gap",
-    "full_replay_equivalence_failures",
-    "snapshot_misses",  # labelled with the reason
-)
-
-_UPSERT = """
-INSERT INTO reckon_replay_metric (name, label, count, total, last, max, updated_at)
-VALUES {rows}
-ON CONFLICT (name, label) DO UPDATE SET
-    count = reckon_replay_metric.count + excluded.count,
-    total = reckon_replay_metric.total + excluded.total,
-    last = excluded.last,
-    max = {greatest}(reckon_replay_metric.max, excluded.max),
-    updated_at = excluded.updated_at
-"""
-
-
-def metrics_record(observations: list[tuple[str, str, float]]) -> None:
-    """Add observations ``(name, label, value)``: count += 1, total += value, last/max updated.
-
-    One statement for all of them, so a replay adds one short write, not one per series. Concurrent
-    replays serialise briefly on the rows they share; that is the price of keeping the figures where
-    every process (and a later /metrics endpoint) can read them.
-    """
-    if not observations:
-        return
-    greatest = "GREATEST" if connection.vendor == "postgresql" else "MAX"
-    rows = ", ".join(["(%s, %s, 1, %s, %s, %s, CURRENT_TIMESTAMP)"] * len(observations))
-    params: list[Any] = []
-    for name, label, value in observations:
-        params += [name, label, float(value), float(value), float(value)]
-    with transaction.atomic(), connection.cursor() as cur:
-        cur.execute(_UPSERT.format(rows=rows, greatest=greatest), params)
-
-
-def replay_metrics() -> dict[str, dict]:
-    """Every replay measurement series: ``{"name" or "name{label}": {count, total, last, max}}``."""
-    out = {}
-    for m in ReplayMetric.objects.all():
-        key = f"{m.name}{{{m.label}}}" if m.label else m.name
-        out[key] = {"name": m.name, "label": m.label, "count": m.count, "total": m.total, "last": m.last, "max": m.max}
-    return out
 
 
 def _ms(t0: float) -> float:
@@ -311,9 +132,13 @@ def _prune(run_id: str) -> None:
 # --- reading -------------------------------------------------------------------------------------
 
 
+def _pointed(run_id: str) -> int | None:
+    return SnapshotPointer.objects.filter(run_id=run_id).values_list("snapshot_id", flat=True).first()
+
+
 def snapshot_current(*, run_id: str) -> tuple[Snapshot | None, bool]:
     """The run's current snapshot and whether a pointer exists (a pointer without a row: deleted)."""
-    pointed = SnapshotPointer.objects.filter(run_id=run_id).values_list("snapshot_id", flat=True).first()
+    pointed = _pointed(run_id)
     if pointed is None:
         return None, False
     return Snapshot.objects.filter(id=pointed, run_id=run_id).first(), True
@@ -390,29 +215,44 @@ def _restore(run_id: str, snap: Snapshot | None, pointer_exists: bool, upto: int
     return Restored(st, None, tail=len(tail), load_ms=load_ms)
 
 
+# Called with (run_id, snapshot_id, reason) for every miss a read finds; runs.apps registers the
+# one that enqueues snapshot_repair_task. A read never settles a miss itself: that would write.
+_MISS_HANDLERS: list[Callable[[str, int, str], None]] = []
+
+
+def snapshot_miss_register(handler: Callable[[str, int, str], None]) -> None:
+    if handler not in _MISS_HANDLERS:
+        _MISS_HANDLERS.append(handler)
+
+
+def _miss_report(run_id: str, snapshot_id: int, reason: str) -> None:
+    for handler in _MISS_HANDLERS:
+        try:
+            handler(run_id, snapshot_id, reason)
+        except Exception:  # a broker outage (or an eager task failing) costs a repair, never the read
+            log.exception("could not hand snapshot %s of run %s (%s) over for repair", snapshot_id, run_id, reason)
+
+
 def run_state_fast(run_id: str, at: int | None = None) -> RunState:
     """The run's state after event ``at`` (default: the last): the current snapshot plus the tail.
 
-    Falls back to folding the whole log when there is no usable snapshot; a snapshot that fails a
-    check is counted as a miss and discarded. Gives exactly what ``runs.selectors.run_state`` gives.
+    Falls back to folding the whole log when there is no usable snapshot. Reads only: a snapshot
+    that fails a check is counted as a miss and reported to the miss handlers (a repair task), after
+    the state is computed, so the state never depends on the repair. Gives exactly what
+    ``runs.selectors.run_state`` gives.
     """
     t0 = time.perf_counter()
     head = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first()
     if head is None:
         raise RunNotFound(run_id)
-    snap, pointer_exists = snapshot_current(run_id=run_id)
-    observations: list[tuple[str, str, float]] = []
-    restored = Restored(None)
+    pointed = _pointed(run_id)
+    snap = Snapshot.objects.filter(id=pointed, run_id=run_id).first() if pointed is not None else None
+    restored, why = Restored(None), "none"
     if snap is not None and at is not None and snap.seq > at:
-        pass  # the snapshot is later than the state asked for: not a miss, just not applicable
+        why = "before_snapshot"  # the snapshot is later than the state asked for: not a miss
     else:
-        restored = _restore(run_id, snap, pointer_exists, at)
-    if restored.miss:
-        observations.append(("snapshot_misses", restored.miss, 1))
-        if snap is not None:
-            snapshot_discard(snapshot_id=snap.id, reason=f"{restored.miss}: {restored.detail}")
-        else:
-            SnapshotPointer.objects.filter(run_id=run_id).delete()
+        restored = _restore(run_id, snap, pointed is not None, at)
+    observations: list[tuple[str, str, float]] = []
     if restored.state is not None:
         st = restored.state
         observations += [("snapshot_load_ms", "", restored.load_ms), ("snapshot_seq_gap", "", restored.tail)]
@@ -421,8 +261,13 @@ def run_state_fast(run_id: str, at: int | None = None) -> RunState:
         events = events_load(run_id=run_id, upto=at)
         st = fold(events)
         replayed = len(events)
+        observations.append(("full_replays", "miss" if restored.miss else why, 1))
+    if restored.miss:
+        observations.append(("snapshot_misses", restored.miss, 1))
     observations += [("events_replayed", "", replayed), ("replay_duration_ms", "", _ms(t0))]
     metrics_record(observations)
+    if restored.miss:
+        _miss_report(run_id, pointed, restored.miss)
     return st
 
 
@@ -510,16 +355,8 @@ class Verification:
         return f"run {self.run_id}: no snapshot"
 
 
-def snapshot_verify(*, run_id: str) -> Verification:
-    """Compute the run's state from its current snapshot plus tail and from the full log; compare.
-
-    A difference is a ``full_replay_equivalence_failures``: the snapshot is discarded and its fold
-    version quarantined, so no snapshot of that version is loaded again. A snapshot that fails its
-    own checks is an ordinary miss (counted and discarded, not an equivalence failure).
-    """
-    snap, pointer_exists = snapshot_current(run_id=run_id)
-    if snap is None and not pointer_exists:
-        return Verification(run_id, None, None, "", "none")
+def _check(run_id: str, snap: Snapshot | None, pointer_exists: bool) -> tuple[Verification, Restored]:
+    """Fold ``snap`` plus its tail and the full log in one transaction, and compare the two."""
     version = f"{snap.fold_version}/{snap.fold_code}" if snap is not None else ""
     result = Verification(run_id, snap.id if snap else None, snap.seq if snap else None, version, "equal")
     with transaction.atomic():
@@ -534,17 +371,56 @@ def snapshot_verify(*, run_id: str) -> Verification:
             result.fields = state_diff(fast, full)
             if result.fields:
                 result.outcome = "mismatch"
+    return result, restored
+
+
+def _settle(run_id: str, snap: Snapshot | None, pointed: int | None, result: Verification, restored: Restored, *, count_miss: bool) -> None:
+    """Act on a check: discard (and unpublish) a miss, quarantine the version of a mismatch."""
     if result.outcome == "miss":
-        metrics_record([("snapshot_misses", restored.miss, 1)])
+        if count_miss:
+            metrics_record([("snapshot_misses", restored.miss, 1)])
         if snap is not None:
             snapshot_discard(snapshot_id=snap.id, reason=result.detail)
-        else:
-            SnapshotPointer.objects.filter(run_id=run_id).delete()
+        elif pointed is not None:  # a dangling pointer; unless it has moved on meanwhile
+            SnapshotPointer.objects.filter(run_id=run_id, snapshot_id=pointed).delete()
     elif result.outcome == "mismatch":
         reason = f"run {run_id} snapshot {snap.id} at seq {snap.seq}: differs from the full replay in {', '.join(result.fields)}"
         metrics_record([("full_replay_equivalence_failures", "", 1)])
         version_quarantine(fold_version=snap.fold_version, fold_code=snap.fold_code, reason=reason)
         snapshot_discard(snapshot_id=snap.id, reason=f"equivalence: differs in {', '.join(result.fields)}")
+
+
+def snapshot_verify(*, run_id: str) -> Verification:
+    """Compute the run's state from its current snapshot plus tail and from the full log; compare.
+
+    A difference is a ``full_replay_equivalence_failures``: the snapshot is discarded and its fold
+    version quarantined, so no snapshot of that version is loaded again. A snapshot that fails its
+    own checks is an ordinary miss (counted and discarded, not an equivalence failure).
+    """
+    pointed = _pointed(run_id)
+    if pointed is None:
+        return Verification(run_id, None, None, "", "none")
+    snap = Snapshot.objects.filter(id=pointed, run_id=run_id).first()
+    result, restored = _check(run_id, snap, True)
+    _settle(run_id, snap, pointed, result, restored, count_miss=True)
+    return result
+
+
+def snapshot_repair(*, run_id: str, snapshot_id: int) -> Verification:
+    """Settle a snapshot that a read found unusable: re-check it now and act on what is found.
+
+    Still a miss: discarded and unpublished (not counted again: the read counted it). It loads but
+    differs from the full replay: its version is quarantined, as ``verify_snapshots`` would. It now
+    passes (the pointer was repaired meanwhile): left alone. Idempotent, so a repair enqueued by
+    several reads of the same snapshot settles it once. A pointer that has moved on to another
+    snapshot is never touched.
+    """
+    snap = Snapshot.objects.filter(id=snapshot_id, run_id=run_id).first()
+    pointed = snapshot_id if snap is None and _pointed(run_id) == snapshot_id else None
+    if snap is None and pointed is None:
+        return Verification(run_id, snapshot_id, None, "", "none", detail="gone: the pointer no longer names it")
+    result, restored = _check(run_id, snap, True)
+    _settle(run_id, snap, pointed, result, restored, count_miss=False)
     return result
 
 

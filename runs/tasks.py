@@ -7,6 +7,13 @@ boundary, enqueues ``snapshot_maybe_task``. The task reads the run's own policy 
 snapshot only when one is due, so a boundary that a run's policy does not care about costs one
 look at the policy, not a snapshot. Without ``REDIS_URL`` the task runs eagerly, in the appending
 process, right after the commit.
+
+Snapshots found unusable by a read are settled off the read path. ``snapshot_repair_enqueue`` is
+registered with ``runs.snapshots.snapshot_miss_register``; the read that found the miss has already
+computed its state from the full log, and only enqueues ``snapshot_repair_task``, which re-checks
+the snapshot and discards it or quarantines its version. With a broker the read writes nothing.
+Without ``REDIS_URL`` (eager tasks) the repair runs inline, in the reading process, right after the
+read computed its state; a failing repair is logged and never changes what the read returns.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from runs.snapshots import snapshot_maybe
+from runs.snapshots import snapshot_maybe, snapshot_repair
 
 log = logging.getLogger("reckon.snapshots")
 
@@ -26,6 +33,18 @@ def snapshot_maybe_task(run_id: str) -> int | None:
     """Write the run's snapshot if its policy says one is due; the snapshot's seq, or None."""
     snap = snapshot_maybe(run_id)
     return snap.seq if snap is not None else None
+
+
+@shared_task(name="runs.tasks.snapshot_repair_task", ignore_result=True)
+def snapshot_repair_task(run_id: str, snapshot_id: int) -> str:
+    """Re-check a snapshot a read could not use; discard it or quarantine its version. The outcome."""
+    return snapshot_repair(run_id=run_id, snapshot_id=snapshot_id).outcome
+
+
+def snapshot_repair_enqueue(run_id: str, snapshot_id: int, reason: str) -> None:
+    """Miss handler of ``runs.snapshots``: hand the snapshot to a worker. Errors reach the caller,
+    which logs them: a read never fails for a repair it could not enqueue."""
+    snapshot_repair_task.delay(run_id, snapshot_id)
 
 
 def snapshot_due(old_last: int, new_last: int, interval: int, min_events: int) -> bool:

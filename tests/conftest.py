@@ -31,3 +31,61 @@ def _tasks_run_in_process(request):
         yield
     finally:
         app.conf.task_always_eager, app.conf.task_eager_propagates = saved
+
+
+class QueuedTasks:
+    """Tasks sent to an in-memory broker: queued as a real broker would keep them, run on demand."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def drain(self) -> list[tuple[str, list, dict]]:
+        """Take every queued task off the queue: ``(task name, args, kwargs)`` in sending order."""
+        from queue import Empty
+
+        out = []
+        with self.app.connection_for_write() as conn:
+            q = conn.SimpleQueue(self.app.conf.task_default_queue)
+            try:
+                while True:
+                    try:
+                        message = q.get(block=False)
+                    except Empty:
+                        break
+                    args, kwargs, _ = message.decode()
+                    out.append((message.headers["task"], list(args), dict(kwargs)))
+                    message.ack()
+            finally:
+                q.close()
+        return out
+
+    def run(self, tasks: list[tuple[str, list, dict]]) -> list:
+        """Run drained tasks in this process, as a worker would; their return values."""
+        return [self.app.tasks[name].apply(args=args, kwargs=kwargs, throw=True).get() for name, args, kwargs in tasks]
+
+
+def _broker_reset(app) -> None:
+    # Celery caches its connection and producer pools on first use; drop its references so the next
+    # send connects to whatever broker_url says now. Not closed: kombu keeps pools per broker URL
+    # process-wide and would hand the closed one back to the next test on the same URL.
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+@pytest.fixture
+def queued_tasks():
+    """Celery as in production (not eager), on an in-memory broker: ``.delay()`` only queues, and
+    nothing runs until the test says so. Never Redis, so no other process can take the tasks."""
+    from reckon.celery import app
+
+    saved = app.conf.broker_url, app.conf.task_always_eager
+    app.conf.broker_url, app.conf.task_always_eager = "memory://localhost/", False
+    _broker_reset(app)
+    queued = QueuedTasks(app)
+    queued.drain()  # anything an earlier test left behind
+    try:
+        yield queued
+    finally:
+        queued.drain()
+        app.conf.broker_url, app.conf.task_always_eager = saved
+        _broker_reset(app)

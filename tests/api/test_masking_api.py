@@ -10,8 +10,8 @@ import pytest
 from django.test import Client
 
 from access.roles import roles_ensure
-from recovery.models import ToolPolicy
 from recovery.detection import uncertain_calls_detect
+from recovery.models import ToolPolicy
 from runs.identity import call_key, signature
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append

@@ -42,9 +42,10 @@ def test_metrics_count_appends_fencing_rejections_and_uncertain_calls_by_risk(re
 
 
 def test_metrics_need_a_read_token_without_tenant_limits(outsider, agent, tenant_a, db):
+    from django.test import Client
+
     from access.tokens import token_create
     from tests.api.conftest import Api
-    from django.test import Client
 
     assert outsider.get("/metrics").status_code == 401
     _, secret = token_create(name="appender", scopes=["append"])

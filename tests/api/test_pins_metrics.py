@@ -6,6 +6,8 @@ Only the scraped TEXT is pinned (names, counts moving), not where the figures ar
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from io import StringIO
 
 import pytest
@@ -13,7 +15,9 @@ from django.core.management import call_command
 
 from runs.models import Snapshot
 from runs.selectors import run_state
-from runs.snapshots import body_digest, snapshot_verify, snapshot_write, state_dumps
+from runs.snapshot_format import body_digest, state_dumps
+from runs.snapshots import snapshot_verify, snapshot_write
+from tests.api.live import ROOT, child_env
 from tests.api.test_metrics import _samples
 from tests.runs.test_snapshots import working_run
 
@@ -41,10 +45,16 @@ def total(m: dict, name: str) -> float:
     return sum(_over_labels(m, f"reckon_{name}_sum"))
 
 
-def test_it_exposes_every_snapshot_metric_of_the_seed_before_anything_was_replayed(reader):
+@pytest.mark.django_db(transaction=True)
+def test_it_exposes_every_snapshot_metric_of_the_seed_before_anything_was_replayed(tmp_path):
     """A counter that first appears at 1 hides its first increase from rate() and increase(): the
-    release gate's failures must be visible at 0, before the first one happens."""
-    m = scrape(reader)
+    release gate's failures must be visible at 0, before the first one happens. The figures live in
+    process memory, so "before anything" is a fresh process with a folder of its own."""
+    code = "from api.metrics import metrics_text; print(metrics_text().decode())"
+    env = child_env(PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-v", "0", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    m = _samples(done.stdout)
     for name in SEED:
         assert _over_labels(m, f"reckon_{name}_count"), f"/metrics does not show reckon_{name}"
         assert count(m, name) == 0

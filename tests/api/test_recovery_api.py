@@ -8,11 +8,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from access.roles import ONCALL, roles_ensure
-from recovery.models import UncertainCall
 from recovery.detection import uncertain_calls_detect
+from recovery.models import UncertainCall
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append, events_read
-from tests.api.conftest import Api
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

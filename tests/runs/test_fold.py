@@ -1,16 +1,16 @@
 """The fold, without a database: determinism, the vocabulary, compaction, pairing, failures."""
 
 import enum
+import json
 import subprocess
 import sys
 from pathlib import Path
-import json
 
 import pytest
 
 from runs import events as registry
 from runs.events import EventType, UnknownEventType
-from runs.fold import Event, FoldError, RULES, fold
+from runs.fold import RULES, Event, FoldError, fold
 from runs.identity import call_key, idempotency_key, signature
 from tests.golden import fixture_logs
 

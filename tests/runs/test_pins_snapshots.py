@@ -16,7 +16,8 @@ from runs.fold import Event, Message, OpenCall, RunState, fold
 from runs.leases import lease_acquire
 from runs.models import Snapshot
 from runs.selectors import run_state
-from runs.snapshots import body_digest, snapshot_verify, snapshot_write, state_diff, state_dumps
+from runs.snapshot_format import body_digest, state_diff, state_dumps
+from runs.snapshots import snapshot_verify, snapshot_write
 from runs.store import NewEvent, events_append
 
 RUN = "run-pin-snap"

@@ -14,17 +14,15 @@ from django.db import connection
 
 from runs.models import Run, Snapshot, SnapshotQuarantine
 from runs.selectors import run_state
-from runs.snapshots import (
+from runs.snapshot_format import (
     FOLD_CODE,
     FOLD_VERSION,
     body_digest,
-    replay_metrics,
-    run_state_fast,
-    snapshot_current,
-    snapshot_write,
     state_dumps,
     state_loads,
 )
+from runs.snapshots import run_state_fast, snapshot_current, snapshot_write
+from tests.measure import Measurements
 from tests.runs.test_snapshots import working_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +55,7 @@ def tamper(snap: Snapshot) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_verify_snapshots_finds_a_tampered_snapshot_quarantines_its_version_and_exits_non_zero():
+    measured = Measurements()
     for run_id in ("run-a", "run-b"):
         working_run(run_id, 40)
         snapshot_write(run_id=run_id, state=run_state(run_id=run_id, at=30))
@@ -72,12 +71,13 @@ def test_verify_snapshots_finds_a_tampered_snapshot_quarantines_its_version_and_
     assert f"quarantined fold version(s): {FOLD_VERSION}/{FOLD_CODE}" in done.stderr
 
     assert SnapshotQuarantine.objects.filter(fold_version=FOLD_VERSION, fold_code=FOLD_CODE).exists()
-    assert replay_metrics()["full_replay_equivalence_failures"]["total"] == 1
+    # Counted by the command's own process, merged through the shared multiprocess folder.
+    assert measured("full_replay_equivalence_failures").total == 1
     # No further loads of that version: not the tampered one, nor a fresh one written by the same fold.
     snapshot_write(run_id="run-b", state=run_state(run_id="run-b", at=35))
     assert run_state_fast("run-b").to_dict() == run_state(run_id="run-b").to_dict()
     assert run_state_fast("run-a").to_dict() == run_state(run_id="run-a").to_dict()
-    assert replay_metrics()["snapshot_misses{quarantined}"]["total"] == 2
+    assert measured("snapshot_misses", "quarantined").total == 2
 
 
 @pytest.mark.django_db
@@ -96,10 +96,11 @@ def test_verify_snapshots_reports_a_corrupt_snapshot_as_a_miss_not_an_equivalenc
     working_run("run-a", 40)
     snap = snapshot_write(run_id="run-a", state=run_state(run_id="run-a", at=25))
     Snapshot.objects.filter(id=snap.id).update(body=snap.body[:-2])
+    measured = Measurements()
     out = io.StringIO()
     call_command("verify_snapshots", stdout=out)
     assert "is unusable (digest:" in out.getvalue()
-    assert replay_metrics()["snapshot_misses{digest}"]["total"] == 1
+    assert measured("snapshot_misses", "digest").total == 1
     assert not SnapshotQuarantine.objects.exists()
 
 

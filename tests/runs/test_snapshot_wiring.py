@@ -11,13 +11,14 @@ from django.test import override_settings
 
 from runs import store
 from runs.client import StoreTransport, open_run
-from runs.models import ReplayMetric, Snapshot
+from runs.leases import lease_acquire
+from runs.models import Snapshot
 from runs.selectors import run_state
 from runs.snapshots import snapshot_policy_set
 from runs.store import NewEvent, events_append
 from runs.tasks import snapshot_due
-from runs.leases import lease_acquire
 from tests.api.conftest import reader  # noqa: F401 (a fixture: a read-only API token)
+from tests.measure import Measurements
 from tests.runs.test_snapshots import more, working_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,6 +41,7 @@ def test_the_boundary_check_is_integer_arithmetic_on_the_old_and_new_last_seq():
 
 @SMALL
 def test_an_append_that_crosses_the_interval_writes_a_snapshot_after_its_commit():
+    measured = Measurements()
     lease = working_run("run-s", 19)
     assert snapshot_seqs("run-s") == []  # below the minimum of 20
     more("run-s", lease.epoch, 19, 1)
@@ -48,7 +50,7 @@ def test_an_append_that_crosses_the_interval_writes_a_snapshot_after_its_commit(
     assert snapshot_seqs("run-s") == [20]  # 29: no boundary crossed
     more("run-s", lease.epoch, 29, 4)  # one batch stepping over 30
     assert snapshot_seqs("run-s") == [20, 33]
-    assert ReplayMetric.objects.filter(name="snapshot_write_ms").get().count == 2
+    assert measured("snapshot_write_ms").count == 2
 
 
 @SMALL
@@ -97,15 +99,14 @@ def test_a_resumed_client_run_starts_from_the_snapshot_and_equals_the_full_repla
     first.append("tool_call_completed", call_id="c1", name="lookup", content="ok", is_error=False)
     first.close(release=True)
     assert snapshot_seqs("run-c") == [20]
-    before = ReplayMetric.objects.filter(name="snapshot_load_ms").first()
+    measured = Measurements()
 
     resumed = open_run("run-c", transport=StoreTransport(), holder="agent-2", renew=False)
     try:
         assert resumed.state.to_dict() == run_state(run_id="run-c").to_dict()
         assert resumed.state.resumptions == 1 and resumed.state.last_seq == 28
-        loads = ReplayMetric.objects.get(name="snapshot_load_ms")
-        assert loads.count == (before.count if before else 0) + 1  # the snapshot was loaded, not bypassed
-        assert ReplayMetric.objects.get(name="snapshot_seq_gap").last == 7  # folded 21..27 on top of it
+        assert measured("snapshot_load_ms").count == 1  # the snapshot was loaded, not bypassed
+        assert measured("snapshot_seq_gap").last == 7  # folded 21..27 on top of it
     finally:
         resumed.close(release=True)
 
@@ -116,11 +117,12 @@ def test_the_api_state_at_the_latest_seq_uses_the_snapshot_and_a_past_seq_replay
     events_append(run_id="run-api-s", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "run-api-s"})])
     more("run-api-s", lease.epoch, more("run-api-s", lease.epoch, 1, 19), 5)
     assert snapshot_seqs("run-api-s") == [20]
+    measured = Measurements()
     latest = reader.get("/api/runs/run-api-s/state").json()
-    assert ReplayMetric.objects.get(name="snapshot_load_ms").count == 1
+    assert measured("snapshot_load_ms").count == 1
     assert latest == run_state(run_id="run-api-s").to_dict()
     assert reader.get("/api/runs/run-api-s/state", at=25).json() == latest
-    assert ReplayMetric.objects.get(name="snapshot_load_ms").count == 2
+    assert measured("snapshot_load_ms").count == 2
     past = reader.get("/api/runs/run-api-s/state", at=22).json()
     assert past == run_state(run_id="run-api-s", at=22).to_dict()
-    assert ReplayMetric.objects.get(name="snapshot_load_ms").count == 2  # the past view folded from event 1
+    assert measured("snapshot_load_ms").count == 2  # the past view folded from event 1

@@ -21,26 +21,28 @@ from runs.events import COMPLETION_SOURCES, RESOLUTION_DISPOSITIONS, EventType
 from runs.fold import Event, RunState, apply, fold
 from runs.identity import call_key
 from runs.leases import lease_acquire
-from runs.models import ReplayMetric, Snapshot, SnapshotPointer
+from runs.models import Snapshot, SnapshotPointer
 from runs.selectors import run_state
-from runs.snapshot_plan import COMPACT_EVERY
-from runs.snapshots import (
+from runs.snapshot_format import (
     FOLD_CODE,
     FOLD_VERSION,
     body_digest,
-    replay_metrics,
+    state_diff,
+    state_dumps,
+    state_loads,
+)
+from runs.snapshot_plan import COMPACT_EVERY
+from runs.snapshots import (
     run_state_fast,
     snapshot_current,
     snapshot_maybe,
     snapshot_policy_set,
     snapshot_write,
-    state_diff,
-    state_dumps,
-    state_loads,
     version_quarantine,
 )
 from runs.store import NewEvent, events_append
 from runs.synthetic import synthetic_events
+from tests.measure import Measurements
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 9, 8, 11, 0, tzinfo=timezone.utc)
@@ -209,9 +211,21 @@ def more(run_id, epoch, after, k):
     return seq
 
 
+_measured: Measurements | None = None
+
+
+@pytest.fixture(autouse=True)
+def _measurements():
+    """``metric()`` reads what this test observed: the figures live as long as the processes."""
+    global _measured
+    _measured = Measurements()
+    yield
+    _measured = None
+
+
 def metric(name, label=""):
-    row = ReplayMetric.objects.filter(name=name, label=label).first()
-    return row
+    """The series ``name{label}`` since the test began (count, total, last, max), or None."""
+    return _measured(name, label)
 
 
 @pytest.mark.django_db
@@ -221,19 +235,22 @@ class TestLoading:
         snap = snapshot_write(run_id="run-a", state=run_state(run_id="run-a", at=30))
         assert snap.seq == 30 and snap.fold_version == FOLD_VERSION and snap.fold_code == FOLD_CODE
         assert snap.digest == body_digest(snap.body)
+        full = run_state(run_id="run-a").to_dict()
+        measured = Measurements()
         fast = run_state_fast("run-a")
-        assert fast.to_dict() == run_state(run_id="run-a").to_dict()
-        assert metric("snapshot_seq_gap").last == 20
-        assert metric("events_replayed").total == 20
-        assert metric("snapshot_load_ms").count == 1
-        assert not ReplayMetric.objects.filter(name="snapshot_misses").exists()
+        assert fast.to_dict() == full
+        assert measured("snapshot_seq_gap").last == 20
+        assert measured("events_replayed").total == 20
+        assert measured("snapshot_load_ms").count == 1
+        assert measured.labels("snapshot_misses") == [] and measured.labels("full_replays") == []
 
     def test_a_state_asked_for_before_the_snapshot_is_folded_from_the_log(self):
         working_run("run-a", 50)
         snapshot_write(run_id="run-a", state=run_state(run_id="run-a", at=30))
         for at in (1, 29, 30, 31, 50):
             assert run_state_fast("run-a", at=at).to_dict() == run_state(run_id="run-a", at=at).to_dict()
-        assert not ReplayMetric.objects.filter(name="snapshot_misses").exists()
+        assert _measured.labels("snapshot_misses") == []
+        assert metric("full_replays", "before_snapshot").count == 2  # at 1 and 29, before the snapshot at 30
         assert snapshot_current(run_id="run-a")[0].discarded_at is None
 
     def _miss(self, run_id, reason):
@@ -390,10 +407,9 @@ def test_replay_metrics_names_every_series_the_seed_asks_for(db):
     working_run("run-a", 30)
     snapshot_write(run_id="run-a", state=run_state(run_id="run-a", at=20))
     run_state_fast("run-a")
-    got = replay_metrics()
     for name in ("events_replayed", "replay_duration_ms", "snapshot_load_ms", "snapshot_write_ms", "snapshot_seq_gap"):
-        assert got[name]["count"] >= 1, name
-    assert got["snapshot_seq_gap"]["last"] == 10
+        assert metric(name).count >= 1, name
+    assert metric("snapshot_seq_gap").last == 10
 
 
 # --- a crash between the body and the pointer -----------------------------------------------------

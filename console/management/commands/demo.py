@@ -106,6 +106,9 @@ class Command(BaseCommand):
             self.stdout.write(f"  {username:<11} {password}   ({group or 'administrator'})")
 
     def _serve(self, addr: str, interval: float) -> None:
+        from runs.metrics_dir import multiproc_dir_clean
+
+        multiproc_dir_clean()  # start-up: the metric files of earlier runs' processes go
         children: list[subprocess.Popen] = []
         stop = threading.Event()
         if settings.REDIS_URL:
