@@ -13,7 +13,6 @@ any other run answers 404, exactly like a run that does not exist.
 
 from __future__ import annotations
 
-import base64
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -32,6 +31,7 @@ from runs.events import CURRENT_SCHEMA_VERSION
 from runs.fold import Event
 from runs.leases import Lease, lease_acquire, lease_release, lease_renew
 from runs.models import Run
+from runs.paging import CursorError, cursor_decode, cursor_encode
 from runs.selectors import run_state, runs_filter
 from runs.snapshots import run_state_fast
 from runs.store import NewEvent, events_append, events_load
@@ -197,15 +197,14 @@ def _run_out(run: Run, tenants: set[str]) -> dict:
 
 
 def _cursor_encode(run: Run) -> str:
-    return base64.urlsafe_b64encode(f"{run.created_at.isoformat()}|{run.run_id}".encode()).decode()
+    return cursor_encode(run.created_at, run.run_id)
 
 
 def _cursor_decode(cursor: str) -> tuple[datetime, str]:
     try:
-        created, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
-        return datetime.fromisoformat(created), run_id
-    except (ValueError, UnicodeError):
-        raise Unprocessable("cursor is not one this API returned") from None
+        return cursor_decode(cursor, (datetime, str))
+    except CursorError as exc:
+        raise Unprocessable(f"cursor is not one this API returned ({exc})") from None
 
 
 # --- leases ------------------------------------------------------------------------------------

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Callable
 
-from django.db.models import Q, QuerySet
+from django.db import connection
+from django.db.models import Q, QuerySet, TextField, Value
 from django.db.models.functions import Now
 
 from runs.errors import RunNotFound
@@ -40,6 +41,21 @@ def run_state(*, run_id: str, at: int | None = None) -> RunState:
     elapsed_ms = (time.perf_counter() - t0) * 1000.0
     metrics_record([("full_replays", "selector", 1), ("events_replayed", "", len(events)), ("replay_duration_ms", "", elapsed_ms)])
     return state
+
+
+def _created_at_bound(created: datetime):
+    """``created`` as the keyset bound on ``Run.created_at``.
+
+    SQLite keeps the column as the text its Now() wrote, with milliseconds ('...33.489'), and
+    compares text; Django would bind the cursor's datetime with microseconds ('...33.489000'), which
+    sorts after the stored text of the very same instant, so the last run of a page would come back
+    at the top of the next. The bound is written the way the column is.
+    """
+    if connection.vendor != "sqlite":
+        return created
+    utc = created.astimezone(timezone.utc) if created.tzinfo else created
+    text = utc.strftime("%Y-%m-%d %H:%M:%S.%f")
+    return Value(text[:-3] if utc.microsecond % 1000 == 0 else text, output_field=TextField())
 
 
 @dataclass
@@ -83,7 +99,8 @@ def runs_filter(
         qs = qs.filter(run_id__startswith=run_id_prefix)
     if after is not None:
         created, last_id = after
-        qs = qs.filter(Q(created_at__lt=created) | Q(created_at=created, run_id__lt=last_id))
+        at = _created_at_bound(created)
+        qs = qs.filter(Q(created_at__lt=at) | Q(created_at=at, run_id__lt=last_id))
     page = list(qs.order_by("-created_at", "-run_id")[: limit + 1])
     more = len(page) > limit
     page = page[:limit]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
 from runs.leases import lease_release
 from runs.models import Run
@@ -44,13 +43,7 @@ def test_filters_pages_and_the_callers_scope():
     assert Run.objects.count() == 4
 
 
-def test_a_cursor_page_starts_after_the_previous_pages_last_run(request):
-    if connection.vendor == "sqlite":
-        # Found while moving this query out of the API view, and left as it was (the API's
-        # behaviour is kept): SQLite stores Now() as text with milliseconds ('...33.489') and Django
-        # binds the cursor's datetime with microseconds ('...33.489000'), so as text the last run of
-        # a page sorts before its own cursor and comes back at the top of the next page.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="SQLite compares created_at as text of unequal precision"))
+def test_a_cursor_page_starts_after_the_previous_pages_last_run():
     for i in range(3):
         working_run(f"run-{i}", 1)
     first = runs_filter(limit=2)
