@@ -20,7 +20,13 @@ from django.test.utils import override_settings
 from runs.fold import fold
 from runs.leases import lease_acquire
 from runs.selectors import run_state
-from runs.store import NewEvent, events_append, events_load
+from runs.store import (
+    _PG_APPEND_ONE_PLAIN,
+    NewEvent,
+    _append_cursor,
+    events_append,
+    events_load,
+)
 from runs.synthetic import synthetic_events
 
 
@@ -108,12 +114,9 @@ def bench_store(*, quick: bool = False, out=None) -> dict:
         return _bench_store(quick=quick, out=out)
 
 
-def _bench_store(*, quick: bool, out) -> dict:
-    say = out.write if out is not None else (lambda _s: None)
-    seconds, windows = (0.5, 3) if quick else (1.5, 5)
-    big = 20_000 if quick else 100_000
-    say(f"store benchmark on {connection.vendor} ({'quick' if quick else 'full'}): medians of {windows} windows of {seconds}s")
-
+def _single_rates(*, seconds: float, windows: int) -> dict[str, float]:
+    """Raw inserts, fenced single appends and (on PostgreSQL) the fenced statement alone, taking
+    turns window by window so that the machine's drift reaches all three alike."""
     insert = _raw_insert()
     counter = iter(range(1, 10**9))
 
@@ -133,8 +136,6 @@ def _bench_store(*, quick: bool, out) -> dict:
     if connection.vendor == "postgresql":
         # The fenced append's statement alone, parameters built once: what the database spends on
         # the fence, against the raw insert, apart from the Python API's checks and encoding.
-        from runs.store import _PG_APPEND_ONE_PLAIN, _append_cursor
-
         bare_epoch = run_build("bench-statement", 1)
         cur = _append_cursor(connection)
         at = {"seq": 1}
@@ -152,28 +153,35 @@ def _bench_store(*, quick: bool, out) -> dict:
             return 1
 
         singles["statement"] = statement_one
+    return rates_side_by_side(singles, seconds=seconds, windows=windows)
 
-    # Raw inserts, fenced appends and the bare statement take turns, window by window.
-    single_rates = rates_side_by_side(singles, seconds=seconds, windows=windows)
+
+def _batch_rate(run_id: str, batch: list[NewEvent], *, seconds: float, windows: int) -> float:
+    epoch = run_build(run_id, 1)
+    at = {"seq": 1}
+
+    def fenced_batch() -> int:
+        events_append(run_id=run_id, epoch=epoch, expected_seq=at["seq"], events=batch)
+        at["seq"] += 100
+        return 100
+
+    return rate(fenced_batch, seconds=seconds, windows=windows)
+
+
+def _bench_store(*, quick: bool, out) -> dict:
+    say = out.write if out is not None else (lambda _s: None)
+    seconds, windows = (0.5, 3) if quick else (1.5, 5)
+    big = 20_000 if quick else 100_000
+    say(f"store benchmark on {connection.vendor} ({'quick' if quick else 'full'}): medians of {windows} windows of {seconds}s")
+
+    single_rates = _single_rates(seconds=seconds, windows=windows)
     raw, fenced, statement_only = single_rates["raw"], single_rates["fenced"], single_rates.get("statement")
-
-    def batch_rate(run_id: str, batch: list[NewEvent]) -> float:
-        epoch = run_build(run_id, 1)
-        at = {"seq": 1}
-
-        def fenced_batch() -> int:
-            events_append(run_id=run_id, epoch=epoch, expected_seq=at["seq"], events=batch)
-            at["seq"] += 100
-            return 100
-
-        return rate(fenced_batch, seconds=seconds, windows=windows)
-
     # A model's turns and messages: no read model subscribes, so the store's own path.
     conversation = [e for e in synthetic_events("bench-batch", 2, 300) if e.type == "model_turn"][:100]
-    batched = batch_rate("bench-batch", conversation)
+    batched = _batch_rate("bench-batch", conversation, seconds=seconds, windows=windows)
     # Turns, tool starts and completions: the uncertain-call projection and the run-tenant read
     # model are kept in the same transaction.
-    batched_projected = batch_rate("bench-batch-tools", synthetic_events("bench-batch-tools", 2, 100))
+    batched_projected = _batch_rate("bench-batch-tools", synthetic_events("bench-batch-tools", 2, 100), seconds=seconds, windows=windows)
 
     run_build("bench-4k", 4000)
     replay_4k = median_ms(lambda: run_state(run_id="bench-4k"), 9)
