@@ -66,11 +66,11 @@ BULK_LIMIT = 500
 
 
 def _bulk_plan_one(row, *, action: str, user) -> tuple[bool, str]:
-    S = type(row).State
-    if row.state == S.RESOLVED:
-        return False, f"already resolved ({row.disposition or 'resolved'}): nothing to do"
-    if row.state == S.IN_FLIGHT:
-        return False, "still in flight: its writer may yet complete it"
+    # What may be decided is the model's rule (the one decision_record enforces); claims and
+    # assignments follow it too: a call nobody may decide has nothing to hand over.
+    why = row.decidable()
+    if why is not None:
+        return False, why
     if action == "claim":
         if row.claimed_by_name == user.get_username():
             return False, "already yours"
