@@ -118,7 +118,7 @@ def _celery(n: int, rounds: int) -> tuple[list[float], str]:
     env = dict(os.environ, DATABASE_URL=database_url(), LOG_LEVEL="ERROR", RECKON_LOG_LEVEL="ERROR")
     log = tempfile.TemporaryFile()  # never a pipe nobody reads: a full pipe would stall the worker
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "-c", "2", "-Q", queue, "-l", "error", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        [sys.executable, "-m", "celery", "-A", "reckon", "worker", "-c", "2", "-Q", queue, "-l", "error", "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -24,7 +24,7 @@ def worker():
     """A worker process consuming a queue of its own, so it can never pick up anyone else's task."""
     queue = f"test-{uuid.uuid4().hex[:12]}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", queue, "-c", "1", "-P", "solo",
+        [sys.executable, "-m", "celery", "-A", "reckon", "worker", "-Q", queue, "-c", "1", "-P", "solo",
          "--without-heartbeat", "--without-mingle", "--without-gossip", "--loglevel", "WARNING"],
         cwd=ROOT,
         env=child_env(),
