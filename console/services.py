@@ -10,6 +10,7 @@ from django.contrib.contenttypes.models import ContentType
 from recovery.decisions import call_assign, call_claim, decision_record
 from recovery.errors import RecoveryError, StaleDecision
 from recovery.masking import value_at
+from recovery.models import Decision
 from runs.models import Event, Run
 
 REVEAL_PREFIX = "revealed "
@@ -115,10 +116,10 @@ def bulk_apply(*, rows, seen: dict[int, int], action: str, user, assignee: str =
             elif action == "assign":
                 call_assign(pk=row.pk, user=user, assignee=assignee, seen_version=version)
             elif action == "escalate":
-                decision_record(pk=row.pk, decision="escalate", by=user, reason=reason, seen_version=version)
+                decision_record(pk=row.pk, decision=Decision.ESCALATE, by=user, reason=reason, seen_version=version)
             elif action == "happened":
                 decision_record(
-                    pk=row.pk, decision="happened", by=user, reason=reason, seen_version=version,
+                    pk=row.pk, decision=Decision.HAPPENED, by=user, reason=reason, seen_version=version,
                     evidence_ref=f"reconciliation attempt {row.attempts} of call {row.pk}: match",
                 )
             out.append({"call": row, "ok": True, "result": "done: " + what})

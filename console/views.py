@@ -377,9 +377,7 @@ def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> di
     recent = selectors.run_events_page(run_id=call.run_id, limit=12)
     _shown(recent.items, fields)
     arguments = call.arguments if isinstance(call.arguments, dict) else {"(arguments)": call.arguments}
-    # The form is shown only when the recovery engine would accept a decision now; otherwise its
-    # reason (in flight, resolved) is shown instead: the words decision_record refuses with.
-    not_decidable = call.decidable()
+    not_decidable = call.decidable()  # shown in place of the form: decision_record refuses with it
     can_decide = request.user.has_perm(perm("decide_call")) and not_decidable is None
     return {
         "call": call,
