@@ -18,6 +18,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from recovery.errors import (
     CallNotFound,
     InvalidDecision,
+    NotDecidable,
     RecoveryError,
     RunBusy,
     StaleDecision,
@@ -88,6 +89,7 @@ TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Calla
     (LeaseHeld, 409, "lease_held", None, _lease_fields),
     (Conflicted, 409, lambda e: e.code, None, None),
     (StaleDecision, 409, "stale_decision", None, None),
+    (NotDecidable, 409, "not_decidable", None, lambda e: {"state": e.state}),
     (RunBusy, 409, "run_busy", None, None),
     (InvalidEvent, 422, "invalid", None, None),
     (Unprocessable, 422, "invalid", None, None),

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja import Field, Header, Path, Query, Router, Schema
 
 from access.masking import mask_fields, masked
@@ -24,7 +25,7 @@ from api.idempotency import idempotent
 from api.schemas import clean_name, responses
 from recovery import selectors
 from recovery.decisions import decision_record
-from recovery.models import ToolPolicy, UncertainCall
+from recovery.models import Decision, ToolPolicy, UncertainCall
 from recovery.policy_changes import policy_update
 
 router = Router(tags=["recovery"])
@@ -99,8 +100,12 @@ class CallFilters(Schema):
     limit: int = Field(50, ge=1, le=500)
 
 
+# The OpenAPI document lists exactly the decisions recovery.decisions accepts: built from their one list.
+DecisionValue = Literal[tuple(Decision.values)]  # type: ignore[valid-type]
+
+
 class DecisionIn(Schema):
-    decision: Literal["happened", "retry_same_key", "not_happened", "compensate", "escalate"]
+    decision: DecisionValue = Field(..., description="; ".join(f"{c.value}: {c.label}" for c in Decision))
     reason: str = Field(..., min_length=1, max_length=2000)
     seen_version: int = Field(..., ge=0, le=2**31 - 1, description="the call's version you decided on")
     evidence_ref: str | None = Field(None, max_length=500, description="for 'happened': the reference that proves it")
@@ -126,6 +131,12 @@ class PolicyIn(Schema):
     fields: dict[str, Any] = Field(..., description="CONTRACTS section 4 names and forms; null removes a field")
 
 
+def _overdue(row: UncertainCall) -> bool:
+    # The queue's reads set ``overdue`` with the clock they ranked by; any other row is asked now.
+    known = getattr(row, "overdue", None)
+    return row.is_overdue(timezone.now()) if known is None else bool(known)
+
+
 def _call_out(row: UncertainCall, mask: frozenset[str]) -> dict:
     return {
         "id": row.pk,
@@ -141,7 +152,7 @@ def _call_out(row: UncertainCall, mask: frozenset[str]) -> dict:
         "risk_class": row.risk_class,
         "unclassified": row.unclassified,
         "deadline": row.deadline,
-        "overdue": bool(getattr(row, "overdue", selectors.is_overdue(row))),
+        "overdue": _overdue(row),
         "retry_window_closes_at": row.retry_window_closes_at,
         "possible_duplicate": row.possible_duplicate,
         "disposition": row.disposition,
@@ -217,8 +228,11 @@ def decision_view(
     idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=255, description="repeat-safe submission, as Stripe's"),
 ):
     """The same decisions as the console, through ``recovery.decisions.decision_record``: each
-    appends ``approval_decided`` and its consequences to the run's log. 409 when the call changed
-    since ``seen_version`` or its run is busy; 422 for a decision the policy cannot carry out."""
+    appends ``approval_decided`` and its consequences to the run's log. 409 ``not_decidable`` when
+    the call may not be decided in its state (in flight: its agent may still complete it; resolved),
+    with the reason as ``detail``; 409 ``stale_decision`` when it changed since ``seen_version``;
+    409 ``run_busy`` when someone holds its run; 422 for a decision that is not one of the listed
+    values or that the policy cannot carry out. Nothing is written in any of these cases."""
     principal: Principal = request.auth
 
     def decide():

@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from ninja import Schema
+from ninja import Field, Schema
 
 from access.tokens import Principal
 from api.errors import Forbidden, Unprocessable
@@ -29,6 +29,7 @@ class Conflict(Schema):
     last_seq: int | None = None
     holder: str | None = None
     expires_at: datetime | None = None
+    state: str | None = Field(None, description="not_decidable: the call's state (in_flight or resolved)")
 
 
 def responses(ok: dict[int, Any]) -> dict[int, Any]:

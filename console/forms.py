@@ -5,17 +5,11 @@ from __future__ import annotations
 
 from django import forms
 
+from recovery.models import Decision
+
 RISK_CHOICES = [("", "any risk"), ("irreversible", "irreversible"), ("reversible", "reversible"), ("idempotent", "idempotent"), ("read_only", "read only")]
 STATE_CHOICES = [("", "not resolved"), ("open", "open"), ("reconciling", "reconciling"), ("escalated", "escalated"), ("in_flight", "in flight"), ("resolved", "resolved")]
 DUP_CHOICES = [("", "either"), ("yes", "possible duplicates only"), ("no", "no possible duplicate")]
-
-DECISIONS = {
-    "happened": "It happened",
-    "retry_same_key": "It did not happen: retry with the same key",
-    "not_happened": "It did not happen: do not retry",
-    "compensate": "Compensate (run the tool's inverse)",
-    "escalate": "Escalate to someone",
-}
 
 
 class QueueFilterForm(forms.Form):
@@ -43,7 +37,7 @@ class QueueFilterForm(forms.Form):
 
 
 class DecisionForm(forms.Form):
-    decision = forms.ChoiceField(choices=list(DECISIONS.items()), widget=forms.RadioSelect)
+    decision = forms.ChoiceField(choices=Decision.choices, widget=forms.RadioSelect)
     reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}), error_messages={"required": "Give a reason: it is recorded with your decision."}, help_text="Required: why you decided this. It is kept in the run's log.")
     evidence_ref = forms.CharField(max_length=500, required=False, label="Evidence reference", help_text="For “it happened”: where you saw it (ticket, ledger entry, receipt id).")
     seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)

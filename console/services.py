@@ -10,6 +10,7 @@ from django.contrib.contenttypes.models import ContentType
 from recovery.decisions import call_assign, call_claim, decision_record
 from recovery.errors import RecoveryError, StaleDecision
 from recovery.masking import value_at
+from recovery.models import Decision
 from runs.models import Event, Run
 
 REVEAL_PREFIX = "revealed "
@@ -66,11 +67,11 @@ BULK_LIMIT = 500
 
 
 def _bulk_plan_one(row, *, action: str, user) -> tuple[bool, str]:
-    S = type(row).State
-    if row.state == S.RESOLVED:
-        return False, f"already resolved ({row.disposition or 'resolved'}): nothing to do"
-    if row.state == S.IN_FLIGHT:
-        return False, "still in flight: its writer may yet complete it"
+    # What may be decided is the model's rule (the one decision_record enforces); claims and
+    # assignments follow it too: a call nobody may decide has nothing to hand over.
+    why = row.decidable()
+    if why is not None:
+        return False, why
     if action == "claim":
         if row.claimed_by_name == user.get_username():
             return False, "already yours"
@@ -115,10 +116,10 @@ def bulk_apply(*, rows, seen: dict[int, int], action: str, user, assignee: str =
             elif action == "assign":
                 call_assign(pk=row.pk, user=user, assignee=assignee, seen_version=version)
             elif action == "escalate":
-                decision_record(pk=row.pk, decision="escalate", by=user, reason=reason, seen_version=version)
+                decision_record(pk=row.pk, decision=Decision.ESCALATE, by=user, reason=reason, seen_version=version)
             elif action == "happened":
                 decision_record(
-                    pk=row.pk, decision="happened", by=user, reason=reason, seen_version=version,
+                    pk=row.pk, decision=Decision.HAPPENED, by=user, reason=reason, seen_version=version,
                     evidence_ref=f"reconciliation attempt {row.attempts} of call {row.pk}: match",
                 )
             out.append({"call": row, "ok": True, "result": "done: " + what})

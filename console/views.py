@@ -25,8 +25,8 @@ from access.roles import perm, requires, role_names
 from console import forms, selectors, services, svg
 from recovery import decisions as actions
 from recovery import masking
-from recovery.errors import CallNotFound, RecoveryError, RunBusy, StaleDecision
-from recovery.models import PolicyChange, ToolPolicy, UncertainCall
+from recovery.errors import CallNotFound, NotDecidable, RecoveryError, RunBusy, StaleDecision
+from recovery.models import Decision, PolicyChange, ToolPolicy, UncertainCall
 from recovery.policies import PolicyError
 from recovery.policy_changes import policy_update
 from recovery.selectors import (
@@ -377,7 +377,8 @@ def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> di
     recent = selectors.run_events_page(run_id=call.run_id, limit=12)
     _shown(recent.items, fields)
     arguments = call.arguments if isinstance(call.arguments, dict) else {"(arguments)": call.arguments}
-    can_decide = request.user.has_perm(perm("decide_call")) and call.state not in ("resolved", "in_flight")
+    not_decidable = call.decidable()  # shown in place of the form: decision_record refuses with it
+    can_decide = request.user.has_perm(perm("decide_call")) and not_decidable is None
     return {
         "call": call,
         "last_error": masking.value_mask(call.last_error, fields),
@@ -389,12 +390,12 @@ def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> di
         "arguments": [(k, masking.MASK if k in fields and v is not None else v, k in fields and v is not None) for k, v in arguments.items()],
         "recent": recent.items,
         "can_decide": can_decide,
+        "not_decidable": not_decidable,
         "can_claim": request.user.has_perm(perm("claim_call")) and call.state != "resolved",
         "can_note": request.user.has_perm(perm("add_note")),
         "can_reveal": request.user.has_perm(perm("view_sensitive")),
         "decision_form": decision_form or forms.DecisionForm(initial={"seen_version": call.version}),
         "note_form": note_form or forms.NoteForm(),
-        "decisions": forms.DECISIONS,
         "has_execute": policy.execute is not None,
         "has_compensate": policy.compensate is not None,
     }
@@ -416,7 +417,7 @@ def call_decide(request, pk: int):
     d = form.cleaned_data
     try:
         row = actions.decision_record(pk=pk, decision=d["decision"], by=request.user, reason=d["reason"], seen_version=d["seen_version"], evidence_ref=(d.get("evidence_ref") or None))
-        if d["decision"] == "escalate" and d.get("assignee"):
+        if d["decision"] == Decision.ESCALATE and d.get("assignee"):
             actions.call_assign(pk=pk, user=request.user, assignee=d["assignee"], seen_version=row.version)
     except CallNotFound as exc:
         raise Http404(str(exc))
@@ -424,13 +425,17 @@ def call_decide(request, pk: int):
         messages.error(request, f"Your decision was not recorded: someone else acted on this call first ({exc}). Read what changed below, then decide again if it is still needed.")
         ctx = _call_context(request, pk)
         return _render(request, "console/call.html", {**ctx, "stale": True}, nav="queue", status=409)
+    except NotDecidable as exc:
+        # The same reason the API gives (409 not_decidable); the page shows it in place of the form.
+        messages.error(request, f"Your decision was not recorded. {exc}")
+        return _render(request, "console/call.html", _call_context(request, pk), nav="queue", status=409)
     except RunBusy as exc:
         messages.error(request, f"Your decision was not recorded: {exc}.")
         return _render(request, "console/call.html", _call_context(request, pk, decision_form=form), nav="queue", status=409)
     except RecoveryError as exc:
         messages.error(request, f"Your decision was not recorded: {exc}.")
         return _render(request, "console/call.html", _call_context(request, pk, decision_form=form), nav="queue", status=400)
-    messages.success(request, f"Recorded: {forms.DECISIONS[d['decision']]}. The call is now {row.state}{' (' + row.disposition + ')' if row.disposition else ''}.")
+    messages.success(request, f"Recorded: {Decision(d['decision']).label}. The call is now {row.state}{' (' + row.disposition + ')' if row.disposition else ''}.")
     return redirect("console:call", pk=pk)
 
 

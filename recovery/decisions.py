@@ -13,18 +13,15 @@ from recovery.calls import (
     person_name,
     resolved_event,
 )
-from recovery.errors import InvalidDecision, RecoveryError, StaleDecision
-from recovery.models import UncertainCall
+from recovery.errors import InvalidDecision, NotDecidable, RecoveryError, StaleDecision
+from recovery.models import Decision, UncertainCall
 from recovery.ownership import owning
 from recovery.reconcile import compensate_owned, retry_owned
 from recovery.selectors import policy_for
 from runs.store import NewEvent
 
 log = logging.getLogger("reckon.recovery")
-S = UncertainCall.State
 
-
-DECISIONS = ("happened", "retry_same_key", "not_happened", "compensate", "escalate")
 
 def _check_version(row: UncertainCall, seen_version) -> None:
     if isinstance(seen_version, bool) or not isinstance(seen_version, int):
@@ -32,41 +29,49 @@ def _check_version(row: UncertainCall, seen_version) -> None:
     if row.version != seen_version:
         raise StaleDecision(pk=row.pk, seen_version=seen_version, version=row.version, state=row.state)
 
+def _check_decidable(row: UncertainCall) -> None:
+    why = row.decidable()
+    if why is not None:
+        raise NotDecidable(pk=row.pk, state=row.state, reason=why)
+
 def decision_record(*, pk: int, decision: str, by, reason: str, seen_version: int, evidence_ref: str | None = None) -> UncertainCall:
     """Record a person's decision on an uncertain call and carry it out, all under the run's lease.
 
     happened: completion source=operator, resolved completed. not_happened: resolved not_happened.
     retry_same_key: retry through the execute hook, then its result. compensate: the compensate hook.
     escalate: hand it on, still escalated. Refused with StaleDecision when the call changed since
-    ``seen_version`` (so a double submit writes once), InvalidDecision for a decision the policy
-    cannot carry out; in both cases nothing is written.
+    ``seen_version`` (so a double submit writes once), NotDecidable when the call may not be decided
+    in its state (``UncertainCall.decidable``: in flight or resolved), InvalidDecision for a decision
+    that is not one of ``Decision`` or that the policy cannot carry out; in each case nothing is
+    written. Both checks on the call are made again under the run's lease, where they are final.
     """
-    if decision not in DECISIONS:
-        raise InvalidDecision(f"decision {decision!r} is not one of {', '.join(DECISIONS)}")
+    if decision not in Decision.values:
+        raise InvalidDecision(f"decision {decision!r} is not one of {', '.join(Decision.values)}")
+    decision = Decision(decision)
     who = person_name(by)
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidDecision("a decision needs a reason")
     reason = reason.strip()[:2000]
     row = call_row(pk)
     _check_version(row, seen_version)
+    _check_decidable(row)
     policy = policy_for(row.tool)
-    if decision == "retry_same_key" and policy.execute is None:
+    if decision == Decision.RETRY_SAME_KEY and policy.execute is None:
         raise InvalidDecision(f"{row.tool} has no execute hook: a retry cannot be sent")
-    if decision == "compensate" and policy.compensate is None:
+    if decision == Decision.COMPENSATE and policy.compensate is None:
         raise InvalidDecision(f"{row.tool} has no compensate hook")
     with owning(row.run_id) as owner:
         row = call_row(pk)
         _check_version(row, seen_version)
-        if row.state == S.RESOLVED:
-            raise StaleDecision(pk=pk, seen_version=seen_version, version=row.version, state=row.state)
+        _check_decidable(row)
         decided = NewEvent(
             "approval_decided",
             {
                 **call_about(row),
-                "approved": decision in ("happened", "retry_same_key", "compensate"),
+                "approved": decision in (Decision.HAPPENED, Decision.RETRY_SAME_KEY, Decision.COMPENSATE),
                 "by": who,
                 "reason": reason,
-                "decision": decision,
+                "decision": decision.value,
                 "evidence_ref": evidence_ref,
             },
         )
@@ -74,16 +79,16 @@ def decision_record(*, pk: int, decision: str, by, reason: str, seen_version: in
         def write(events):
             owner.append(events)
 
-        if decision == "happened":
+        if decision == Decision.HAPPENED:
             content = {"recorded_by": who, "reason": reason, "evidence_ref": evidence_ref}
             write([decided, completion_event(row, content=content, source="operator"), resolved_event(row, "completed", by=who)])
-        elif decision == "not_happened":
+        elif decision == Decision.NOT_HAPPENED:
             write([decided, resolved_event(row, "not_happened", by=who)])
-        elif decision == "escalate":
+        elif decision == Decision.ESCALATE:
             write([decided, escalation_event(row, reason="escalated", question=f"escalated by {who}: {reason}")])
-        elif decision == "retry_same_key":
+        elif decision == Decision.RETRY_SAME_KEY:
             retry_owned(owner, row, policy, row.attempts, write=write, rule=f"decided by {who}", by=who, extra_before=[decided])
-        elif decision == "compensate":
+        elif decision == Decision.COMPENSATE:
             write([decided])
             compensate_owned(owner, row, policy, row.attempts, write=write, rule=f"decided by {who}", by=who)
     return call_row(pk)

@@ -24,5 +24,13 @@ class StaleDecision(RecoveryError):
 class InvalidDecision(RecoveryError):
     pass
 
+class NotDecidable(RecoveryError):
+    """A person may not decide the call in its current state (``UncertainCall.decidable``): in
+    flight or already resolved. Nothing was written; the message is the reason."""
+
+    def __init__(self, *, pk, state, reason: str):
+        self.pk, self.state, self.reason = pk, state, reason
+        super().__init__(reason)
+
 class RunBusy(RecoveryError):
     """Another owner (the agent, another worker) holds the run's lease right now."""

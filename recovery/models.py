@@ -19,9 +19,38 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
+# The states of a call in doubt that nobody has settled: the queue, its figures, "overdue" and the
+# partial indexes below all mean these. Not in_flight (its writer may still complete it) and not
+# resolved. The partial indexes' conditions are built from this tuple: changing it is a migration.
 UNRESOLVED_STATES = ("open", "reconciling", "escalated")
 RISK_CLASSES = ("read_only", "idempotent", "reversible", "irreversible")
 STRATEGIES = ("provider_idempotency", "reconcile_then_retry", "escalate", "compensate")
+
+
+class Decision(models.TextChoices):
+    """What a person may decide about an uncertain call: the one list the console's form, the API's
+    schema and ``recovery.decisions.decision_record`` all take, with the words the console shows."""
+
+    HAPPENED = "happened", "It happened"
+    RETRY_SAME_KEY = "retry_same_key", "It did not happen: retry with the same key"
+    NOT_HAPPENED = "not_happened", "It did not happen: do not retry"
+    COMPENSATE = "compensate", "Compensate (run the tool's inverse)"
+    ESCALATE = "escalate", "Escalate to someone"
+
+
+def overdue_q(now) -> Q:
+    """``UncertainCall.is_overdue`` as a query condition (see there for what overdue means)."""
+    return Q(state__in=UNRESOLVED_STATES, deadline__lt=now)
+
+
+class UncertainCallQuerySet(models.QuerySet):
+    def unresolved(self):
+        return self.filter(state__in=UNRESOLVED_STATES)
+
+    def overdue(self, now):
+        """The calls ``is_overdue(now)`` is true of, in SQL (served by the partial index
+        ``reckon_uc_open_deadline``)."""
+        return self.filter(overdue_q(now))
 
 
 class UncertainCall(models.Model):
@@ -88,6 +117,8 @@ class UncertainCall(models.Model):
     version = models.IntegerField(default=1)
     updated_at = models.DateTimeField(db_default=Now())
 
+    objects = UncertainCallQuerySet.as_manager()
+
     class Meta:
         db_table = "reckon_uncertain_call"
         constraints = [models.UniqueConstraint(fields=["run_id", "start_seq"], name="reckon_uncertain_run_start_uniq")]
@@ -115,6 +146,41 @@ class UncertainCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.start_seq} {self.tool} ({self.state})"
+
+    def decidable(self) -> str | None:
+        """None when a person may decide this call now; otherwise why not, in words for an operator.
+
+        In flight: the agent that started the call still owns its run (or did until moments ago
+        and detection has not yet declared the call uncertain), so it may still complete the call
+        itself; a decision taken now could contradict what it does. Resolved: the call is settled.
+        Every front end asks this one method, and ``recovery.decisions.decision_record`` refuses
+        with its answer (``NotDecidable``), so no caller can get round it.
+        """
+        if self.state == self.State.IN_FLIGHT:
+            return (
+                "This call is still in flight: the agent that started it holds its run's lease and may still "
+                "complete it. It can be decided once it is declared uncertain, when that lease is gone."
+            )
+        if self.state == self.State.RESOLVED:
+            how = self.disposition or "resolved"
+            return f"This call is already resolved ({how}{', by ' + self.resolved_by if self.resolved_by else ''}): there is nothing left to decide."
+        return None
+
+    def is_overdue(self, now) -> bool:
+        """Past its recovery deadline while in doubt and unsettled: state open, reconciling or
+        escalated (``UNRESOLVED_STATES``) and ``deadline < now``. ``objects.overdue(now)`` is the
+        same condition in SQL.
+
+        An in-flight call is never overdue, even past its deadline. Overdue is the seed's "unresolved
+        uncertainty past its recovery deadline", the figure that tells people where to intervene;
+        an in-flight call is not uncertain yet (its writer's lease is live and it may complete the
+        call), and nobody may decide it (``decidable``), so naming it would ask for an
+        intervention that is refused. Nothing is lost by waiting: the deadline runs from the start,
+        so the moment detection declares such a call uncertain it is overdue, is counted in the
+        queue figures, ranks with the overdue irreversible calls, and an irreversible one is
+        escalated at its next reconciliation attempt.
+        """
+        return self.state in UNRESOLVED_STATES and self.deadline is not None and self.deadline < now
 
 
 class ToolPolicy(models.Model):

@@ -63,9 +63,6 @@ def _due(row: UncertainCall) -> str | None:
         return None  # a person is told, and evidence may still settle it first
     return f"state {row.state}" + (f" ({row.escalation_reason})" if row.escalation_reason else "")
 
-def _overdue(row: UncertainCall, now) -> bool:
-    return row.deadline is not None and row.deadline < now and row.state != S.RESOLVED
-
 def _attempt(
     row: UncertainCall, n: int, ev: Evidence | None, action: Action, *, next_in: float | None, phase: str = "lookup", error: str = "", lookup_ms: float | None = None
 ) -> NewEvent:
@@ -233,7 +230,7 @@ def reconcile_owned(owner: Owner, row: UncertainCall, policy: Policy | None = No
     # Only a call left unsettled by this attempt (backoff) carries the overdue escalation: any other
     # action either settles it now or asks a person for its own reason.
     pre: list[NewEvent] = []
-    if _overdue(row, now) and row.risk_class == "irreversible" and not row.approval_pending and not row.escalated_at:
+    if row.is_overdue(now) and row.risk_class == "irreversible" and not row.approval_pending and not row.escalated_at:
         # Past its deadline an irreversible call goes to a person at once; reconciliation keeps
         # trying, and evidence may still settle it before anyone answers.
         pre.append(escalation_event(row, reason="overdue", question=f"{row.tool} call {row.call_id} is past its recovery deadline with no disposition: did it happen?"))

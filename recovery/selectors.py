@@ -10,13 +10,12 @@ from django.db.models import Case, Count, IntegerField, Min, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone as djtz
 
-from recovery.models import ToolPolicy, UncertainCall
+from recovery.models import UNRESOLVED_STATES, ToolPolicy, UncertainCall, overdue_q
 from recovery.policies import Policy, policy_from_row, unclassified_policy
 from runs.paging import CursorError, Page, cursor_decode, cursor_encode
 from runs.store import events_load
 
 S = UncertainCall.State
-UNRESOLVED = (S.OPEN, S.RECONCILING, S.ESCALATED)
 STATES = tuple(S.values)
 
 
@@ -30,22 +29,17 @@ def policy_for(tool: str) -> Policy:
     return policy_from_row(row) if row is not None else unclassified_policy(tool)
 
 
-def is_overdue(row: UncertainCall, now: datetime | None = None) -> bool:
-    """Past its deadline with no disposition."""
-    now = now or djtz.now()
-    return row.state != S.RESOLVED and row.deadline is not None and row.deadline < now
-
-
 def _overdue_irreversible(now: datetime) -> Q:
-    return Q(risk_class="irreversible", deadline__lt=now) & ~Q(state=S.RESOLVED)
+    return overdue_q(now) & Q(risk_class="irreversible")
 
 
 def _danger_branches(qs, now: datetime) -> list[tuple[int, object]]:
     """The queue split by danger rank, each part a plain range that an index serves in order.
 
-    Danger is 0 when the effect may exist twice, 1 for an unresolved irreversible call past its
-    deadline, 2 for the rest. Rank 1 depends on the clock (a call becomes overdue with no event), so
-    it cannot be a stored column kept by the projection. Sorting by a CASE expression made the
+    Danger is 0 when the effect may exist twice, 1 for an overdue irreversible call
+    (``UncertainCall.is_overdue``: never an in-flight one), 2 for the rest. Rank 1 depends on the
+    clock (a call becomes overdue with no event), so it cannot be a stored column kept by the
+    projection. Sorting by a CASE expression made the
     database rank every matching row before it could return the first page; as three queries, each
     ordered by (started_at, id) and limited, each is an index range scan that stops after a page.
     """
@@ -83,7 +77,7 @@ def uncertain_calls_filter(
     """
     now = djtz.now()
     if state is None:
-        states = list(UNRESOLVED)
+        states = list(UNRESOLVED_STATES)
     elif state == "all":
         states = list(STATES)
     else:
@@ -129,7 +123,7 @@ def uncertain_calls_filter(
                 break
             items.extend(part[: limit + 1 - len(items)])
     for row in items:
-        row.overdue = is_overdue(row, now)
+        row.overdue = row.is_overdue(now)
     nxt = None
     if len(items) > limit:
         items = items[:limit]
@@ -145,7 +139,7 @@ def uncertain_call_get(*, pk: int) -> UncertainCall:
         row = UncertainCall.objects.select_related("claimed_by").get(pk=pk)
     except (UncertainCall.DoesNotExist, ValueError, TypeError):
         raise CallNotFound(pk) from None
-    row.overdue = is_overdue(row)
+    row.overdue = row.is_overdue(djtz.now())
     return row
 
 
@@ -226,7 +220,7 @@ def unresolved_tally(*, edges: tuple[list[datetime], ...] = ()) -> list[dict]:
     holds only unresolved calls), instead of one scan each.
     """
     keys = {f"b{i}": edges_bucket("started_at", e) for i, e in enumerate(edges)}
-    qs = UncertainCall.objects.filter(state__in=UNRESOLVED).annotate(**keys).values("risk_class", *keys)
+    qs = UncertainCall.objects.unresolved().annotate(**keys).values("risk_class", *keys)
     qs = qs.annotate(n=Count("id"), escalated=Count("id", filter=Q(escalated_at__isnull=False)), oldest=Min("started_at")).order_by()
     return [
         {"risk_class": r["risk_class"], "buckets": tuple(r[k] for k in keys), "n": r["n"], "escalated": r["escalated"], "oldest": r["oldest"]}
@@ -271,7 +265,7 @@ def queue_figures_by_risk(*, now: datetime | None = None, overdue_limit: int | N
         f["opened"] += a["n"]
         f["reconciled_automatically"] += a["reconciled"]
         f["escalated"] += a["escalated"]
-    overdue = UncertainCall.objects.filter(state__in=UNRESOLVED, deadline__lt=now)
+    overdue = UncertainCall.objects.overdue(now)
     for a in overdue.values("risk_class").annotate(n=Count("id")).order_by():
         out[a["risk_class"]]["overdue_count"] = a["n"]
     listed = overdue.order_by("deadline", "id")

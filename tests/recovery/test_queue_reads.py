@@ -28,10 +28,13 @@ RISKS = ("read_only", "idempotent", "reversible", "irreversible")
 
 
 def old_danger(now):
-    # The ordering the queue had before it was split into ranks: the reference.
+    # The ordering the queue had before it was split into ranks: the reference. Rank 1 is an
+    # overdue irreversible call, and overdue means open, reconciling or escalated past the deadline:
+    # an in-flight call is never overdue (UncertainCall.is_overdue says why), so it is not ranked 1
+    # even when the queue is read with state=all.
     return Case(
         When(possible_duplicate=True, then=Value(0)),
-        When(Q(risk_class="irreversible") & Q(deadline__lt=now) & ~Q(state=S.RESOLVED), then=Value(1)),
+        When(Q(risk_class="irreversible") & Q(deadline__lt=now) & Q(state__in=[S.OPEN, S.RECONCILING, S.ESCALATED]), then=Value(1)),
         default=Value(2),
         output_field=IntegerField(),
     )
