@@ -222,6 +222,30 @@ def _call_attempt(pk, attempt: int | None, group: Group | None) -> AttemptResult
     fault_point("after_append")
     return result
 
+def _lookup(row: UncertainCall, policy: Policy) -> tuple[Evidence | None, str, float | None]:
+    """Ask the tool's authoritative lookup what happened: (evidence, error, milliseconds taken).
+
+    No lookup hook (or an unclassified tool): no evidence. An adapter that raises, or a broken
+    policy, is this call's problem, not the pass's: recorded as unavailable evidence with the error.
+    """
+    if policy.lookup is None or policy.unclassified:
+        return None, "", None
+    error = ""
+    evidence: Evidence | None = None
+    t0 = time.perf_counter()
+    try:
+        evidence = adapters.lookup(call_ref(row), policy.lookup, policy.semantic_fields)
+    except AdapterError as exc:
+        error = f"broken policy for {row.tool}: {exc}"
+    except Exception as exc:
+        error = f"lookup adapter raised {type(exc).__name__}: {exc}"
+    # Timed whatever the answer: a lookup that times out is exactly the slow one to see.
+    lookup_ms = round((time.perf_counter() - t0) * 1000, 3)
+    if error:
+        evidence = Evidence("unavailable", error=error)
+    return evidence, error, lookup_ms
+
+
 def reconcile_owned(owner: Owner, row: UncertainCall, policy: Policy | None = None) -> AttemptResult:
     n = row.attempts + 1
     if policy is None:
@@ -234,22 +258,7 @@ def reconcile_owned(owner: Owner, row: UncertainCall, policy: Policy | None = No
         # Past its deadline an irreversible call goes to a person at once; reconciliation keeps
         # trying, and evidence may still settle it before anyone answers.
         pre.append(escalation_event(row, reason="overdue", question=f"{row.tool} call {row.call_id} is past its recovery deadline with no disposition: did it happen?"))
-    ref = call_ref(row)
-    evidence: Evidence | None = None
-    error = ""
-    lookup_ms: float | None = None
-    if policy.lookup is not None and not policy.unclassified:
-        t0 = time.perf_counter()
-        try:
-            evidence = adapters.lookup(ref, policy.lookup, policy.semantic_fields)
-        except AdapterError as exc:
-            error = f"broken policy for {row.tool}: {exc}"
-        except Exception as exc:  # an adapter that raises is this call's problem, not the pass's
-            error = f"lookup adapter raised {type(exc).__name__}: {exc}"
-        # Timed whatever the answer: a lookup that times out is exactly the slow one to see.
-        lookup_ms = round((time.perf_counter() - t0) * 1000, 3)
-        if error:
-            evidence = Evidence("unavailable", error=error)
+    evidence, error, lookup_ms = _lookup(row, policy)
     fault_point("after_lookup")
     retry_open = row.retry_window_closes_at is None or row.retry_window_closes_at > now
     action = rule_choose(policy=policy, outcome=evidence.outcome if evidence else None, risk_class=row.risk_class, retry_window_open=retry_open)
