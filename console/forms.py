@@ -3,6 +3,8 @@ number); what a decision means and whether it is allowed is the recovery engine'
 
 from __future__ import annotations
 
+from datetime import datetime, time, timezone
+
 from django import forms
 
 from recovery.models import Decision
@@ -100,3 +102,56 @@ class BulkForm(forms.Form):
         if d.get("scope") == "selected" and not d.get("ids"):
             self.add_error("ids", "Select at least one call, or choose every call the filter matches.")
         return d
+
+
+def seen_versions(data) -> dict[int, int]:
+    """The version of each call a bulk preview showed (``v_<pk>`` fields): applied only if unchanged."""
+    return {int(k[2:]): int(v) for k, v in data.items() if k.startswith("v_") and k[2:].isdigit() and v.isdigit()}
+
+
+class DecisionLogForm(forms.Form):
+    """The decision log's filters: who, which tool or tenant, what kind, a date range (UTC days)."""
+
+    by = forms.CharField(required=False, max_length=200)
+    tool = forms.CharField(required=False, max_length=200)
+    tenant = forms.CharField(required=False, max_length=200)
+    disposition = forms.CharField(required=False, max_length=200)
+    kind = forms.CharField(required=False, max_length=200)
+    since = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "since must be a date as YYYY-MM-DD"})
+    until = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "until must be a date as YYYY-MM-DD"})
+
+    TEXT = ("by", "tool", "tenant", "disposition", "kind")
+
+    def __init__(self, data, *args, **kwargs):
+        # Filters are free text matched as given; over-long values are cut rather than refused.
+        data = data.copy()
+        for k in self.TEXT:
+            if k in data:
+                data[k] = data[k].strip()[:200]
+        super().__init__(data, *args, **kwargs)
+
+    def search_kwargs(self) -> dict:
+        d = self.cleaned_data
+        since = datetime.combine(d["since"], time.min, tzinfo=timezone.utc) if d.get("since") else None
+        until = datetime.combine(d["until"], time.max, tzinfo=timezone.utc) if d.get("until") else None
+        return {**{k: d.get(k) or "" for k in self.TEXT}, "since": since, "until": until}
+
+
+class PolicyEditForm(forms.Form):
+    """A change to one tool's policy as the administrators' screen sends it: only the fields given
+    change; the field lists are comma-separated. What the values mean is the policy parser's to say."""
+
+    tool = forms.CharField(max_length=200)
+    risk_class = forms.CharField(required=False, max_length=32)
+    strategy = forms.CharField(required=False, max_length=64)
+    deadline = forms.CharField(required=False, max_length=64)
+    semantic_fields = forms.CharField(required=False, max_length=2000)
+    sensitive_fields = forms.CharField(required=False, max_length=2000)
+
+    def changes(self) -> dict:
+        d = self.cleaned_data
+        out = {k: d[k].strip() for k in ("risk_class", "strategy", "deadline") if (d.get(k) or "").strip()}
+        for k in ("semantic_fields", "sensitive_fields"):
+            if k in self.data:
+                out[k] = [f.strip() for f in (d.get(k) or "").split(",") if f.strip()]
+        return out

@@ -13,17 +13,30 @@ import json
 from datetime import datetime, timedelta
 from typing import Iterable, Iterator
 
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
 from django.db.models import Count, Exists, OuterRef, Q, Subquery, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
-from recovery.masking import value_mask
-from recovery.models import UncertainCall
-from recovery.selectors import edges_bucket, unresolved_tally
+from recovery.masking import MASK, masked_paths, value_mask
+from recovery.models import PolicyChange, ToolPolicy, UncertainCall
+from recovery.selectors import (
+    edges_bucket,
+    policy_for,
+    uncertain_call_evidence,
+    uncertain_calls_filter,
+    unresolved_tally,
+)
 from runs.events import RECORD_ONLY, EventType
 from runs.fold import format_ts
 from runs.models import Event, Run
 from runs.paging import CursorError, Page, cursor_decode, cursor_encode
+from runs.selectors import run_state
+
+# Every reveal of a sensitive value is an admin log entry on the run whose message starts so.
+REVEAL_PREFIX = "revealed "
 
 # Types that carry a person's or a rule's decision: the audit screen lists them as "who decided what".
 DECISION_TYPES = (
@@ -268,3 +281,117 @@ def comparison_rows(evidence: dict | None) -> list[dict]:
     """The field-by-field comparison of a lookup's evidence as rows: field, intended, observed, equal."""
     comp = (evidence or {}).get("comparison") or {}
     return [{"field": f, "intended": c.get("expected"), "observed": c.get("observed"), "equal": bool(c.get("equal"))} for f, c in comp.items()]
+
+
+# --- screen data, masked: what a view renders ----------------------------------------------------
+#
+# Each function returns what its screen shows with sensitive fields already masked (``fields``:
+# the names to mask, from access.masking for the person asking, or every sensitive field where the
+# screen offers "reveal" instead). Views check access, parse input and render; they never mask.
+
+
+def events_shown(events: list, fields: frozenset[str]) -> list:
+    """Attach the masked payload (``shown``) and the paths a reveal may name (``masked``) to each event."""
+    for e in events:
+        e.shown = value_mask(e.payload, fields)
+        e.masked = masked_paths(e.payload, fields)
+    return events
+
+
+def run_timeline(*, run_id: str, types: Iterable[str], before: int | None, fields: frozenset[str], limit: int = 100) -> Page:
+    page = run_events_page(run_id=run_id, types=types, before=before, limit=limit)
+    events_shown(page.items, fields)
+    return page
+
+
+def run_audit(*, run_id: str, fields: frozenset[str]) -> dict:
+    """The run screen's audit panels: counts by type, who decided what, and every recorded reveal."""
+    return {
+        "type_counts": sorted(run_type_counts(run_id=run_id).items()),
+        "decisions": events_shown(run_decisions(run_id=run_id), fields),
+        "reveals": LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(Run), object_id=run_id, change_message__startswith=REVEAL_PREFIX)
+        .select_related("user")
+        .order_by("-action_time")[:50],
+    }
+
+
+def run_state_shown(*, run: Run, at: int, fields: frozenset[str]) -> tuple[dict | None, str | None]:
+    """The run's folded state after ``at``, masked, or why there is none."""
+    if at > run.last_seq:
+        return None, f"seq {at} is past the run's last event ({run.last_seq})"
+    return value_mask(run_state(run_id=run.run_id, at=at).to_dict(), fields), None
+
+
+def queue_shown(page: Page, fields: frozenset[str]) -> Page:
+    for row in page.items:
+        row.shown_arguments = value_mask(row.arguments, fields)
+    return page
+
+
+def calls_by_ids(ids: list[int]) -> list[UncertainCall]:
+    by_pk = UncertainCall.objects.in_bulk(ids)
+    return [by_pk[i] for i in ids if i in by_pk]
+
+
+def calls_matching(filters: dict, *, limit: int) -> list[UncertainCall]:
+    """Every call the queue's filter matches, page by page, up to ``limit``."""
+    rows, after = [], None
+    while len(rows) < limit:
+        page = uncertain_calls_filter(**filters, after=after, limit=200)
+        rows.extend(page.items)
+        if page.next_cursor is None:
+            break
+        after = page.next_cursor
+    return rows[:limit]
+
+
+def _attempt_shown(a: dict, fields: frozenset[str]) -> dict:
+    return {
+        **a,
+        "shown_evidence": value_mask(a["evidence"], fields),
+        "shown_error": value_mask(a["error"], fields),  # an error may quote the receiver's JSON
+        "comparison": [
+            {**r, "intended": MASK if r["field"] in fields else r["intended"], "observed": MASK if r["field"] in fields else r["observed"]}
+            for r in comparison_rows(a["evidence"])
+        ],
+    }
+
+
+def call_screen(*, pk: int, fields: frozenset[str]) -> dict:
+    """Everything the approval screen shows about one call, masked: its payload, start time, key and
+    last error, every reconciliation attempt with its evidence, the run's recent events, and why a
+    person may not decide it now (``not_decidable``). CallNotFound for an unknown call."""
+    ev = uncertain_call_evidence(pk=pk)
+    call = ev["call"]
+    policy = policy_for(call.tool)
+    attempts = [_attempt_shown(a, fields) for a in ev["attempts"]]
+    arguments = call.arguments if isinstance(call.arguments, dict) else {"(arguments)": call.arguments}
+    return {
+        "call": call,
+        "last_error": value_mask(call.last_error, fields),
+        "policy": policy,
+        "attempts": attempts,
+        "conflict": next((a for a in reversed(attempts) if a["outcome"] == "conflict"), None),
+        "history": [{**h, "shown": value_mask(h["payload"], fields)} for h in ev["history"]],
+        "notes": call_notes(history=ev["history"]),
+        "arguments": [(k, MASK if k in fields and v is not None else v, k in fields and v is not None) for k, v in arguments.items()],
+        "recent": run_timeline(run_id=call.run_id, types=(), before=None, fields=fields, limit=12).items,
+        "not_decidable": call.decidable(),  # shown in place of the form: decision_record refuses with it
+        "has_execute": policy.execute is not None,
+        "has_compensate": policy.compensate is not None,
+    }
+
+
+def decisions_shown(*, fields: frozenset[str], **search) -> Page:
+    page = decisions_search(**search)
+    events_shown(page.items, fields)
+    return page
+
+
+def user_active(name: str) -> bool:
+    """Whether ``name`` is an active user a call may be assigned to."""
+    return get_user_model().objects.filter(username=name, is_active=True).exists()
+
+
+def policies_screen() -> dict:
+    return {"policies": ToolPolicy.objects.order_by("tool"), "changes": PolicyChange.objects.order_by("-at", "-id")[:30]}

@@ -7,13 +7,12 @@ from __future__ import annotations
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 
+from console.selectors import REVEAL_PREFIX
 from recovery.decisions import call_assign, call_claim, decision_record
 from recovery.errors import RecoveryError, StaleDecision
 from recovery.masking import value_at
 from recovery.models import Decision
 from runs.models import Event, Run
-
-REVEAL_PREFIX = "revealed "
 
 
 class RevealRefused(Exception):

@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from datetime import datetime
-from datetime import time as dtime
-from datetime import timezone as dt_timezone
 
 from django.contrib import messages
-from django.contrib.admin.models import LogEntry
-from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
-from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
@@ -21,24 +15,27 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from access.masking import mask_for
-from access.roles import perm, requires, role_names
+from access.roles import MANAGER, perm, requires, role_names
 from console import forms, selectors, services, svg
 from recovery import decisions as actions
 from recovery import masking
-from recovery.errors import CallNotFound, NotDecidable, RecoveryError, RunBusy, StaleDecision
-from recovery.models import Decision, PolicyChange, ToolPolicy, UncertainCall
+from recovery.errors import (
+    CallNotFound,
+    NotDecidable,
+    RecoveryError,
+    RunBusy,
+    StaleDecision,
+)
+from recovery.models import Decision
 from recovery.policies import PolicyError
 from recovery.policy_changes import policy_update
 from recovery.selectors import (
     QueryError,
-    policy_for,
     queue_figures_by_risk,
-    uncertain_call_evidence,
     uncertain_calls_filter,
 )
 from runs.errors import RunNotFound
-from runs.models import Run
-from runs.selectors import run_get, run_state
+from runs.selectors import run_get
 
 
 def _render(request, template: str, ctx: dict, *, nav: str = "", partial: str | None = None, status: int = 200):
@@ -83,21 +80,13 @@ def logout_view(request):
 @requires()
 def home(request):
     if request.user.has_perm(perm("view_console")):
-        return redirect("console:overview" if request.user.groups.filter(name="manager").exists() else "console:queue")
+        return redirect("console:overview" if MANAGER in role_names(request.user) else "console:queue")
     if request.user.has_perm(perm("manage_policies")):
         return redirect("console:policies")
     return _render(request, "403.html", {"exception": "your account is in no console group"}, status=403)
 
 
 # --- runs ------------------------------------------------------------------------------------
-
-
-def _shown(events, fields: frozenset[str]):
-    """Attach the masked payload and the maskable paths to each event row for the template."""
-    for e in events:
-        e.shown = masking.value_mask(e.payload, fields)
-        e.masked = masking.masked_paths(e.payload, fields)
-    return events
 
 
 @requires("view_console")
@@ -121,9 +110,9 @@ def run_detail(request, run_id: str):
     except BadParam as exc:
         return _bad(request, exc)
     types = [t for t in request.GET.getlist("type") if t in selectors.ALL_TYPES]
+    # Every sensitive field is masked on this screen; holders of view_sensitive reveal one at a time (recorded).
     fields = masking.sensitive_fields()
-    page = selectors.run_events_page(run_id=run_id, types=types, before=before)
-    _shown(page.items, fields)
+    page = selectors.run_timeline(run_id=run_id, types=types, before=before, fields=fields)
     ctx = {
         "run": run,
         "page": page,
@@ -133,29 +122,18 @@ def run_detail(request, run_id: str):
     }
     if request.htmx and before is not None:
         return _render(request, "console/run.html", ctx, partial="timeline")
-    state, state_error = None, None
-    if at is not None:
-        state, state_error = _state_at(run, at, fields)
-    counts = selectors.run_type_counts(run_id=run_id)
+    state, state_error = selectors.run_state_shown(run=run, at=at, fields=fields) if at is not None else (None, None)
     ctx.update(
         {
             "at": at,
             "state": state,
             "state_error": state_error,
-            "type_counts": sorted(counts.items()),
-            "decisions": _shown(selectors.run_decisions(run_id=run_id), fields),
-            "reveals": LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(Run), object_id=run_id, change_message__startswith=services.REVEAL_PREFIX).select_related("user").order_by("-action_time")[:50],
+            **selectors.run_audit(run_id=run_id, fields=fields),
             "can_export": request.user.has_perm(perm("export_run")),
             "export_masked": bool(mask_for(request.user)),
         }
     )
     return _render(request, "console/run.html", ctx, nav="runs")
-
-
-def _state_at(run, at: int, fields):
-    if at > run.last_seq:
-        return None, f"seq {at} is past the run's last event ({run.last_seq})"
-    return masking.value_mask(run_state(run_id=run.run_id, at=at).to_dict(), fields), None
 
 
 @requires("view_console")
@@ -168,7 +146,7 @@ def run_state_view(request, run_id: str):
         raise Http404(str(exc))
     except BadParam as exc:
         return _bad(request, exc)
-    state, error = _state_at(run, at or run.last_seq, masking.sensitive_fields()) if run.last_seq else (None, "the run has no events")
+    state, error = selectors.run_state_shown(run=run, at=at or run.last_seq, fields=masking.sensitive_fields()) if run.last_seq else (None, "the run has no events")
     ctx = {"run": run, "at": at, "state": state, "state_error": error}
     if request.htmx:
         return _render(request, "console/run.html", ctx, partial="state")
@@ -277,10 +255,8 @@ def _filter_query(request, *, drop=("after",)) -> str:
 @require_GET
 def queue(request):
     form, page, error = _queue_page(request)
-    fields = masking.sensitive_fields()
     if page is not None:
-        for row in page.items:
-            row.shown_arguments = masking.value_mask(row.arguments, fields)
+        selectors.queue_shown(page, masking.sensitive_fields())
     ctx = {
         "form": form,
         "page": page,
@@ -316,88 +292,40 @@ def queue_bulk(request):
         raise PermissionDenied(f"your role may not {forms.BULK_ACTIONS[action].lower()}")
     filters = request.POST.get("filters", "")
     if form.cleaned_data["scope"] == "all":
-        rows = _all_matching(filters)
+        matching = forms.QueueFilterForm(QueryDict(filters))
+        if not matching.is_valid():
+            return _bad(request, BadParam("the filter is not valid: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in matching.errors.items())))
+        rows = selectors.calls_matching(matching.selector_kwargs(), limit=services.BULK_LIMIT)
     else:
-        ids = form.cleaned_data["ids"][: services.BULK_LIMIT]
-        by_pk = UncertainCall.objects.in_bulk(ids)
-        rows = [by_pk[i] for i in ids if i in by_pk]
+        rows = selectors.calls_by_ids(form.cleaned_data["ids"][: services.BULK_LIMIT])
     ctx = {"form": form, "action": action, "action_label": forms.BULK_ACTIONS[action], "filters": filters, "assignee": form.cleaned_data.get("assignee", ""), "reason": form.cleaned_data.get("reason", "")}
     if form.cleaned_data["step"] == "preview":
         ctx["preview"] = services.bulk_preview(rows=rows, action=action, user=request.user, assignee=form.cleaned_data.get("assignee", ""))
         ctx["will_apply"] = sum(1 for p in ctx["preview"] if p["ok"])
         return _render(request, "console/bulk.html", ctx, nav="queue")
-    seen = {}
-    for key, value in request.POST.items():
-        if key.startswith("v_") and key[2:].isdigit() and value.isdigit():
-            seen[int(key[2:])] = int(value)
+    seen = forms.seen_versions(request.POST)
     ctx["results"] = services.bulk_apply(rows=rows, seen=seen, action=action, user=request.user, assignee=form.cleaned_data.get("assignee", ""), reason=form.cleaned_data.get("reason", ""))
     ctx["applied"] = sum(1 for r in ctx["results"] if r["ok"])
     return _render(request, "console/bulk.html", ctx, nav="queue")
 
 
-def _all_matching(filters: str) -> list:
-    """Every call the queue's filter matches, page by page, up to the bulk limit."""
-    form = forms.QueueFilterForm(QueryDict(filters))
-    if not form.is_valid():
-        raise BadParam("the filter is not valid: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
-    rows, after = [], None
-    while len(rows) < services.BULK_LIMIT:
-        page = uncertain_calls_filter(**form.selector_kwargs(), after=after, limit=200)
-        rows.extend(page.items)
-        if page.next_cursor is None:
-            break
-        after = page.next_cursor
-    return rows[: services.BULK_LIMIT]
-
-
 # --- one call: the approval screen ------------------------------------------------------------
 
 
-def _call_or_404(pk: int):
+def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> dict:
     try:
-        return uncertain_call_evidence(pk=pk)
+        ctx = selectors.call_screen(pk=pk, fields=masking.sensitive_fields())
     except CallNotFound as exc:
         raise Http404(str(exc))
-
-
-def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> dict:
-    ev = _call_or_404(pk)
-    call = ev["call"]
-    fields = masking.sensitive_fields()
-    policy = policy_for(call.tool)
-    attempts = ev["attempts"]
-    for a in attempts:
-        a["shown_evidence"] = masking.value_mask(a["evidence"], fields)
-        a["shown_error"] = masking.value_mask(a["error"], fields)  # an error may quote the receiver's JSON
-        a["comparison"] = [
-            {**r, "intended": masking.MASK if r["field"] in fields else r["intended"], "observed": masking.MASK if r["field"] in fields else r["observed"]}
-            for r in selectors.comparison_rows(a["evidence"])
-        ]
-    conflict = next((a for a in reversed(attempts) if a["outcome"] == "conflict"), None)
-    recent = selectors.run_events_page(run_id=call.run_id, limit=12)
-    _shown(recent.items, fields)
-    arguments = call.arguments if isinstance(call.arguments, dict) else {"(arguments)": call.arguments}
-    not_decidable = call.decidable()  # shown in place of the form: decision_record refuses with it
-    can_decide = request.user.has_perm(perm("decide_call")) and not_decidable is None
+    call, user = ctx["call"], request.user
     return {
-        "call": call,
-        "last_error": masking.value_mask(call.last_error, fields),
-        "policy": policy,
-        "attempts": attempts,
-        "conflict": conflict,
-        "history": [{**h, "shown": masking.value_mask(h["payload"], fields)} for h in ev["history"]],
-        "notes": selectors.call_notes(history=ev["history"]),
-        "arguments": [(k, masking.MASK if k in fields and v is not None else v, k in fields and v is not None) for k, v in arguments.items()],
-        "recent": recent.items,
-        "can_decide": can_decide,
-        "not_decidable": not_decidable,
-        "can_claim": request.user.has_perm(perm("claim_call")) and call.state != "resolved",
-        "can_note": request.user.has_perm(perm("add_note")),
-        "can_reveal": request.user.has_perm(perm("view_sensitive")),
+        **ctx,
+        "can_decide": user.has_perm(perm("decide_call")) and ctx["not_decidable"] is None,
+        "can_claim": user.has_perm(perm("claim_call")) and call.state != "resolved",
+        "can_note": user.has_perm(perm("add_note")),
+        "can_reveal": user.has_perm(perm("view_sensitive")),
         "decision_form": decision_form or forms.DecisionForm(initial={"seen_version": call.version}),
         "note_form": note_form or forms.NoteForm(),
-        "has_execute": policy.execute is not None,
-        "has_compensate": policy.compensate is not None,
     }
 
 
@@ -477,7 +405,7 @@ def call_assign(request, pk: int):
     if not form.is_valid():
         return _bad(request, BadParam("name the person to assign the call to"))
     name = form.cleaned_data["assignee"].strip()
-    if not get_user_model().objects.filter(username=name, is_active=True).exists():
+    if not selectors.user_active(name):
         messages.error(request, f"Not assigned: there is no active user {name!r}.")
         return redirect("console:call", pk=pk)
     return _call_write(request, pk, lambda v: actions.call_assign(pk=pk, user=request.user, assignee=name, seen_version=v), f"Assigned to {name}.")
@@ -506,22 +434,18 @@ def call_note(request, pk: int):
 @requires("view_console")
 @require_GET
 def decisions(request):
-    g = request.GET
-    before = g.get("before") or None
+    before = request.GET.get("before") or None
+    form = forms.DecisionLogForm(request.GET)
     try:
         if before is not None:
             selectors.decision_cursor_parse(before)
     except ValueError as exc:
         return _bad(request, BadParam(str(exc)))
-    try:
-        since = datetime.combine(datetime.strptime(g["since"], "%Y-%m-%d").date(), dtime.min, tzinfo=dt_timezone.utc) if g.get("since") else None
-        until = datetime.combine(datetime.strptime(g["until"], "%Y-%m-%d").date(), dtime.max, tzinfo=dt_timezone.utc) if g.get("until") else None
-    except ValueError as exc:
-        return _bad(request, BadParam(f"dates are YYYY-MM-DD: {exc}"))
-    q = {k: g.get(k, "").strip()[:200] for k in ("by", "tool", "tenant", "disposition", "kind")}
-    page = selectors.decisions_search(**q, since=since, until=until, before=before)
-    _shown(page.items, masking.sensitive_fields())
-    ctx = {"page": page, "q": q, "since": g.get("since", ""), "until": g.get("until", ""), "filters": _filter_query(request, drop=("before",))}
+    if not form.is_valid():
+        return _bad(request, BadParam("; ".join(" ".join(v) for v in form.errors.values())))
+    page = selectors.decisions_shown(fields=masking.sensitive_fields(), **form.search_kwargs(), before=before)
+    q = {k: form.cleaned_data.get(k) or "" for k in form.TEXT}
+    ctx = {"page": page, "q": q, "since": request.GET.get("since", ""), "until": request.GET.get("until", ""), "filters": _filter_query(request, drop=("before",))}
     return _render(request, "console/decisions.html", ctx, nav="decisions", partial="rows" if request.htmx and before else None)
 
 
@@ -531,20 +455,16 @@ def decisions(request):
 @requires("manage_policies")
 def policies(request):
     if request.method == "POST":
-        tool = request.POST.get("tool", "").strip()
-        fields = {}
-        for name in ("risk_class", "strategy", "deadline"):
-            if request.POST.get(name, "").strip():
-                fields[name] = request.POST[name].strip()
-        for name in ("semantic_fields", "sensitive_fields"):
-            if name in request.POST:
-                fields[name] = [f.strip() for f in request.POST[name].split(",") if f.strip()]
+        form = forms.PolicyEditForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, "Policy not changed: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+            return redirect("console:policies")
+        tool = form.cleaned_data["tool"].strip()
         try:
-            policy_update(tool=tool, fields=fields, by=request.user)
+            policy_update(tool=tool, fields=form.changes(), by=request.user)
         except PolicyError as exc:
             messages.error(request, f"Policy not changed: {exc}")
             return redirect("console:policies")
         messages.success(request, f"Policy for {tool} saved.")
         return redirect("console:policies")
-    ctx = {"policies": ToolPolicy.objects.order_by("tool"), "changes": PolicyChange.objects.order_by("-at", "-id")[:30]}
-    return _render(request, "console/policies.html", ctx, nav="policies")
+    return _render(request, "console/policies.html", selectors.policies_screen(), nav="policies")
