@@ -32,10 +32,9 @@ from recovery.models import UncertainCall
 from recovery.policy_changes import policies_load
 from recovery.rebuild import projections_rebuild
 from recovery.reconcile import reconcile_pass
-from runs.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
-from runs.synthetic import synthetic_events
+from runs.synthetic import calls_started, synthetic_events
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,16 +85,7 @@ def _calls(prefix: str, n: int) -> None:
     for i in range(n):
         run_id = f"{prefix}-{i}"
         args = {"tenant": "acme", "account": str(4000 + i % 97), "amount": f"{i}.00", "currency": "GBP"}
-        lease = lease_acquire(run_id=run_id, holder="bench-agent", ttl_seconds=600)
-        events_append(
-            run_id=run_id,
-            epoch=lease.epoch,
-            expected_seq=0,
-            events=[
-                NewEvent("run_started", {"run_id": run_id}),
-                NewEvent("tool_call_started", {"call_id": "c1", "name": "post_correction", "arguments": args, "idempotency_key": call_key(run_id, "post_correction", args)}),
-            ],
-        )
+        lease = calls_started(run_id, [("c1", "post_correction", args)], holder="bench-agent", ttl_seconds=600)
         lease_release(run_id=run_id, epoch=lease.epoch)
     uncertain_calls_detect()
 

@@ -9,8 +9,9 @@ model could be given.
 
 from __future__ import annotations
 
-from runs.identity import idempotency_key, signature
-from runs.store import NewEvent
+from runs.identity import call_key, idempotency_key, signature
+from runs.leases import Lease, lease_acquire
+from runs.store import NewEvent, events_append
 
 
 def synthetic_events(run_id: str, start_seq: int, n: int, *, compact_every: int | None = None) -> list[NewEvent]:
@@ -43,3 +44,20 @@ def synthetic_events(run_id: str, start_seq: int, n: int, *, compact_every: int 
             out.append(NewEvent("tool_call_completed", done))
         seq += 1
     return out
+
+
+def calls_started(
+    run_id: str, calls: list[tuple[str, str, dict]], *, holder: str, ttl_seconds: int = 30, keys: dict[str, str] | None = None, completed: int = 0, ts=None
+) -> Lease:
+    """A run that started and began ``calls`` (call id, tool, arguments) under a new lease, the
+    first ``completed`` of them completed: where every crash scenario begins. Each start records
+    the computed key unless ``keys`` gives the call id a recorded one. The lease stays held."""
+    lease = lease_acquire(run_id=run_id, holder=holder, ttl_seconds=ttl_seconds)
+    events = [NewEvent("run_started", {"run_id": run_id}, ts=ts)]
+    for i, (cid, tool, args) in enumerate(calls):
+        key = (keys or {}).get(cid) or call_key(run_id, tool, args)
+        events.append(NewEvent("tool_call_started", {"call_id": cid, "name": tool, "arguments": args, "idempotency_key": key}, ts=ts))
+        if i < completed:
+            events.append(NewEvent("tool_call_completed", {"call_id": cid, "name": tool, "content": "ok", "is_error": False, "idempotency_key": key}))
+    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=events)
+    return lease

@@ -12,9 +12,8 @@ import pytest
 from recovery.detection import uncertain_calls_detect
 from recovery.models import UncertainCall
 from recovery.policy_changes import policies_load
-from runs.identity import call_key
-from runs.leases import lease_acquire, lease_release
-from runs.store import NewEvent, events_append
+from runs.leases import lease_release
+from runs.synthetic import calls_started
 
 
 class Ledger:
@@ -147,14 +146,7 @@ def correction(ref: str = "C-771", amount: str = "840.00", account: str = "4020"
 def crashed_run(run_id: str, calls: list[tuple[str, str, dict]], *, completed: int = 0, ts=None) -> list[UncertainCall]:
     """A run whose agent started ``calls`` (call_id, tool, arguments), completed the first
     ``completed`` of them, then died: its lease is released, so nobody owns the run any more."""
-    lease = lease_acquire(run_id=run_id, holder="agent-7:worker-a")
-    events = [NewEvent("run_started", {"run_id": run_id}, ts=ts)]
-    for i, (cid, tool, args) in enumerate(calls):
-        key = call_key(run_id, tool, args)
-        events.append(NewEvent("tool_call_started", {"call_id": cid, "name": tool, "arguments": args, "idempotency_key": key}, ts=ts))
-        if i < completed:
-            events.append(NewEvent("tool_call_completed", {"call_id": cid, "name": tool, "content": "ok", "is_error": False, "idempotency_key": key}))
-    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=events)
+    lease = calls_started(run_id, calls, holder="agent-7:worker-a", completed=completed, ts=ts)
     lease_release(run_id=run_id, epoch=lease.epoch)
     uncertain_calls_detect(run_id=run_id)
     return list(UncertainCall.objects.filter(run_id=run_id).order_by("start_seq"))

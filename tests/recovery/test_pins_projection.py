@@ -11,9 +11,9 @@ from recovery.models import UncertainCall
 from recovery.rebuild import projections_rebuild
 from recovery.reconcile import call_reconcile
 from runs.identity import call_key
-from runs.leases import lease_acquire, lease_release
+from runs.leases import lease_release
 from runs.selectors import run_state
-from runs.store import NewEvent, events_append
+from runs.synthetic import calls_started
 from tests.recovery.conftest import correction, types_after
 from tests.recovery.test_projection import snapshot
 
@@ -24,16 +24,7 @@ RECORDED = "acme-2026Q3-C771-op"  # the operation id the writer bound when the c
 
 
 def _crashed_with_recorded_key() -> UncertainCall:
-    lease = lease_acquire(run_id=RUN, holder="agent-7:worker-a")
-    events_append(
-        run_id=RUN,
-        epoch=lease.epoch,
-        expected_seq=0,
-        events=[
-            NewEvent("run_started", {"run_id": RUN}),
-            NewEvent("tool_call_started", {"call_id": "c1", "name": "post_correction", "arguments": correction(), "idempotency_key": RECORDED}),
-        ],
-    )
+    lease = calls_started(RUN, [("c1", "post_correction", correction())], holder="agent-7:worker-a", keys={"c1": RECORDED})
     lease_release(run_id=RUN, epoch=lease.epoch)
     assert uncertain_calls_detect(run_id=RUN)["marked"] == 1
     return UncertainCall.objects.get(run_id=RUN)

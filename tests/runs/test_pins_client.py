@@ -13,6 +13,7 @@ from runs.client import HttpTransport, StoreTransport, ToolCall, open_run
 from runs.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append, events_read
+from runs.synthetic import calls_started
 from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,16 +75,7 @@ def test_it_returns_the_result_recovery_recorded_for_a_key_without_calling_the_t
     run_id = "run-pin-client-2"
     key = call_key(run_id, "post_correction", ARGS)
     recovered = {"id": "OP-9", "amount": "840.00", "source": "ledger lookup"}
-    lease = lease_acquire(run_id=run_id, holder="agent-a")
-    events_append(
-        run_id=run_id,
-        epoch=lease.epoch,
-        expected_seq=0,
-        events=[
-            NewEvent("run_started", {"run_id": run_id}),
-            NewEvent("tool_call_started", {"call_id": "c1", "name": "post_correction", "arguments": ARGS, "idempotency_key": key}),
-        ],
-    )
+    lease = calls_started(run_id, [("c1", "post_correction", ARGS)], holder="agent-a")
     lease_release(run_id=run_id, epoch=lease.epoch)
     lease = lease_acquire(run_id=run_id, holder="reckon-recovery:test")
     events_append(
