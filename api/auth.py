@@ -13,12 +13,7 @@ from django.http import HttpRequest
 from ninja.security import APIKeyCookie, HttpBearer
 from ninja.utils import check_csrf
 
-from access.tokens import (
-    Principal,
-    principal_for_token,
-    principal_for_user,
-    token_authenticate,
-)
+from access.tokens import Principal, principal_for_token, principal_for_user, token_authenticate
 from api.errors import Forbidden
 
 _SAFE = {"GET", "HEAD", "OPTIONS", "TRACE"}

@@ -15,14 +15,7 @@ from django.http import Http404, HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from recovery.errors import (
-    CallNotFound,
-    InvalidDecision,
-    NotDecidable,
-    RecoveryError,
-    RunBusy,
-    StaleDecision,
-)
+from recovery.errors import CallNotFound, InvalidDecision, NotDecidable, RecoveryError, RunBusy, StaleDecision
 from recovery.policies import PolicyError
 from recovery.selectors import QueryError
 from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunNotFound

@@ -23,12 +23,7 @@ import time
 from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.core import (
-    CollectorRegistry,
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-)
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from access.tokens import principal_for_token, principal_for_user, token_authenticate
 from runs.measurements import collectors as process_collectors

@@ -20,13 +20,7 @@ from django.test.utils import override_settings
 from runs.fold import fold
 from runs.leases import lease_acquire
 from runs.selectors import run_state
-from runs.store import (
-    _PG_APPEND_ONE_PLAIN,
-    NewEvent,
-    _append_cursor,
-    events_append,
-    events_load,
-)
+from runs.store import _PG_APPEND_ONE_PLAIN, NewEvent, _append_cursor, events_append, events_load
 from runs.synthetic import synthetic_events
 
 

@@ -22,13 +22,7 @@ from django.db.models.functions import Cast
 
 from recovery.masking import MASK, masked_paths, value_mask
 from recovery.models import PolicyChange, ToolPolicy, UncertainCall
-from recovery.selectors import (
-    edges_bucket,
-    policy_for,
-    uncertain_call_evidence,
-    uncertain_calls_filter,
-    unresolved_tally,
-)
+from recovery.selectors import edges_bucket, policy_for, uncertain_call_evidence, uncertain_calls_filter, unresolved_tally
 from runs.events import RECORD_ONLY, EventType
 from runs.fold import format_ts
 from runs.models import Event, Run

@@ -19,21 +19,11 @@ from access.roles import MANAGER, perm, requires, role_names
 from console import forms, selectors, services, svg
 from recovery import decisions as actions
 from recovery import masking
-from recovery.errors import (
-    CallNotFound,
-    NotDecidable,
-    RecoveryError,
-    RunBusy,
-    StaleDecision,
-)
+from recovery.errors import CallNotFound, NotDecidable, RecoveryError, RunBusy, StaleDecision
 from recovery.models import Decision
 from recovery.policies import PolicyError
 from recovery.policy_changes import policy_update
-from recovery.selectors import (
-    QueryError,
-    queue_figures_by_risk,
-    uncertain_calls_filter,
-)
+from recovery.selectors import QueryError, queue_figures_by_risk, uncertain_calls_filter
 from runs.errors import RunNotFound
 from runs.selectors import run_get
 

@@ -5,14 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from recovery.calls import (
-    call_about,
-    call_row,
-    completion_event,
-    escalation_event,
-    person_name,
-    resolved_event,
-)
+from recovery.calls import call_about, call_row, completion_event, escalation_event, person_name, resolved_event
 from recovery.errors import InvalidDecision, NotDecidable, RecoveryError, StaleDecision
 from recovery.models import Decision, UncertainCall
 from recovery.ownership import owning

@@ -11,12 +11,7 @@ from django.db import transaction
 
 from recovery.calls import person_name
 from recovery.models import PolicyChange, ToolPolicy
-from recovery.policies import (
-    Policy,
-    PolicyError,
-    policies_parse,
-    policy_parse,
-)
+from recovery.policies import Policy, PolicyError, policies_parse, policy_parse
 from recovery.rebuild import terms_refresh
 
 

@@ -14,35 +14,12 @@ from django.utils import timezone as djtz
 
 from recovery import adapters
 from recovery.adapters import AdapterError, Evidence
-from recovery.calls import (
-    approval_close_events,
-    call_about,
-    call_ref,
-    call_row,
-    completion_event,
-    escalation_event,
-    resolved_event,
-)
+from recovery.calls import approval_close_events, call_about, call_ref, call_row, completion_event, escalation_event, resolved_event
 from recovery.detection import uncertain_calls_detect
 from recovery.errors import CallNotFound
 from recovery.models import UncertainCall
-from recovery.ownership import (
-    GROUP_SIZE,
-    AttemptResult,
-    Group,
-    Owner,
-    attempt_fenced,
-    busy_error,
-    holder_name,
-    lease_take,
-)
-from recovery.policies import (
-    Action,
-    Policy,
-    policy_from_row,
-    rule_choose,
-    unclassified_policy,
-)
+from recovery.ownership import GROUP_SIZE, AttemptResult, Group, Owner, attempt_fenced, busy_error, holder_name, lease_take
+from recovery.policies import Action, Policy, policy_from_row, rule_choose, unclassified_policy
 from recovery.projection import backoff_s
 from recovery.rows import CALL_COLUMNS, POLICY_COLUMNS, rows_fetch
 from recovery.selectors import policy_for

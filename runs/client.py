@@ -38,16 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 from urllib.parse import quote, urlsplit
 
-from runs.errors import (
-    FenceError,
-    InvalidEvent,
-    LeaseHeld,
-    RunFinished,
-    RunNotFound,
-    SeqConflict,
-    StaleEpoch,
-    StoreError,
-)
+from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqConflict, StaleEpoch, StoreError
 from runs.fold import Event, RunState, apply, fold
 from runs.identity import idempotency_key, signature
 

@@ -20,15 +20,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, NamedTuple
 
 from runs.calls import completion_key, completion_pair, start_key, start_signature
-from runs.events import (
-    CURRENT_SCHEMA_VERSION,
-    RECORD_ONLY,
-    STATE_CHANGING,
-    EventType,
-    event_type,
-    registry_check,
-    rule_table,
-)
+from runs.events import CURRENT_SCHEMA_VERSION, RECORD_ONLY, STATE_CHANGING, EventType, event_type, registry_check, rule_table
 
 
 class Event(NamedTuple):

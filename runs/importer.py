@@ -18,14 +18,7 @@ from pathlib import Path
 from django.db import transaction
 
 from runs.errors import FenceError, InvalidEvent, LeaseHeld
-from runs.events import (
-    CURRENT_SCHEMA_VERSION,
-    EventType,
-    UnknownEventType,
-    event_type,
-    missing_fields,
-    version_problem,
-)
+from runs.events import CURRENT_SCHEMA_VERSION, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event
 from runs.leases import lease_acquire, lease_release
 from runs.models import Run

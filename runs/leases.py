@@ -19,16 +19,7 @@ from datetime import datetime, timedelta, timezone
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import (
-    BooleanField,
-    Case,
-    DateTimeField,
-    ExpressionWrapper,
-    F,
-    Q,
-    Value,
-    When,
-)
+from django.db.models import BooleanField, Case, DateTimeField, ExpressionWrapper, F, Q, Value, When
 from django.db.models.functions import Now
 
 from runs.errors import InvalidEvent, LeaseHeld, RunNotFound, StaleEpoch

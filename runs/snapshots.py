@@ -42,21 +42,8 @@ from runs.events import UnknownEventType
 from runs.faults import fault_point
 from runs.fold import RunState, apply, fold
 from runs.measurements import metrics_record
-from runs.models import (
-    Run,
-    Snapshot,
-    SnapshotPointer,
-    SnapshotPolicy,
-    SnapshotQuarantine,
-)
-from runs.snapshot_format import (
-    FOLD_CODE,
-    FOLD_VERSION,
-    body_digest,
-    state_diff,
-    state_dumps,
-    state_loads,
-)
+from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
+from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads
 from runs.store import events_load
 from runs.upcasters import UnsupportedVersion
 

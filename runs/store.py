@@ -39,17 +39,7 @@ from psycopg.pq import Format
 from psycopg.rows import tuple_row
 
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
-from runs.events import (
-    CURRENT_SCHEMA_VERSION,
-    INTRODUCED_IN,
-    REQUIRED_FIELDS,
-    TERMINAL,
-    EventType,
-    UnknownEventType,
-    event_type,
-    missing_fields,
-    version_problem,
-)
+from runs.events import CURRENT_SCHEMA_VERSION, INTRODUCED_IN, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
 from runs.pg import ARRAY_DUMPERS, binary_arrays, server_cursor
 from runs.upcasters import UPCASTERS, events_upcast, payload_complete

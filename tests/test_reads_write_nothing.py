@@ -26,14 +26,7 @@ from runs.models import Snapshot, SnapshotPointer
 from runs.selectors import run_state
 from runs.snapshots import snapshot_write
 from tests.api.conftest import reader  # noqa: F401 (a fixture: a read-only API token)
-from tests.console.conftest import (  # noqa: F401 (fixtures)
-    admin_user,
-    client_for,
-    conflict_call,
-    demo_policies,
-    roles,
-    v1_runs,
-)
+from tests.console.conftest import admin_user, client_for, conflict_call, demo_policies, roles, v1_runs  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
 

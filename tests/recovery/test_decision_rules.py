@@ -24,11 +24,7 @@ from recovery.decisions import decision_record
 from recovery.detection import uncertain_calls_detect
 from recovery.models import Decision, UncertainCall
 from recovery.reconcile import call_reconcile
-from recovery.selectors import (
-    queue_figures_by_risk,
-    uncertain_call_get,
-    uncertain_calls_filter,
-)
+from recovery.selectors import queue_figures_by_risk, uncertain_call_get, uncertain_calls_filter
 from runs.leases import lease_acquire, lease_release
 from runs.models import Event
 from runs.store import NewEvent, events_append

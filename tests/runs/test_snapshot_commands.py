@@ -14,13 +14,7 @@ from django.db import connection
 
 from runs.models import Run, Snapshot, SnapshotQuarantine
 from runs.selectors import run_state
-from runs.snapshot_format import (
-    FOLD_CODE,
-    FOLD_VERSION,
-    body_digest,
-    state_dumps,
-    state_loads,
-)
+from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_dumps, state_loads
 from runs.snapshots import run_state_fast, snapshot_current, snapshot_write
 from tests.measure import Measurements
 from tests.runs.test_snapshots import working_run

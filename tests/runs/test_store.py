@@ -7,14 +7,7 @@ from datetime import datetime, timezone
 import pytest
 from django.db import connection
 
-from runs.errors import (
-    InvalidEvent,
-    LeaseHeld,
-    RunFinished,
-    RunNotFound,
-    SeqConflict,
-    StaleEpoch,
-)
+from runs.errors import InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.leases import db_now, lease_acquire, lease_release, lease_renew
 from runs.models import AppendOnlyError, Event, LeaseRecord, Run
 from runs.selectors import run_state

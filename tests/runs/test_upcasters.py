@@ -16,13 +16,7 @@ from runs.models import Event, Run
 from runs.selectors import run_state
 from runs.snapshots import run_state_fast
 from runs.store import events_load, events_read
-from runs.upcasters import (
-    UnsupportedVersion,
-    event_upcast,
-    events_upcast,
-    upcast_tool_call_completed_v1_v2,
-    upcast_tool_call_started_v1_v2,
-)
+from runs.upcasters import UnsupportedVersion, event_upcast, events_upcast, upcast_tool_call_completed_v1_v2, upcast_tool_call_started_v1_v2
 from tests.golden import FIXTURES, golden_path
 
 pytestmark = pytest.mark.django_db
