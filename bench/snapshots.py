@@ -58,7 +58,7 @@ def bench_snapshots(*, quick: bool = False, out=None) -> dict:
     say(f"snapshot benchmark on {connection.vendor} ({'quick' if quick else 'full'}): medians of {repeats} repeats")
 
     t0 = time.perf_counter()
-    _build("bench-snap", n, lambda r, s, k: synthetic_events(r, s, k, compact_every=COMPACT_EVERY))
+    _build("bench-snap", n, lambda r, s, k: synthetic_events(r, s, k, compact_every=COMPACT_EVERY, recorded=False))
     say(f"  built a {n:,}-event compacting run in {time.perf_counter() - t0:.1f} s")
     main = _measure_run("bench-snap", n, repeats)
     figures: dict = {"engine": connection.vendor, "events": n, "tail": TAIL}

@@ -104,9 +104,6 @@ class RunRows:
         cid = p.get("call_id")
         return completion_pair(self.unresolved(), str(cid) if cid is not None else None, p.get("idempotency_key"))
 
-    def key_open_elsewhere(self, key: str, row: UncertainCall | None) -> bool:
-        return any(r is not row and r.idempotency_key == key for r in self.unresolved())
-
     def flag_duplicates(self, key: str | None, done: UncertainCall | None, seq: int) -> None:
         """The logical action ``key`` completed (again): any other start of it still in doubt may
         have happened too, so the effect may now exist twice."""
@@ -176,7 +173,7 @@ def _completed(rr: RunRows, ev: Event, cx: Context) -> None:
     p, seq = ev.payload, ev.seq
     row = rr.target({"call_id": p.get("call_id"), "idempotency_key": p.get("idempotency_key")})
     by_call_id = row is not None and row.call_id == str(p.get("call_id"))
-    key, foreign = completion_key(p, row if by_call_id else None, lambda k: rr.key_open_elsewhere(k, row))
+    key, foreign = completion_key(p, row if by_call_id else None, (r for r in rr.unresolved() if r is not row))
     if foreign and not p.get("is_error"):
         rr.flag_key_mismatch(foreign, row.idempotency_key, p.get("call_id"), seq)
     if row is not None:
@@ -342,7 +339,7 @@ def _completed_at_once(rr: RunRows, start: Event, nxt: Event) -> bool:
     ):
         return False
     own_key = start_key(rr.run_id, p)
-    _, foreign = completion_key(q, _StartKey(str(p["call_id"]), own_key), lambda k: rr.key_open_elsewhere(k, None))
+    _, foreign = completion_key(q, _StartKey(str(p["call_id"]), own_key), rr.unresolved())
     if foreign and not q.get("is_error"):
         rr.flag_key_mismatch(foreign, own_key, q.get("call_id"), nxt.seq)
     if not q.get("is_error"):

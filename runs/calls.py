@@ -17,7 +17,7 @@ person works from cannot disagree about a call.
 
 from __future__ import annotations
 
-from typing import Callable, Collection, Protocol, TypeVar
+from typing import Collection, Iterable, Protocol, TypeVar
 
 from runs.identity import idempotency_key, signature
 
@@ -54,18 +54,17 @@ def completion_pair(open_starts: Collection[S], call_id, key: str | None) -> S |
     return None
 
 
-def completion_key(payload: dict, start: Start | None, key_is_open: Callable[[str], bool]) -> tuple[str | None, str | None]:
+def completion_key(payload: dict, start: Start | None, others: Iterable[Start]) -> tuple[str | None, str | None]:
     """(the key this completion completes or None, the key of another open call it names or None).
 
-    ``key_is_open(k)`` says whether a call other than ``start`` is still open under key ``k``; it
-    is asked only when the recorded key differs from the start's, which almost never happens.
+    ``others`` are the calls still open besides ``start``; they are read only when the recorded key
+    differs from the start's, which almost never happens (so a generator costs nothing).
     """
     recorded = payload.get("idempotency_key")
-    is_error = bool(payload.get("is_error", False))
-    if recorded and start is not None and recorded != start.idempotency_key and key_is_open(recorded):
-        return (None if is_error else start.idempotency_key), recorded
     if recorded:
+        if start is not None and recorded != start.idempotency_key and any(o.idempotency_key == recorded for o in others):
+            return (None if payload.get("is_error") else start.idempotency_key), recorded
         return recorded, None
-    if "idempotency_key" not in payload and not is_error and start is not None:
+    if start is not None and "idempotency_key" not in payload and not payload.get("is_error"):
         return start.idempotency_key, None
     return None, None

@@ -167,7 +167,7 @@ def _tool_call_completed(st: RunState, ev: Event) -> None:
     start = completion_pair(open_calls.values(), p["call_id"], p.get("idempotency_key"))
     if start is not None:
         del open_calls[start.start_seq]
-    key, _ = completion_key(p, start, lambda k: any(c.idempotency_key == k for c in open_calls.values()))
+    key, _ = completion_key(p, start, open_calls.values())
     if key:
         st.completed_calls[key] = p["content"]
 

@@ -148,7 +148,7 @@ def plan_measure(*, events: int, repeats: int = 5) -> Measured:
             seq = 1
             while seq < events:
                 k = min(500, events - seq)
-                events_append(run_id=run_id, epoch=lease.epoch, expected_seq=seq, events=synthetic_events(run_id, seq + 1, k, compact_every=COMPACT_EVERY))
+                events_append(run_id=run_id, epoch=lease.epoch, expected_seq=seq, events=synthetic_events(run_id, seq + 1, k, compact_every=COMPACT_EVERY, recorded=False))
                 seq += k
             replay, write, load = [], [], []
             state = None

@@ -14,8 +14,10 @@ from runs.leases import Lease, lease_acquire
 from runs.store import NewEvent, events_append
 
 
-def synthetic_events(run_id: str, start_seq: int, n: int, *, compact_every: int | None = None) -> list[NewEvent]:
-    """``n`` events of a working agent, the first of them at ``start_seq``."""
+def synthetic_events(run_id: str, start_seq: int, n: int, *, compact_every: int | None = None, recorded: bool = True) -> list[NewEvent]:
+    """``n`` events of a working agent, the first of them at ``start_seq``. ``recorded=False``: a
+    writer that records neither signatures nor keys (the fold computes them), with the same
+    arguments for every read of an account, as the snapshot figures have always been measured."""
     out: list[NewEvent] = []
     seq = start_seq
     while len(out) < n:
@@ -24,9 +26,12 @@ def synthetic_events(run_id: str, start_seq: int, n: int, *, compact_every: int 
             out.append(NewEvent("context_compacted", {"summary": f"Summary of work up to seq {seq}: ledgers read, balances noted.", "kept": 12}))
             seq += 1
             continue
-        args = {"tenant": "acme", "account": str(4000 + i % 97), "period": "2026-Q3", "n": i}
+        args = {"tenant": "acme", "account": str(4000 + i % 97), "period": "2026-Q3"}
+        if recorded:
+            args["n"] = i
         sig = signature("read_ledger", args)
         key = idempotency_key(run_id, sig)
+        ids = {"idempotency_key": key, "signature": sig} if recorded else {}
         kind = seq % 3
         if kind == 0:
             turn = {
@@ -37,10 +42,10 @@ def synthetic_events(run_id: str, start_seq: int, n: int, *, compact_every: int 
             }
             out.append(NewEvent("model_turn", turn))
         elif kind == 1:
-            out.append(NewEvent("tool_call_started", {"call_id": f"c{i}", "name": "read_ledger", "arguments": args, "idempotency_key": key, "signature": sig}))
+            out.append(NewEvent("tool_call_started", {"call_id": f"c{i}", "name": "read_ledger", "arguments": args, **ids}))
         else:
             result = {"balance": f"{1000 + i}.00", "entries": i % 300}
-            done = {"call_id": f"c{i}", "name": "read_ledger", "content": result, "is_error": False, "idempotency_key": key, "signature": sig}
+            done = {"call_id": f"c{i}", "name": "read_ledger", "content": result, "is_error": False, **ids}
             out.append(NewEvent("tool_call_completed", done))
         seq += 1
     return out

@@ -191,7 +191,7 @@ def more(run_id, epoch, after, k):
     seq = after
     while k > 0:
         batch = min(k, 500)
-        events_append(run_id=run_id, epoch=epoch, expected_seq=seq, events=synthetic_events(run_id, seq + 1, batch, compact_every=COMPACT_EVERY))
+        events_append(run_id=run_id, epoch=epoch, expected_seq=seq, events=synthetic_events(run_id, seq + 1, batch, compact_every=COMPACT_EVERY, recorded=False))
         seq += batch
         k -= batch
     return seq
