@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from access.assignment import NotAssignable
 from recovery.errors import CallNotFound, InvalidDecision, NotDecidable, RecoveryError, RunBusy, StaleDecision
 from recovery.policies import PolicyError
 from recovery.selectors import QueryError
@@ -89,6 +90,7 @@ TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Calla
     (UnsupportedVersion, 422, "unsupported_version", None, None),
     (FoldError, 422, "unfoldable", None, None),
     (InvalidDecision, 422, "invalid_decision", None, None),
+    (NotAssignable, 422, "not_assignable", None, None),
     (RecoveryError, 422, "refused", None, None),
     (PolicyError, 422, "invalid_policy", None, None),
     (QueryError, 422, "invalid", None, None),

@@ -16,6 +16,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Header, Path, Query, Router, Schema
 
+from access.assignment import call_escalate
 from access.masking import mask_fields, masked
 from access.roles import perm
 from access.tokens import Principal
@@ -25,6 +26,7 @@ from api.idempotency import idempotent
 from api.schemas import clean_name, responses
 from recovery import selectors
 from recovery.decisions import decision_record
+from recovery.errors import InvalidDecision
 from recovery.models import Decision, ToolPolicy, UncertainCall
 from recovery.policy_changes import policy_update
 
@@ -109,6 +111,9 @@ class DecisionIn(Schema):
     reason: str = Field(..., min_length=1, max_length=2000)
     seen_version: int = Field(..., ge=0, le=2**31 - 1, description="the call's version you decided on")
     evidence_ref: str | None = Field(None, max_length=500, description="for 'happened': the reference that proves it")
+    assignee: str | None = Field(
+        None, max_length=150, description="for 'escalate': the user to hand the call to; they must be active and able to decide calls"
+    )
 
 
 class PolicyOut(Schema):
@@ -238,9 +243,14 @@ def decision_view(
     def decide():
         row = _visible_call(principal, pk)
         by = principal.user if principal.user is not None else f"api:{principal.name}"
-        row = decision_record(
-            pk=row.pk, decision=body.decision, by=by, reason=body.reason, seen_version=body.seen_version, evidence_ref=body.evidence_ref
-        )
+        if body.decision == Decision.ESCALATE:
+            row = call_escalate(pk=row.pk, by=by, reason=body.reason, seen_version=body.seen_version, assignee=body.assignee)
+        elif body.assignee:
+            raise InvalidDecision("assignee is only for the 'escalate' decision")
+        else:
+            row = decision_record(
+                pk=row.pk, decision=body.decision, by=by, reason=body.reason, seen_version=body.seen_version, evidence_ref=body.evidence_ref
+            )
         return 200, _call_out(row, mask_fields(principal))
 
     return idempotent(request, principal=principal, key=idempotency_key, body=body.dict(), run=decide)

@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from typing import Iterable, Iterator
 
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Count, Exists, OuterRef, Q, Subquery, TextField
 from django.db.models.fields.json import KeyTextTransform
@@ -380,11 +379,6 @@ def decisions_shown(*, fields: frozenset[str], **search) -> Page:
     page = decisions_search(**search)
     events_shown(page.items, fields)
     return page
-
-
-def user_active(name: str) -> bool:
-    """Whether ``name`` is an active user a call may be assigned to."""
-    return get_user_model().objects.filter(username=name, is_active=True).exists()
 
 
 def policies_screen() -> dict:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 
+from access.assignment import NotAssignable, assignee_check, call_assign
 from console.selectors import REVEAL_PREFIX
-from recovery.decisions import call_assign, call_claim, decision_record
+from recovery.decisions import call_claim, decision_record
 from recovery.errors import RecoveryError, StaleDecision
 from recovery.masking import value_at
 from recovery.models import Decision
@@ -86,11 +87,25 @@ def _bulk_plan_one(row, *, action: str, user) -> tuple[bool, str]:
     return False, f"unknown action {action!r}"
 
 
+def _assignee_refusal(action: str, assignee: str) -> str | None:
+    # The same rule as a single assignment (access.assignment), checked once for the whole batch.
+    if action != "assign":
+        return None
+    try:
+        assignee_check(assignee)
+    except NotAssignable as exc:
+        return str(exc)
+    return None
+
+
 def bulk_preview(*, rows, action: str, user, assignee: str = "") -> list[dict]:
     """What ``action`` would do to each call: ``{call, ok, what}``; nothing is written."""
     out = []
+    refused = _assignee_refusal(action, assignee)
     for row in rows:
         ok, what = _bulk_plan_one(row, action=action, user=user)
+        if ok and refused:
+            ok, what = False, refused
         if ok and action == "assign":
             what = f"assign to {assignee}"
         out.append({"call": row, "ok": ok, "what": what})
@@ -100,8 +115,11 @@ def bulk_preview(*, rows, action: str, user, assignee: str = "") -> list[dict]:
 def bulk_apply(*, rows, seen: dict[int, int], action: str, user, assignee: str = "", reason: str = "") -> list[dict]:
     """Apply ``action`` call by call; ``{call, ok, result}`` per call. One refusal stops nothing."""
     out = []
+    refused = _assignee_refusal(action, assignee)
     for row in rows:
         ok, what = _bulk_plan_one(row, action=action, user=user)
+        if ok and refused:
+            ok, what = False, refused
         version = seen.get(row.pk)
         if not ok:
             out.append({"call": row, "ok": False, "result": f"skipped: {what}"})

@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from access import assignment
 from access.masking import mask_for
 from access.roles import MANAGER, perm, requires, role_names
 from console import forms, selectors, services, svg
@@ -334,9 +335,10 @@ def call_decide(request, pk: int):
         return _render(request, "console/call.html", ctx, nav="queue", status=400)
     d = form.cleaned_data
     try:
-        row = actions.decision_record(pk=pk, decision=d["decision"], by=request.user, reason=d["reason"], seen_version=d["seen_version"], evidence_ref=(d.get("evidence_ref") or None))
-        if d["decision"] == Decision.ESCALATE and d.get("assignee"):
-            actions.call_assign(pk=pk, user=request.user, assignee=d["assignee"], seen_version=row.version)
+        if d["decision"] == Decision.ESCALATE:
+            row = assignment.call_escalate(pk=pk, by=request.user, reason=d["reason"], seen_version=d["seen_version"], assignee=(d.get("assignee") or "").strip() or None)
+        else:
+            row = actions.decision_record(pk=pk, decision=d["decision"], by=request.user, reason=d["reason"], seen_version=d["seen_version"], evidence_ref=(d.get("evidence_ref") or None))
     except CallNotFound as exc:
         raise Http404(str(exc))
     except StaleDecision as exc:
@@ -395,10 +397,7 @@ def call_assign(request, pk: int):
     if not form.is_valid():
         return _bad(request, BadParam("name the person to assign the call to"))
     name = form.cleaned_data["assignee"].strip()
-    if not selectors.user_active(name):
-        messages.error(request, f"Not assigned: there is no active user {name!r}.")
-        return redirect("console:call", pk=pk)
-    return _call_write(request, pk, lambda v: actions.call_assign(pk=pk, user=request.user, assignee=name, seen_version=v), f"Assigned to {name}.")
+    return _call_write(request, pk, lambda v: assignment.call_assign(pk=pk, user=request.user, assignee=name, seen_version=v), f"Assigned to {name}.")
 
 
 @requires("view_console", "add_note")

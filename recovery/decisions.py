@@ -78,7 +78,14 @@ def decision_record(*, pk: int, decision: str, by, reason: str, seen_version: in
         elif decision == Decision.NOT_HAPPENED:
             write([decided, resolved_event(row, "not_happened", by=who)])
         elif decision == Decision.ESCALATE:
-            write([decided, escalation_event(row, reason="escalated", question=f"escalated by {who}: {reason}")])
+            # The first reason (conflict, overdue, policy...) stays the call's reason: a person handing
+            # it on does not change why it needed a person. The event says it is a re-escalation.
+            again = bool(row.escalation_reason)
+            first = row.escalation_reason or "escalated"
+            ask = escalation_event(row, reason=first, question=f"{'re-escalated' if again else 'escalated'} by {who}: {reason}")
+            ask.payload["escalated_by"] = who
+            ask.payload["re_escalation"] = again
+            write([decided, ask])
         elif decision == Decision.RETRY_SAME_KEY:
             retry_owned(owner, row, policy, row.attempts, write=write, rule=f"decided by {who}", by=who, extra_before=[decided])
         elif decision == Decision.COMPENSATE:

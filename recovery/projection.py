@@ -241,8 +241,14 @@ def _approval_requested(rr: RunRows, ev: Event, cx: Context) -> None:
     row.approval_pending = True
     if row.escalated_at is None:
         row.escalated_at = _aware(ev.ts)
-    row.escalation_reason = str(p.get("reason") or "policy")[:32]
-    if row.escalation_reason == "overdue" and row.next_attempt_at is None:
+    reason = str(p.get("reason") or "policy")[:32]
+    # A person handing the call on does not change why it needed a person: their re-escalation keeps
+    # the reason it had (decision_record writes it so). Logs from before that wrote "escalated"
+    # for it; that name never overwrites a reason either. The engine's own escalations (overdue,
+    # then conflict) still name the current reason, which decides whether attempts go on.
+    if not row.escalation_reason or (reason != "escalated" and not p.get("re_escalation")):
+        row.escalation_reason = reason
+    if reason == "overdue" and row.next_attempt_at is None:
         row.next_attempt_at = _aware(ev.ts)
     if p.get("last_error"):
         row.last_error = str(p["last_error"])

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.test import Client
 
-from access.roles import ONCALL, roles_ensure
+from access.roles import MANAGER, ONCALL, roles_ensure
 from recovery.detection import uncertain_calls_detect
 from recovery.models import UncertainCall
 from runs.leases import lease_acquire, lease_release
@@ -143,3 +144,20 @@ def test_policies_are_readable_by_tokens_and_writable_only_by_administrators(rea
     assert [p["tool"] for p in reader.get("/api/policies").json()] == ["post_correction"]
     bad = client.patch("/api/policies/post_correction", '{"fields": {"strategy": "hope"}}', content_type="application/json")
     assert bad.status_code == 422 and "strategy" in bad.json()["detail"]
+
+
+def test_an_escalation_through_the_api_is_handed_only_to_someone_who_can_decide(decider, db):
+    roles_ensure()
+    User = get_user_model()
+    User.objects.create_user("mandy.manager").groups.add(Group.objects.get(name=MANAGER))
+    User.objects.create_user("olivia.oncall").groups.add(Group.objects.get(name=ONCALL))
+    call = _uncertain_call("run-esc-1", "acme")
+    body = {"decision": "escalate", "reason": "needs the ledger team", "seen_version": call.version}
+    for name in ("nobody.here", "mandy.manager"):
+        r = decider.post(f"/api/uncertain-calls/{call.pk}/decisions", {**body, "assignee": name})
+        assert r.status_code == 422 and r.json()["code"] == "not_assignable" and name in r.json()["detail"], r.content
+    assert not [e for e in events_read(run_id="run-esc-1") if e.type in ("approval_decided", "operator_note")]
+    r = decider.post(f"/api/uncertain-calls/{call.pk}/decisions", {**body, "assignee": "olivia.oncall"})
+    assert r.status_code == 200 and r.json()["claimed_by"] == "olivia.oncall", r.content
+    wrong = decider.post(f"/api/uncertain-calls/{call.pk}/decisions", {"decision": "not_happened", "reason": "x", "seen_version": r.json()["version"], "assignee": "olivia.oncall"})
+    assert wrong.status_code == 422 and "assignee is only for" in wrong.json()["detail"]
