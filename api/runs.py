@@ -24,7 +24,7 @@ from access.masking import mask_fields, masked
 from access.tenancy import runs_visible
 from access.tokens import Principal
 from api.auth import caller
-from api.errors import Unprocessable
+from api.errors import Forbidden, Unprocessable
 from api.schemas import clean_name, require_tenants, responses
 from runs.errors import RunNotFound
 from runs.events import CURRENT_SCHEMA_VERSION
@@ -268,8 +268,20 @@ def events_append_view(request: HttpRequest, run_id: str, body: AppendIn):
     if principal.tenants is not None:
         named = tenants_named(run_id, [Event(0, e.type, e.payload, e.ts, e.v) for e in events if e.v <= CURRENT_SCHEMA_VERSION])
         require_tenants(principal, named, "an event in this batch")
+        _require_argument_tenants(principal, events)
     appended = events_append(run_id=run_id, epoch=body.epoch, expected_seq=body.expected_seq, events=events)
     return Status(201, {"run_id": run_id, "epoch": body.epoch, "first_seq": appended[0].seq, "last_seq": appended[-1].seq})
+
+
+def _require_argument_tenants(principal: Principal, events: list[NewEvent]) -> None:
+    """403 when a call's arguments name a tenant outside the token's, naming both tenants (the
+    store refuses any other mismatch between the two with 422, for every writer)."""
+    for i, e in enumerate(events):
+        args = e.payload.get("arguments") if e.type == "tool_call_started" and isinstance(e.payload, dict) else None
+        named = args.get("tenant") if isinstance(args, dict) else None
+        if isinstance(named, str) and not principal.may_see({named}):
+            filed = e.payload.get("tenant", named)
+            raise Forbidden(f"event {i}: the call is filed under tenant {filed!r} but its arguments name tenant {named!r}, which this token may not touch")
 
 
 @router.get("/runs/{run_id}/events", response=responses({200: EventPage}), auth=caller("read"), summary="Read a run's events by page")

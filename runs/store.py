@@ -42,7 +42,7 @@ from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, Sta
 from runs.events import CURRENT_SCHEMA_VERSION, INTRODUCED_IN, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
 from runs.pg import ARRAY_DUMPERS, binary_arrays, server_cursor
-from runs.upcasters import UPCASTERS, events_upcast, payload_complete
+from runs.upcasters import UPCASTERS, call_tenant_problem, events_upcast, payload_complete
 
 log = logging.getLogger("reckon.store")
 
@@ -137,6 +137,7 @@ _PLAIN: dict[str, tuple[frozenset[str], int]] = {
     t.value: (frozenset(REQUIRED_FIELDS[t]), INTRODUCED_IN.get(t, 1)) for t in EventType if t not in _SPECIAL
 }
 _COMPLETED_TYPES = frozenset(t for t, _ in UPCASTERS)
+_STARTED = EventType.TOOL_CALL_STARTED.value
 
 
 def _check_slow(i: int, seq: int, run_id: str, ev: NewEvent) -> None:
@@ -309,6 +310,10 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
             _check_slow(i, seq, run_id, ev)
         if v == current and type_ in completes:
             payload = payload_complete(type_, payload, run_id)
+        if type_ == _STARTED:
+            problem = call_tenant_problem(payload)
+            if problem:
+                raise InvalidEvent(f"event {i} (seq {seq}, {type_}): {problem}")
         ts = ev.ts or now
         if ts is not now and not isinstance(ts, datetime):
             raise InvalidEvent(f"event {i} (seq {seq}): ts must be a datetime, got {type(ts).__name__}")

@@ -45,6 +45,22 @@ def _tenant_of(arguments) -> str:
     return DEFAULT_TENANT
 
 
+def call_tenant_problem(payload: dict) -> str | None:
+    """Why a ``tool_call_started`` payload names two tenants, or None.
+
+    A call is filed under the event's ``tenant`` and executed with its arguments: when the arguments
+    name a tenant too (the argument ``tenant``; no policy field renames it), both must be the same,
+    or the call would be filed under one tenant and carried out against another.
+    """
+    arguments = payload.get("arguments")
+    if not isinstance(arguments, dict):
+        return None
+    named, filed = arguments.get("tenant"), payload.get("tenant")
+    if named is None or filed is None or named == filed:
+        return None
+    return f"the call is filed under tenant {filed!r} but its arguments name tenant {named!r}; one call belongs to one tenant"
+
+
 def upcast_tool_call_started_v1_v2(payload: dict, run_id: str) -> dict:
     out = dict(payload)
     out.setdefault("tenant", _tenant_of(payload.get("arguments")))

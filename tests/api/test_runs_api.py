@@ -108,3 +108,33 @@ def test_sensitive_fields_are_masked_for_tokens(agent, reader):
     started = reader.get("/api/runs/run-api-1/events").json()["events"][1]["payload"]
     assert started["arguments"] == {"account": "[masked]", "amount": 840}
     assert reader.get("/api/runs/run-api-1/state").json()["uncertain_calls"][0]["arguments"]["account"] == "[masked]"
+
+
+def _call(tenant, arg_tenant, call_id="c1"):
+    return {"type": "tool_call_started", "payload": {"call_id": call_id, "name": "post_correction", "tenant": tenant, "arguments": {"tenant": arg_tenant, "amount": 5}}}
+
+
+def test_a_call_whose_arguments_name_another_tenant_is_refused_naming_both(agent, tenant_a):
+    from runs.models import Event
+
+    lease = _start(agent, "run-two-tenants")
+    r = agent.post("/api/runs/run-two-tenants/events", {"epoch": lease["epoch"], "expected_seq": 1, "events": [_call("acme", "initech")]})
+    assert r.status_code == 422 and "'acme'" in r.json()["detail"] and "'initech'" in r.json()["detail"], r.content
+    # A token of acme alone may not even name initech in the arguments: 403, both tenants named.
+    lease = tenant_a.post("/api/runs/run-acme/lease", {"holder": "acme-agent"}).json()
+    start = {"type": "run_started", "payload": {"run_id": "run-acme", "tenant": "acme"}}
+    r = tenant_a.post("/api/runs/run-acme/events", {"epoch": lease["epoch"], "expected_seq": 0, "events": [start, _call("acme", "initech")]})
+    assert r.status_code == 403 and "'acme'" in r.json()["detail"] and "'initech'" in r.json()["detail"], r.content
+    assert Event.objects.filter(type="tool_call_started").count() == 0
+    r = tenant_a.post("/api/runs/run-acme/events", {"epoch": lease["epoch"], "expected_seq": 0, "events": [start, _call("acme", "acme")]})
+    assert r.status_code == 201, r.content
+
+
+def test_the_store_refuses_two_tenants_in_one_call_for_direct_writers_too(db):
+    from runs.errors import InvalidEvent
+    from runs.leases import lease_acquire
+    from runs.store import NewEvent, events_append
+
+    lease = lease_acquire(run_id="run-direct", holder="script")
+    with pytest.raises(InvalidEvent, match="filed under tenant 'acme' but its arguments name tenant 'initech'"):
+        events_append(run_id="run-direct", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "run-direct"}), NewEvent(**_call("acme", "initech"))])
