@@ -68,6 +68,27 @@ class ClientError(StoreError):
     """The API refused the client itself (credentials, scope, tenant) or answered unexpectedly."""
 
 
+class BadResponse(ClientError):
+    """An answer the client cannot read (not JSON, not the expected shape): its status and the
+    first bytes of its body, so an error page from a proxy or a crashed server is named, not parsed."""
+
+    def __init__(self, what: str, *, status: int | None, body: bytes = b""):
+        self.status, self.body = status, body[:200]
+        shown = self.body.decode("utf-8", "replace")
+        super().__init__(f"{what}: HTTP {status if status is not None else 'no answer'}: {shown!r}")
+
+
+class ServerUnavailable(BadResponse):
+    """Reckon did not answer usably (connection refused, 502/503/504, an error page) until the
+    run's lease would expire: retrying longer could only be fenced."""
+
+
+# An outage: retried with backoff while the lease lasts (appends are safe to repeat: the seq fence
+# refuses a second copy of one that did land).
+_OUTAGE_STATUSES = frozenset({502, 503, 504})
+_BACKOFF_FIRST_S, _BACKOFF_MAX_S = 0.1, 1.0
+
+
 class StoreTransport:
     """In-process: the store and leases directly (the caller has set up Django)."""
 
@@ -126,6 +147,7 @@ class HttpTransport:
         self.prefix = parts.path.rstrip("/")
         self.token, self.timeout = token, timeout
         self._local = threading.local()
+        self._leases: dict[str, float] = {}  # run id -> monotonic time its lease expires, as last heard
 
     def _conn(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
@@ -134,32 +156,67 @@ class HttpTransport:
             conn = self._local.conn = cls(self.host, self.port, timeout=self.timeout)
         return conn
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
+    def _send(self, method: str, path: str, data: bytes | None, headers: dict) -> tuple[int, bytes]:
         for attempt in (1, 2):
             conn = self._conn()
             try:
                 conn.request(method, self.prefix + path, body=data, headers=headers)
                 resp = conn.getresponse()
-                raw = resp.read()
-                break
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                return resp.status, resp.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 # A keep-alive connection the server closed while idle: retry once on a fresh one.
-                # The append path is safe to repeat: a repeat of an append that did land is refused
-                # by the seq fence (409), never written twice.
                 conn.close()
                 self._local.conn = None
                 if attempt == 2:
-                    raise ClientError(f"{method} {path}: {exc}") from exc
-        doc = json.loads(raw) if raw else None
-        return resp.status, doc
+                    raise
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self._local.conn = None
+                raise
+        raise AssertionError("unreachable")
+
+    def request(self, method: str, path: str, body: Any = None, *, until: float | None = None) -> tuple[int, Any]:
+        """Send and decode; an outage is retried with backoff until ``until`` (monotonic; default
+        now + timeout), then ``ServerUnavailable``. Any answer that is not JSON is ``BadResponse``."""
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        until = time.monotonic() + self.timeout if until is None else until
+        delay, what = _BACKOFF_FIRST_S, f"{method} {path}"
+        while True:
+            try:
+                status, raw = self._send(method, path, data, headers)
+            except (OSError, http.client.HTTPException) as exc:
+                status, raw, failure = None, str(exc).encode(), exc
+            else:
+                failure = None
+                try:
+                    doc = json.loads(raw) if raw else None
+                except ValueError:
+                    if status < 500:
+                        raise BadResponse(what, status=status, body=raw) from None
+                else:
+                    if status not in _OUTAGE_STATUSES:
+                        return status, doc
+            if time.monotonic() + delay >= until:
+                raise ServerUnavailable(what, status=status, body=raw) from failure
+            log.warning("reckon unavailable, retrying", extra={"what": what, "status": status, "retry_in_s": delay})
+            time.sleep(delay)
+            delay = min(delay * 2, _BACKOFF_MAX_S)
+
+    def _until(self, run_id: str) -> float | None:
+        # Never retry past the lease this client last heard of: after it, the append would be fenced.
+        return self._leases.get(run_id)
+
+    def _leased(self, run_id: str, ttl: float, sent: float) -> None:
+        self._leases[run_id] = sent + float(ttl)
 
     def _check(self, status: int, doc: Any, what: str) -> Any:
         if status < 300:
             return doc
+        if status == 409 and not isinstance(doc, dict):
+            raise BadResponse(what, status=status, body=json.dumps(doc).encode())
         detail = (doc or {}).get("detail", "") if isinstance(doc, dict) else str(doc)
         code = (doc or {}).get("code") if isinstance(doc, dict) else None
         if status == 409:
@@ -189,21 +246,35 @@ class HttpTransport:
 
     def acquire(self, run_id, holder, ttl, tenant):
         body = {"holder": holder, "ttl_seconds": ttl, **({"tenant": tenant} if tenant else {})}
+        sent = time.monotonic()
         doc = self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/lease", body), run_id)
-        return LeaseInfo(run_id, doc["epoch"], doc["holder"], doc["last_seq"])
+        self._leased(run_id, ttl, sent)
+        return self._lease_info(run_id, doc)
 
     def renew(self, run_id, epoch, ttl):
-        doc = self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/lease/renew", {"epoch": epoch, "ttl_seconds": ttl}), run_id)
-        return LeaseInfo(run_id, doc["epoch"], doc["holder"], doc["last_seq"])
+        sent = time.monotonic()
+        doc = self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/lease/renew", {"epoch": epoch, "ttl_seconds": ttl}, until=self._until(run_id)), run_id)
+        self._leased(run_id, ttl, sent)
+        return self._lease_info(run_id, doc)
+
+    def _lease_info(self, run_id: str, doc: Any) -> LeaseInfo:
+        try:
+            return LeaseInfo(run_id, doc["epoch"], doc["holder"], doc["last_seq"])
+        except (TypeError, KeyError) as exc:
+            raise BadResponse(f"lease of {run_id}: no {exc}", status=200, body=json.dumps(doc).encode()) from None
 
     def release(self, run_id, epoch):
-        self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/lease/release", {"epoch": epoch}), run_id)
+        self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/lease/release", {"epoch": epoch}, until=self._until(run_id)), run_id)
+        self._leases.pop(run_id, None)
 
     def append(self, run_id, epoch, expected_seq, events):
-        doc = self._check(
-            *self.request("POST", f"/runs/{quote(run_id, safe='')}/events", {"epoch": epoch, "expected_seq": expected_seq, "events": events}), run_id
-        )
-        return [Event(doc["first_seq"] + i, e["type"], e["payload"], None) for i, e in enumerate(events)]
+        body = {"epoch": epoch, "expected_seq": expected_seq, "events": events}
+        doc = self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/events", body, until=self._until(run_id)), run_id)
+        try:
+            first = doc["first_seq"]
+        except (TypeError, KeyError):
+            raise BadResponse(f"append to {run_id}: no first_seq", status=201, body=json.dumps(doc).encode()) from None
+        return [Event(first + i, e["type"], e["payload"], None) for i, e in enumerate(events)]
 
     def events(self, run_id):
         out: list[Event] = []

@@ -38,13 +38,13 @@ def child_env(**extra: str) -> dict:
 class Server:
     """gunicorn running reckon.wsgi on a free port, against the current database."""
 
-    def __init__(self, workers: int = 2, threads: int = 1):
+    def __init__(self, workers: int = 2, threads: int = 1, **env: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "gunicorn", "reckon.wsgi:application", "-b", f"127.0.0.1:{self.port}", "-w", str(workers), "--threads", str(threads), "--log-level", "warning"],
             cwd=ROOT,
-            env=child_env(),
+            env=child_env(**env),
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
