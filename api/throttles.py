@@ -15,6 +15,7 @@ Limits are settings, read on every request (so a test can change them):
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
 import threading
 import time
@@ -26,17 +27,28 @@ from ninja.errors import Throttled
 from ninja.throttling import BaseThrottle
 
 
-def client_address(request: HttpRequest) -> str:
+def client_address(request: HttpRequest) -> str | None:
     """The client's address: REMOTE_ADDR, or with ``RECKON_PROXY_COUNT`` = N trusted proxies in
     front, the Nth address from the right of X-Forwarded-For (the one the outermost proxy saw).
-    django-axes uses this too (``AXES_CLIENT_IP_CALLABLE``), so both limits agree on who a client is."""
+    django-axes uses this too (``AXES_CLIENT_IP_CALLABLE``), so both limits agree on who a client is.
+    None when there is no valid address (a request built in code, as a test client's login is):
+    axes stores it in an address column, which PostgreSQL checks."""
     proxies = settings.RECKON_PROXY_COUNT
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
     if proxies and forwarded:
         hops = [h.strip() for h in forwarded.split(",") if h.strip()]
-        if hops:
+        if hops and _valid(hops[-min(proxies, len(hops))]):
             return hops[-min(proxies, len(hops))]
-    return request.META.get("REMOTE_ADDR") or "unknown"
+    remote = request.META.get("REMOTE_ADDR")
+    return remote if remote and _valid(remote) else None
+
+
+def _valid(address: str) -> bool:
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return True
 
 
 def _window(key: str, window_s: int) -> tuple[str, float]:
@@ -75,13 +87,13 @@ def auth_failures_check(request: HttpRequest) -> None:
     """Refuse a token from an address that has failed too often in this window: 429, before the
     token is even looked up, so a guesser learns nothing more until the window ends."""
     limit, window_s = settings.RECKON_API_AUTH_FAILURES, settings.RECKON_API_AUTH_WINDOW_S
-    failures, left = _peek(f"authfail:{client_address(request)}", window_s)
+    failures, left = _peek(f"authfail:{client_address(request) or 'unknown'}", window_s)
     if failures >= limit:
         raise TooManyRequests(left, f"{failures} failed token attempts from this address within {window_s} s (limit {limit}): retry after the window ends")
 
 
 def auth_failure_record(request: HttpRequest) -> None:
-    _count(f"authfail:{client_address(request)}", settings.RECKON_API_AUTH_WINDOW_S)
+    _count(f"authfail:{client_address(request) or 'unknown'}", settings.RECKON_API_AUTH_WINDOW_S)
 
 
 class TokenRateThrottle(BaseThrottle):

@@ -22,7 +22,7 @@ from gunicorn.glogging import Logger
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reckon.settings")
 
-from reckon.env import envint, envstr  # noqa: E402  (after the settings module is named)
+from reckon.env import envint, envstr  # after the settings module is named
 
 bind = [envstr("WEB_BIND", "127.0.0.1:8000")]
 workers = envint("WEB_WORKERS", 2 * (os.cpu_count() or 1), minimum=1)

@@ -21,7 +21,7 @@ import pytest
 
 from recovery.models import UncertainCall
 from tests.api.live import PYTHON, ROOT, child_env, free_port
-from tests.recovery.conftest import correction, crashed_run, ledger, policies  # noqa: F401  (fixtures)
+from tests.recovery.conftest import correction, crashed_run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.broker, pytest.mark.django_db(transaction=True)]
 
@@ -58,7 +58,10 @@ def test_honcho_runs_web_worker_and_beat_and_stops_them_cleanly(policies, tmp_pa
     )
     with open(out, "wb") as sink:
         proc = subprocess.Popen([os.path.join(os.path.dirname(PYTHON), "honcho"), "-f", "Procfile", "start"], cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
-    log = lambda: out.read_text(errors="replace")  # noqa: E731
+
+    def log() -> str:
+        return out.read_text(errors="replace")
+
     try:
         _wait("/readyz answered 200", lambda: _ready(port), 30, log)
         assert _get(f"http://127.0.0.1:{port}/healthz") == (200, {"status": "ok"})
