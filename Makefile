@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench run clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,12 @@ demo: install
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Production's shape on one machine: web (gunicorn), worker and beat from the Procfile, under honcho.
+# Needs DATABASE_URL and REDIS_URL (without REDIS_URL the worker and beat have no broker); migrate first.
+run: install
+	mkdir -p $${RECKON_VAR_DIR:-var}
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/honcho -f Procfile start
 
 bench: install
 	$(PY) manage.py bench all

@@ -4,7 +4,8 @@ operation needs.
 Authentication accepts a machine token (``Authorization: Bearer rk_...``) or a console session.
 The session path checks CSRF on unsafe methods itself, and only for a signed-in user, so a request
 with no credentials at all gets 401 (never a CSRF 403). A caller who is known but lacks the scope
-gets 403. Scopes are per operation: ``auth=caller("read")``.
+gets 403. Scopes are per operation: ``auth=caller("read")``. An address that presents too many
+wrong tokens gets 429 with Retry-After until its window ends (api/throttles.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ninja.utils import check_csrf
 
 from access.tokens import Principal, principal_for_token, principal_for_user, token_authenticate
 from api.errors import Forbidden
+from api.throttles import auth_failure_record, auth_failures_check
 
 _SAFE = {"GET", "HEAD", "OPTIONS", "TRACE"}
 
@@ -25,8 +27,10 @@ class _TokenAuth(HttpBearer):
         super().__init__()
 
     def authenticate(self, request: HttpRequest, token: str) -> Principal | None:
+        auth_failures_check(request)  # 429 for an address that keeps failing (api/throttles.py)
         found = token_authenticate(secret=token.strip())
         if found is None:
+            auth_failure_record(request)
             return None
         principal = principal_for_token(found)
         if self.scope not in principal.scopes:

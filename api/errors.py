@@ -9,11 +9,12 @@ nothing a caller sends ends in an HTML page or a 500.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from django.http import Http404, HttpRequest
 from ninja import NinjaAPI
-from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 
 from access.assignment import NotAssignable
 from recovery.errors import CallNotFound, InvalidDecision, NotDecidable, RecoveryError, RunBusy, StaleDecision
@@ -95,6 +96,7 @@ TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Calla
     (PolicyError, 422, "invalid_policy", None, None),
     (QueryError, 422, "invalid", None, None),
     (ValidationError, 422, "invalid", _validation_detail, _validation_fields),
+    (Throttled, 429, "throttled", lambda e: getattr(e, "reason", "too many requests: retry after the number of seconds in Retry-After"), lambda e: {"retry_after": math.ceil(e.wait) if e.wait is not None else None}),
     (HttpError, None, "error", None, None),  # its own status (e.g. 400 for a body that is not JSON)
 ]
 
@@ -109,6 +111,9 @@ def errors_register(api: NinjaAPI) -> None:
                 "code": code(exc) if callable(code) else code,
                 **(extra(exc) if extra else {}),
             }
-            return api.create_response(request, doc, status=status or exc.status_code)
+            response = api.create_response(request, doc, status=status or exc.status_code)
+            if isinstance(exc, Throttled) and exc.wait is not None:
+                response["Retry-After"] = str(math.ceil(exc.wait))  # RFC 9110: whole seconds
+            return response
 
         api.add_exception_handler(exc_class, handler)

@@ -11,6 +11,7 @@ from ninja import NinjaAPI
 from ninja.parser import Parser
 
 from api.errors import errors_register
+from api.throttles import TokenRateThrottle
 
 
 class _OrjsonParser(Parser):
@@ -32,5 +33,6 @@ api = NinjaAPI(
         "with their session (and the CSRF token on writes)."
     ),
     urls_namespace="api",
+    throttle=[TokenRateThrottle()],
 )
 errors_register(api)

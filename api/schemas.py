@@ -17,6 +17,7 @@ class Error(Schema):
     detail: str
     code: str
     errors: list[dict[str, Any]] | None = None
+    retry_after: int | None = None  # 429: seconds until the caller may try again (also in Retry-After)
 
 
 class Conflict(Schema):
@@ -34,8 +35,9 @@ class Conflict(Schema):
 
 def responses(ok: dict[int, Any]) -> dict[int, Any]:
     """``ok`` plus every error status an operation can answer with, each with its schema (400: a body
-    that is not JSON at all; 422: JSON that does not fit)."""
-    return {**ok, 400: Error, 401: Error, 403: Error, 404: Error, 409: Conflict, 422: Error}
+    that is not JSON at all; 422: JSON that does not fit; 429: too many failed tokens from one address,
+    or more requests than the token's rate)."""
+    return {**ok, 400: Error, 401: Error, 403: Error, 404: Error, 409: Conflict, 422: Error, 429: Error}
 
 
 _BAD_TEXT = re.compile(r"[\x00-\x1f\x7f]")

@@ -52,6 +52,7 @@ def gunicorn_start(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
         DEBUG="false",
         SECRET_KEY=os.environ.get("SECRET_KEY", "bench-only-secret"),
         RECKON_SNAPSHOT_INTERVAL="0",
+        RECKON_API_TOKEN_RATE="0",  # the bench measures appends, not the per-token limit
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "reckon.wsgi:application", "-b", f"127.0.0.1:{port}", "-w", str(workers), "--log-level", "warning"],

@@ -5,6 +5,7 @@ REDIS_URL      absent: Celery runs tasks eagerly, in-process
 SECRET_KEY     absent: generated into var/secret_key for local use; required when DEBUG is off
 DEBUG          default: on (local use); production sets DEBUG=false and then must give SECRET_KEY
 PROMETHEUS_MULTIPROC_DIR   default: var/prometheus; the folder the processes' metrics share ("": off)
+RECKON_LOGIN_*, RECKON_API_*   sign-in lockout and API rate limits (README's configuration table)
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+
+from datetime import timedelta
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -57,6 +60,7 @@ INSTALLED_APPS = [
     "api",
     "console",
     "bench",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -68,6 +72,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into its lockout answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "reckon.urls"
@@ -133,6 +139,30 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 
+# Sign-in lockout (django-axes): after RECKON_LOGIN_FAILURE_LIMIT failed sign-ins for one username,
+# or from one client address, further attempts for it (the right password included) are answered
+# with axes' lockout answer, 429 and a one-line text, until RECKON_LOGIN_COOLOFF_S have passed
+# (a failed attempt during the lockout starts the cool-off again). Attempts are kept in the
+# database (axes' tables), so every web process shares them; a success resets that user's count.
+# Behind proxies, RECKON_PROXY_COUNT says which X-Forwarded-For hop is the client
+# (api/throttles.py client_address, shared with the API's limits).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = envint("RECKON_LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(seconds=envint("RECKON_LOGIN_COOLOFF_S", 900, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either alone locks: per user and per address
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_CLIENT_IP_CALLABLE = "api.throttles.client_address"
+AXES_VERBOSE = False  # a lockout is logged once as a warning by axes; no banner at start-up
+RECKON_PROXY_COUNT = envint("RECKON_PROXY_COUNT", 0, minimum=0)
+
+# API limits (api/throttles.py): 429 with Retry-After. Counted in the cache below, so shared by
+# every gunicorn worker when it is Redis.
+RECKON_API_AUTH_FAILURES = envint("RECKON_API_AUTH_FAILURES", 30, minimum=1)
+RECKON_API_AUTH_WINDOW_S = envint("RECKON_API_AUTH_WINDOW_S", 300, minimum=1)
+RECKON_API_TOKEN_RATE = envint("RECKON_API_TOKEN_RATE", 12000, minimum=0)  # 0: no per-token limit
+RECKON_API_TOKEN_WINDOW_S = envint("RECKON_API_TOKEN_WINDOW_S", 60, minimum=1)
+
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = "UTC"
 USE_I18N = False
@@ -168,12 +198,21 @@ REDIS_URL = envstr("REDIS_URL", "")
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+# The queue tasks are sent to and workers consume; deployments sharing one Redis each name their own.
+CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_DEFAULT_QUEUE", "celery") or "celery"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT_S", 3600, minimum=60)}
 CELERY_BEAT_SCHEDULE: dict = {}
+
+# The cache holds the API's rate-limit counters: Redis when REDIS_URL is set, so every gunicorn
+# worker and host shares them; otherwise this process's memory (one process: `manage.py demo`).
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": "reckon"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "reckon"}}
 
 # Recovery (recovery/): how long a recovery worker holds a run's lease, the backoff between lookups
 # of a call whose outcome is still unknown, and how often beat scans for due uncertain calls.

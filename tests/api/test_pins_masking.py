@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.http import HttpRequest
 from django.test import Client
 
 from access.roles import roles_ensure
@@ -21,7 +22,8 @@ def signed_in(username: str, group: str) -> Api:
     user = User.objects.create_user(username, password=PASSWORD)
     user.groups.add(Group.objects.get(name=group))
     client = Client()
-    assert client.login(username=username, password=PASSWORD)
+    # django-axes checks every sign-in against its lockouts and needs the request to do so.
+    assert client.login(request=HttpRequest(), username=username, password=PASSWORD)
     return Api(client)  # no Authorization header: the session cookie is the only credential
 
 
