@@ -53,3 +53,11 @@ def test_a_body_that_is_not_json_is_a_400_saying_where(agent):
     _start(agent)
     detail = _refused(_raw(agent, "/api/runs/run-api-1/events", '{"epoch": 1,'), "not JSON")
     assert "line 1 column" in detail
+
+
+@pytest.mark.parametrize("value", ["..", "run'x", "run x", ".hidden"])
+def test_the_api_refuses_an_invalid_run_id_with_422_stating_the_rule(agent, value):
+    from urllib.parse import quote
+
+    r = agent.post(f"/api/runs/{quote(value)}/lease", {"holder": "agent-1"})
+    assert r.status_code == 422 and "ASCII letters, digits" in r.json()["detail"], r.content
