@@ -43,9 +43,11 @@ def _exact(body: bytes, value) -> bool:
     bits, and as many keys decoded as the text holds (a duplicate key would have merged).
     ``'":'`` inside a string only raises the count, so a wrong guess can only send the body to the
     strict decoder, never let a duplicate through."""
-    if b"\\u0000" in body or _SPACED_KEY.search(body):
+    if b"\\u0000" in body or b'\\\\":' in body or _SPACED_KEY.search(body):
         return False
-    return _keys_in(value) == body.count(b'":')
+    # '\":' is an escaped quote inside a string (a tool call's signature holds JSON text), never the
+    # end of a key, once '\\":' (a key ending in an escaped backslash) has been ruled out above.
+    return _keys_in(value) == body.count(b'":') - body.count(b'\\":')
 
 
 class _OrjsonParser(Parser):

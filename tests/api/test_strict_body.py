@@ -28,6 +28,9 @@ EVENT = '{"type": "user_message", "payload": {"content": "x", "n": %s}}'
     [
         ('{"epoch": 1, "expected_seq": 99, "expected_seq": 1, "events": [%s]}' % (EVENT % 1), "body.expected_seq", "appears twice"),
         ('{"epoch": 1, "expected_seq": 1, "events": [{"type": "user_message", "payload": {"content": "x", "content": "y"}}]}', "body.events[0].payload.content", "appears twice"),
+        ('{"epoch": 1, "expected_seq": 1, "events": [{"type": "user_message", "payload": {"content": "sig:{\\"a\\":1}", "k": 1, "k": 2}}]}', "body.events[0].payload.k", "appears twice"),
+        ('{"epoch": 1, "expected_seq": 1, "events": [{"type": "user_message", "payload": {"content": "x", "a\\\\": 1, "k": 1, "k": 2}}]}', "body.events[0].payload.k", "appears twice"),
+        ('{"epoch": 1, "expected_seq": 1, "events": [{"type": "user_message", "payload": {"content": "x", "a" : 1, "k": 1, "k": 2}}]}', "body.events[0].payload.k", "appears twice"),
         ('{"epoch": 1, "expected_seq": 1, "events": [%s]}' % (EVENT % "18446744073709551617"), "body.events[0].payload.n", "outside the signed 64-bit range"),
         ('{"epoch": 1, "expected_seq": 1, "events": [%s]}' % (EVENT % "9223372036854775808"), "body.events[0].payload.n", "outside the signed 64-bit range"),
         ('{"epoch": 1, "expected_seq": 1, "events": [%s]}' % (EVENT % '"a\\u0000b"'), "body.events[0].payload.n", "NUL"),
