@@ -22,6 +22,7 @@ from recovery.policies import PolicyError
 from recovery.selectors import QueryError
 from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunNotFound
 from runs.fold import FoldError
+from runs.json_strict import JsonRefused
 from runs.upcasters import UnsupportedVersion
 
 
@@ -67,6 +68,21 @@ def _validation_fields(exc: ValidationError) -> dict:
     return {"errors": [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors]}
 
 
+def _body_refused(exc: HttpError) -> JsonRefused | None:
+    # django-ninja wraps whatever the body parser raises in HttpError(400, "Cannot parse request
+    # body"); the parser's own reason (runs.json_strict, naming the field) is the cause.
+    return exc.__cause__ if isinstance(exc.__cause__, JsonRefused) else None
+
+
+def _http_detail(exc: HttpError) -> str:
+    refused = _body_refused(exc)
+    return f"the request body cannot be used: {refused}" if refused else str(exc)
+
+
+def _http_code(exc: HttpError) -> str:
+    return "invalid_body" if _body_refused(exc) else "error"
+
+
 Code = str | Callable[[Exception], str]
 
 
@@ -97,7 +113,7 @@ TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Calla
     (QueryError, 422, "invalid", None, None),
     (ValidationError, 422, "invalid", _validation_detail, _validation_fields),
     (Throttled, 429, "throttled", lambda e: getattr(e, "reason", "too many requests: retry after the number of seconds in Retry-After"), lambda e: {"retry_after": math.ceil(e.wait) if e.wait is not None else None}),
-    (HttpError, None, "error", None, None),  # its own status (e.g. 400 for a body that is not JSON)
+    (HttpError, None, _http_code, _http_detail, None),  # its own status (e.g. 400 for a body that is not JSON)
 ]
 
 

@@ -11,6 +11,7 @@ from ninja import Field, Schema
 
 from access.tokens import Principal
 from api.errors import Forbidden, Unprocessable
+from runs.run_ids import run_id_problem
 
 
 class Error(Schema):
@@ -44,7 +45,13 @@ _BAD_TEXT = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def clean_name(value: str, what: str) -> str:
-    """A run id, holder or tenant as given, or Unprocessable naming what is wrong with it."""
+    """A run id, holder or tenant as given, or Unprocessable naming what is wrong with it. A run id
+    follows the one rule of runs.run_ids, so what the API accepts the importer and the client accept."""
+    if what == "run id":
+        problem = run_id_problem(value)
+        if problem:
+            raise Unprocessable(problem)
+        return value
     if not value or len(value) > 200 or _BAD_TEXT.search(value):
         raise Unprocessable(f"{what} must be 1 to 200 characters with no control characters, got {value[:60]!r}")
     return value

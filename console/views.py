@@ -13,6 +13,7 @@ from django.http import Http404, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
+from django.utils.http import content_disposition_header
 
 from access import assignment
 from access.masking import mask_for
@@ -164,7 +165,7 @@ def run_export(request, run_id: str, fmt: str):
         services.export_record(user=request.user, run_id=run_id, fmt=fmt, digest=digest)
     ctype = "application/x-ndjson" if fmt == "jsonl" else "text/csv"
     resp = HttpResponse(body, content_type=f"{ctype}; charset=utf-8")
-    resp["Content-Disposition"] = f'attachment; filename="{run_id}.{fmt}"'
+    resp["Content-Disposition"] = content_disposition_header(True, f"{run_id}.{fmt}")
     resp["Content-Digest"] = f"sha-256=:{base64.b64encode(hashlib.sha256(body).digest()).decode()}:"
     resp["X-Reckon-SHA256"] = digest
     return resp

@@ -16,6 +16,9 @@ from runs.store import NewEvent
 log = logging.getLogger("reckon.recovery")
 
 
+REASON_MAX = 2000
+
+
 def _check_version(row: UncertainCall, seen_version) -> None:
     if isinstance(seen_version, bool) or not isinstance(seen_version, int):
         raise InvalidDecision(f"seen_version must be the version number you saw, got {seen_version!r}")
@@ -44,7 +47,10 @@ def decision_record(*, pk: int, decision: str, by, reason: str, seen_version: in
     who = person_name(by)
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidDecision("a decision needs a reason")
-    reason = reason.strip()[:2000]
+    reason = reason.strip()
+    if len(reason) > REASON_MAX:
+        # Never cut: a reason is the record of why, and a shortened one says something else.
+        raise InvalidDecision(f"a reason is at most {REASON_MAX} characters, got {len(reason)}")
     row = call_row(pk)
     _check_version(row, seen_version)
     _check_decidable(row)

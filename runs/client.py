@@ -41,6 +41,7 @@ from urllib.parse import quote, urlsplit
 from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqConflict, StaleEpoch, StoreError
 from runs.fold import Event, RunState, apply, fold
 from runs.identity import idempotency_key, signature
+from runs.run_ids import run_id_check
 
 log = logging.getLogger("reckon.client")
 
@@ -483,6 +484,7 @@ def open_run(
     empty and ``run_resumed`` otherwise; then keeps the lease renewed from a background thread.
     """
     rid = run_id or new_run_id()
+    run_id_check(rid)  # refused here, before any request, with the rule stated (runs.run_ids)
     holder = holder or default_holder()
     deadline = time.monotonic() + (wait if wait is not None else ttl * 1.5 + 1)
     while True:

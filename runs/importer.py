@@ -21,7 +21,9 @@ from runs.errors import FenceError, InvalidEvent, LeaseHeld
 from runs.events import CURRENT_SCHEMA_VERSION, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event
 from runs.leases import lease_acquire, lease_release
+from runs.json_strict import JsonRefused, json_loads_strict
 from runs.models import Run
+from runs.run_ids import run_id_problem
 from runs.store import NewEvent, events_append, events_read
 from runs.upcasters import payload_complete
 
@@ -92,25 +94,15 @@ def parse_ts(value: object) -> datetime:
     return parsed.astimezone(timezone.utc)
 
 
-class _NotJson(ValueError):
-    pass
-
-
-def _no_constant(name: str):
-    raise _NotJson(f"{name} is not a JSON value")
-
-
 def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Event:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ImportRejected(f"line {lineno}: bytes that are not UTF-8 (byte {exc.start + 1} of the line)") from None
     try:
-        obj = json.loads(text, parse_constant=_no_constant)
-    except _NotJson as exc:
-        raise ImportRejected(f"line {lineno}: not JSON ({exc})") from None
-    except ValueError as exc:
-        raise ImportRejected(f"line {lineno}: not JSON ({exc.msg} at column {exc.colno})") from None
+        obj = json_loads_strict(text)
+    except JsonRefused as exc:
+        raise ImportRejected(f"line {lineno}: {exc}") from None
     if not isinstance(obj, dict):
         raise ImportRejected(f"line {lineno}: not a JSON object")
     unknown = sorted(set(obj) - _KEYS)
@@ -162,8 +154,9 @@ def log_parse(path: str, data: bytes) -> ParsedLog:
     if not name.endswith(".jsonl") or name == ".jsonl":
         raise ImportRejected("a run log is named <run_id>.jsonl")
     run_id = name[: -len(".jsonl")]
-    if len(run_id) > 200:
-        raise ImportRejected("the run id in the file name is longer than 200 characters")
+    problem = run_id_problem(run_id)
+    if problem:
+        raise ImportRejected(f"the file name does not give a run id: {problem}")
     lines = data.split(b"\n")
     last = lines.pop()  # b"" when the file ends with a newline
     events: list[Event] = []
@@ -177,6 +170,8 @@ def log_parse(path: str, data: bytes) -> ParsedLog:
         except ImportRejected:
             try:
                 json.loads(last.decode("utf-8"))
+            except RecursionError:
+                raise ImportRejected(f"line {lineno}: not JSON (nested too deeply)") from None
             except ValueError:  # also UnicodeDecodeError: a write cut inside a multi-byte character
                 torn = lineno
             else:
@@ -233,16 +228,24 @@ def log_import(path: str, data: bytes) -> ImportResult:
     return result
 
 
+def _outside(folder: Path, found: Path) -> str | None:
+    # A symlink inside an imported folder may point anywhere; importing what it points to would read
+    # files the operator never named. Links that stay inside the folder are fine.
+    if found.resolve().is_relative_to(folder.resolve()):
+        return None
+    return "a symbolic link to a file outside the imported folder; not followed (name the file itself to import it)"
+
+
 def paths_expand(paths: list[str]) -> list[tuple[str, str | None]]:
     """Files to import, in order: (path, None), or (path, reason) for a path that cannot be read."""
     out: list[tuple[str, str | None]] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            found = sorted(str(f) for f in path.rglob("*.jsonl") if f.is_file())
+            found = sorted(f for f in path.rglob("*.jsonl") if f.is_file())
             if not found:
                 out.append((p, "no .jsonl files in this folder"))
-            out.extend((f, None) for f in found)
+            out.extend((str(f), _outside(path, f)) for f in found)
         elif path.exists():
             out.append((p, None))
         else:

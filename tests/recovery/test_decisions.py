@@ -118,3 +118,13 @@ def test_a_person_cannot_write_while_the_agent_owns_the_run(policies):
     lease_acquire(run_id="run-d7", holder="agent-7:worker-b")
     with pytest.raises(RunBusy, match="agent-7:worker-b"):
         call_note(pk=call.pk, by=ONCALL, text="hello")
+
+
+def test_a_reason_over_the_limit_is_refused_naming_the_limit_not_cut(db):
+    from recovery.decisions import REASON_MAX, decision_record
+    from recovery.errors import InvalidDecision
+    from tests.api.test_recovery_api import _uncertain_call
+
+    call = _uncertain_call("run-long-reason", "acme")
+    with pytest.raises(InvalidDecision, match=f"at most {REASON_MAX} characters, got {REASON_MAX + 1}"):
+        decision_record(pk=call.pk, decision="escalate", by="olivia.oncall", reason="r" * (REASON_MAX + 1), seen_version=call.version)

@@ -1,0 +1,102 @@
+"""JSON that Reckon stores exactly as it was sent, or refuses, naming where.
+
+Python's ``json`` and orjson both accept documents that cannot be kept as given: a duplicate key
+(the last one silently wins), an integer beyond 64 bits (orjson turns it into a float; PostgreSQL's
+bigint and most readers cannot hold it), a NUL character (PostgreSQL's jsonb and text refuse it)
+and a lone UTF-16 surrogate (not a character at all). ``json_loads_strict`` refuses all four with a
+message naming the place (``events[2].payload.amount``); the importer and the HTTP API both use it.
+"""
+
+from __future__ import annotations
+
+import json
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+
+class JsonRefused(ValueError):
+    """A document that is not JSON, or JSON that cannot be stored as sent; ``where`` names the place."""
+
+    def __init__(self, message: str, where: str = ""):
+        self.where = where
+        super().__init__(message)
+
+
+class _Pairs(dict):
+    """An object that had a duplicate key: the first repeated key is kept for the message."""
+
+    duplicate: str = ""
+
+
+def _pairs(pairs: list[tuple[str, object]]) -> dict:
+    out = _Pairs(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        out.duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
+    return out
+
+
+def _no_constant(name: str):
+    raise JsonRefused(f"{name} is not a JSON value")
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000)"
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        return "contains a lone UTF-16 surrogate (not a character)"
+    return None
+
+
+def _place(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def json_problem(value: object, root: str = "") -> JsonRefused | None:
+    """The first thing in a decoded document that cannot be stored as sent, or None. Iterative, so a
+    deeply nested document cannot exhaust the stack here."""
+    stack: list[tuple[str, object]] = [(root, value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, str):
+            problem = _text_problem(v)
+            if problem:
+                return JsonRefused(f"{path or 'the value'} {problem}", path)
+        elif isinstance(v, bool) or v is None or isinstance(v, float):
+            continue
+        elif isinstance(v, int):
+            if not INT_MIN <= v <= INT_MAX:
+                return JsonRefused(f"{path or 'the value'} is an integer outside the signed 64-bit range ({INT_MIN} to {INT_MAX})", path)
+        elif isinstance(v, dict):
+            if isinstance(v, _Pairs) and v.duplicate:
+                where = _place(path, v.duplicate)
+                return JsonRefused(f"{where} appears twice in one object (duplicate key)", where)
+            for k, item in v.items():
+                problem = _text_problem(k)
+                if problem:
+                    return JsonRefused(f"a key in {path or 'the top-level object'} {problem}", path)
+                stack.append((_place(path, k), item))
+        elif isinstance(v, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(v))
+    return None
+
+
+def json_loads_strict(text: str | bytes, root: str = "") -> object:
+    """Decode ``text`` with the standard library, refusing NaN and Infinity, duplicate keys, integers
+    outside 64 bits, NUL characters, lone surrogates and nesting too deep to decode (JsonRefused)."""
+    try:
+        value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+    except JsonRefused:
+        raise
+    except RecursionError:
+        raise JsonRefused("not JSON (nested too deeply)") from None
+    except UnicodeDecodeError as exc:
+        raise JsonRefused(f"not UTF-8 (byte {exc.start + 1})") from None
+    except ValueError as exc:
+        msg = getattr(exc, "msg", str(exc))
+        where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "colno") else ""
+        raise JsonRefused(f"not JSON ({msg}{where})") from None
+    problem = json_problem(value, root)
+    if problem:
+        raise problem
+    return value

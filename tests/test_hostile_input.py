@@ -1,0 +1,161 @@
+"""No input ends in a 500: every console URL (from the URL resolver) and every API operation (from
+the OpenAPI document) gets NUL bytes, lone surrogates, oversized numbers and 10 KB strings in each of
+its path parameters, query parameters, form fields and JSON fields, signed in as an administrator or
+with a token holding every scope. A new endpoint is covered without editing this module.
+
+One request per (endpoint, parameter, hostile value); each test collects every failure and reports
+them together, so one run shows the whole list."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from urllib.parse import quote
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, get_resolver
+
+from access.tokens import token_create
+from api.urls import api
+from tests.api.test_recovery_api import _uncertain_call
+
+pytestmark = pytest.mark.django_db
+
+BIG = "18446744073709551617" + "0" * 10
+LONG = "A" * 10_240
+# (label, percent-encoded text for a URL or form, raw JSON text for a body)
+HOSTILE = [
+    ("NUL", "a%00b", '"a\\u0000b"'),
+    ("lone surrogate", "%ED%A0%80", '"\\ud800"'),
+    ("oversized number", BIG, BIG),
+    ("10 KB string", LONG, json.dumps(LONG)),
+]
+
+
+@pytest.fixture
+def seeded(db):
+    call = _uncertain_call("run-hostile", "acme")
+    _, secret = token_create(name="every scope", scopes=["append", "read", "decide"])
+    return call, secret
+
+
+def _failures(responses) -> list[str]:
+    bad = []
+    for where, label, r in responses:
+        if r.status_code >= 500:
+            bad.append(f"{where} with {label}: {r.status_code}")
+        elif label == "NUL" and r.status_code not in (400, 401, 403, 404, 405, 422):
+            bad.append(f"{where} with NUL: {r.status_code}, not refused")
+    return bad
+
+
+# --- the API, from its OpenAPI document -------------------------------------------------------------
+
+
+def _api_operations():
+    doc = api.get_openapi_schema()
+    components = doc["components"]["schemas"]
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            params = [(p["in"], p["name"]) for p in op.get("parameters", []) if p["in"] in ("path", "query")]
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            if body and "$ref" in body:
+                body = components[body["$ref"].rsplit("/", 1)[-1]]
+            fields = list((body or {}).get("properties", {}))
+            yield method, path, params, fields
+
+
+def _api_path(path: str, samples: dict, override: tuple[str, str] | None = None) -> str:
+    def sub(m):
+        name = m.group(1)
+        return override[1] if override and override[0] == name else quote(str(samples.get(name, "x")))
+
+    return re.sub(r"\{(\w+)\}", sub, path)
+
+
+def test_no_api_operation_answers_a_hostile_value_with_a_5xx(seeded):
+    call, secret = seeded
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    samples = {"run_id": "run-hostile", "pk": call.pk, "tool": "post_correction"}
+    seen = []
+    for method, path, params, fields in _api_operations():
+        send = getattr(client, method)
+        for label, in_url, in_json in HOSTILE:
+            for where, name in params:
+                if where == "path":
+                    url, query = _api_path(path, samples, (name, in_url)), ""
+                else:
+                    url, query = _api_path(path, samples), f"{name}={in_url}"
+                body = "{}" if method != "get" else None
+                kwargs = {"content_type": "application/json"} if body else {}
+                r = send(url, body, QUERY_STRING=query, **kwargs) if body else send(url, QUERY_STRING=query)
+                seen.append((f"{method.upper()} {path} {where} {name}", label, r))
+            for name in fields:
+                r = send(_api_path(path, samples), '{"%s": %s}' % (name, in_json), content_type="application/json")
+                seen.append((f"{method.upper()} {path} body field {name}", label, r))
+    assert len(seen) > 100
+    assert _failures(seen) == []
+
+
+# --- the console, from the URL resolver --------------------------------------------------------------
+
+
+def _console_patterns():
+    resolver = get_resolver()
+    for top in resolver.url_patterns:
+        if getattr(top, "namespace", None) != "console":
+            continue
+        for p in top.url_patterns:
+            if isinstance(p, URLPattern):
+                yield str(p.pattern), p.callback
+
+
+def _console_params() -> list[str]:
+    """Every query parameter and form field name the console reads: its forms' fields and the names
+    its views read from the request by hand."""
+    from console import forms, views
+
+    names = set()
+    for _, cls in inspect.getmembers(forms, inspect.isclass):
+        names |= set(getattr(cls, "base_fields", {}))
+    source = inspect.getsource(views)
+    names |= set(re.findall(r'(?:GET|POST)\.get\(\s*"(\w+)"', source)) | set(re.findall(r'_int\(request, "(\w+)"', source))
+    return sorted(names)
+
+
+def _console_path(route: str, samples: dict, override: tuple[str, str] | None = None) -> str:
+    def sub(m):
+        name = m.group(2)
+        return override[1] if override and override[0] == name else quote(str(samples[name]))
+
+    return "/" + re.sub(r"<(\w+):(\w+)>", sub, route)
+
+
+def test_no_console_url_answers_a_hostile_value_with_a_5xx(seeded):
+    from django.contrib.auth.models import User
+
+    call, _ = seeded
+    client = Client()
+    client.force_login(User.objects.create_superuser("ada.admin", password="x" * 20))
+    samples = {"run_id": "run-hostile", "pk": call.pk, "seq": 1, "fmt": "jsonl"}
+    names = _console_params()
+    seen = []
+    for route, _ in _console_patterns():
+        if route.startswith("logout"):
+            continue
+        plain = _console_path(route, samples)
+        method = "post" if client.get(plain).status_code == 405 else "get"
+        for label, in_url, _ in HOSTILE:
+            for name in re.findall(r"<\w+:(\w+)>", route):
+                r = getattr(client, method)(_console_path(route, samples, (name, in_url)))
+                seen.append((f"{method.upper()} /{route} path {name}", label, r))
+            for name in names:
+                if method == "get":
+                    r = client.get(plain, QUERY_STRING=f"{name}={in_url}")
+                else:
+                    r = client.post(plain, f"{name}={in_url}", content_type="application/x-www-form-urlencoded")
+                seen.append((f"{method.upper()} /{route} {name}", label, r))
+    assert len(seen) > 100
+    assert _failures(seen) == []
