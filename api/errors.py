@@ -9,8 +9,11 @@ nothing a caller sends ends in an HTML page or a 500.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
+from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -21,6 +24,9 @@ from recovery.selectors import QueryError
 from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunNotFound
 from runs.fold import FoldError
 from runs.upcasters import UnsupportedVersion
+
+
+log = logging.getLogger("reckon.api")
 
 
 class Forbidden(Exception):
@@ -94,7 +100,25 @@ TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Calla
     (QueryError, 422, "invalid", None, None),
     (ValidationError, 422, "invalid", _validation_detail, _validation_fields),
     (HttpError, None, "error", None, None),  # its own status (e.g. 400 for a body that is not JSON)
+    (RequestDataTooBig, 413, "too_large", lambda e: too_large_detail(), None),
+    (OperationalError, 503, "unavailable", lambda e: UNAVAILABLE, None),
+    (InterfaceError, 503, "unavailable", lambda e: UNAVAILABLE, None),
 ]
+
+# The database's own message names hosts and ports: it goes to the log, never to the caller.
+UNAVAILABLE = "the database is unavailable; try again shortly"
+RETRY_AFTER_S = 5
+
+
+def too_large_detail() -> str:
+    from django.conf import settings
+
+    return f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)"
+
+
+def error_headers(status: int) -> dict[str, str]:
+    """Headers an error answer carries besides its body: a 503 says when to come back."""
+    return {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else {}
 
 
 def errors_register(api: NinjaAPI) -> None:
@@ -107,6 +131,11 @@ def errors_register(api: NinjaAPI) -> None:
                 "code": code(exc) if callable(code) else code,
                 **(extra(exc) if extra else {}),
             }
-            return api.create_response(request, doc, status=status or exc.status_code)
+            if status == 503:
+                log.warning("api answered 503: %s: %s", type(exc).__name__, exc)
+            response = api.create_response(request, doc, status=status or exc.status_code)
+            for name, value in error_headers(response.status_code).items():
+                response[name] = value
+            return response
 
         api.add_exception_handler(exc_class, handler)
