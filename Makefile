@@ -11,7 +11,10 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
+# collectstatic on every install: the hashed, compressed files WhiteNoise serves in every mode
+# (demo, tests, production) come from the code in this checkout.
 install: $(VENV)/.installed
+	$(PY) manage.py collectstatic --noinput -v0
 
 demo: install
 	$(PY) manage.py demo

@@ -9,9 +9,12 @@ nothing a caller sends ends in an HTML page or a 500.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, Callable
 
+from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
@@ -24,6 +27,9 @@ from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunNotFound
 from runs.fold import FoldError
 from runs.json_strict import JsonRefused
 from runs.upcasters import UnsupportedVersion
+
+
+log = logging.getLogger("reckon.api")
 
 
 class Forbidden(Exception):
@@ -114,7 +120,25 @@ TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Calla
     (ValidationError, 422, "invalid", _validation_detail, _validation_fields),
     (Throttled, 429, "throttled", lambda e: getattr(e, "reason", "too many requests: retry after the number of seconds in Retry-After"), lambda e: {"retry_after": math.ceil(e.wait) if e.wait is not None else None}),
     (HttpError, None, _http_code, _http_detail, None),  # its own status (e.g. 400 for a body that is not JSON)
+    (RequestDataTooBig, 413, "too_large", lambda e: too_large_detail(), None),
+    (OperationalError, 503, "unavailable", lambda e: UNAVAILABLE, None),
+    (InterfaceError, 503, "unavailable", lambda e: UNAVAILABLE, None),
 ]
+
+# The database's own message names hosts and ports: it goes to the log, never to the caller.
+UNAVAILABLE = "the database is unavailable; try again shortly"
+RETRY_AFTER_S = 5
+
+
+def too_large_detail() -> str:
+    from django.conf import settings
+
+    return f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)"
+
+
+def error_headers(status: int) -> dict[str, str]:
+    """Headers an error answer carries besides its body: a 503 says when to come back."""
+    return {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else {}
 
 
 def errors_register(api: NinjaAPI) -> None:
@@ -127,7 +151,11 @@ def errors_register(api: NinjaAPI) -> None:
                 "code": code(exc) if callable(code) else code,
                 **(extra(exc) if extra else {}),
             }
+            if status == 503:
+                log.warning("api answered 503: %s: %s", type(exc).__name__, exc)
             response = api.create_response(request, doc, status=status or exc.status_code)
+            for name, value in error_headers(response.status_code).items():
+                response[name] = value
             if isinstance(exc, Throttled) and exc.wait is not None:
                 response["Retry-After"] = str(math.ceil(exc.wait))  # RFC 9110: whole seconds
             return response

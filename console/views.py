@@ -9,7 +9,7 @@ import hashlib
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponse, HttpResponseBadRequest, QueryDict
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -54,7 +54,14 @@ class BadParam(Exception):
 
 
 def _bad(request, exc: Exception):
-    return HttpResponseBadRequest(f"Bad request: {exc}", content_type="text/plain; charset=utf-8")
+    """A request the screen cannot serve as asked: the console's 400 page, naming what was wrong."""
+    return _render(request, "400.html", {"exception": str(exc)}, status=400)
+
+
+def not_found(request, exc: Exception):
+    """The console's 404 page with the reason (a run or call that does not exist), whatever DEBUG
+    is: Django's debug page is for a developer's unknown URL, not for an operator's missing run."""
+    return _render(request, "404.html", {"exception": str(exc)}, status=404)
 
 
 # --- sign-in ---------------------------------------------------------------------------------

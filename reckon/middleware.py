@@ -1,4 +1,5 @@
-"""Text that no part of Reckon can store or compare is refused at the door.
+"""Project-wide middleware that no single app owns: text no part of Reckon can store is refused at
+the door, and responses are marked not to be stored by caches.
 
 A NUL character is refused by PostgreSQL in every text column and query, and a lone UTF-16
 surrogate is not a character at all; passed down, either ends deep in a view as a database error
@@ -54,3 +55,21 @@ class UnstorableTextMiddleware:
         if request.path_info.startswith("/api/"):
             return JsonResponse({"detail": f"invalid request: {problem}", "code": "invalid"}, status=400)
         return HttpResponseBadRequest(f"Bad request: {problem}", content_type="text/plain; charset=utf-8")
+
+
+class NoStoreMiddleware:
+    """``Cache-Control: no-store`` on every response Reckon builds, unless a view chose otherwise.
+
+    Console pages, exports and API answers carry run data (arguments, evidence, who decided what):
+    no shared proxy or browser cache should keep a copy. Static files never reach this middleware:
+    WhiteNoise, placed before it, answers them with their own long-lived caching headers.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if "Cache-Control" not in response:
+            response["Cache-Control"] = "no-store"
+        return response

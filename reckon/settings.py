@@ -6,6 +6,8 @@ SECRET_KEY     absent: generated into var/secret_key for local use; required whe
 DEBUG          default: on (local use); production sets DEBUG=false and then must give SECRET_KEY
 PROMETHEUS_MULTIPROC_DIR   default: var/prometheus; the folder the processes' metrics share ("": off)
 RECKON_LOGIN_*, RECKON_API_*   sign-in lockout and API rate limits (README's configuration table)
+STATIC_ROOT    default: var/static in the checkout; where `collectstatic` (run by `make install`) puts the files
+RECKON_HTTPS, RECKON_TLS_PROXY, RECKON_HSTS_*, CSRF_TRUSTED_ORIGINS: see "Served over HTTPS" below
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from datetime import timedelta
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from reckon.env import envbool, envint, envstr
@@ -65,6 +68,11 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # WhiteNoise answers /static/ before anything else runs: no session, no database, no CSP.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "reckon.middleware.NoStoreMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "api.middleware.ApiErrorsMiddleware",
     "reckon.middleware.UnstorableTextMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -73,6 +81,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "console.middleware.ConsoleErrorsMiddleware",
     # Last, as django-axes asks: it turns a locked-out sign-in into its lockout answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -169,8 +178,61 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 
+# Static files: collected by `manage.py collectstatic` (the Makefile's install target runs it) into
+# STATIC_ROOT, with hashed names and gzip/brotli copies, and served by WhiteNoise from every process
+# that serves Reckon (gunicorn, runserver, the test servers): no separate web server needed. The
+# default sits in the checkout rather than under RECKON_VAR_DIR: the files belong to the code, not
+# to a deployment's data, and a process pointed at another var dir still finds them.
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(envstr("STATIC_ROOT", "") or BASE_DIR / "var" / "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+# Hashed names never change content: a year in browsers' caches (WhiteNoise's own choice).
+WHITENOISE_MAX_AGE = 31536000
+
+# Served over HTTPS (docs/security.md). RECKON_HTTPS=true: the site is reached over HTTPS only, so
+# cookies carry Secure, plain-HTTP requests are redirected and HSTS tells browsers to stay on HTTPS.
+# RECKON_TLS_PROXY=true: a proxy in front terminates TLS and sets X-Forwarded-Proto; it must
+# overwrite any X-Forwarded-Proto the client sent, otherwise a client could claim HTTPS.
+RECKON_HTTPS = envbool("RECKON_HTTPS", default=False)
+if envbool("RECKON_TLS_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = RECKON_HTTPS
+SECURE_SSL_REDIRECT = envbool("RECKON_SSL_REDIRECT", default=RECKON_HTTPS)
+SECURE_HSTS_SECONDS = envint("RECKON_HSTS_SECONDS", 31536000 if RECKON_HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("RECKON_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = envbool("RECKON_HSTS_PRELOAD", default=False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in (envstr("CSRF_TRUSTED_ORIGINS", "") or "").split(",") if o.strip()]
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if "://" not in _origin:
+        raise ImproperlyConfigured(f"CSRF_TRUSTED_ORIGINS={_origin!r} needs a scheme: write https://{_origin}")
+# Preloading is a promise to browser vendors that is slow to undo, so it stays the deployer's
+# explicit choice (RECKON_HSTS_PRELOAD=true); without it, check --deploy need not nag about it.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+
+# Content-Security-Policy (django-csp): only Reckon's own scripts, styles and images. No inline
+# script or style anywhere: templates keep styles in console.css and htmx's injected indicator
+# styles are turned off by the htmx-config meta tag in the base template. The API's Swagger page is
+# ninja's own (it loads Swagger UI from its CDN) and keeps no policy.
+CONTENT_SECURITY_POLICY = {
+    "EXCLUDE_URL_PREFIXES": ["/api/docs"],
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+        "base-uri": [NONE],
+        "object-src": [NONE],
+    },
+}
 
 # Runs: lease length for writers that do not name one.
 RECKON_LEASE_SECONDS = envint("RECKON_LEASE_SECONDS", 30, minimum=1)

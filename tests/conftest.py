@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -89,3 +91,24 @@ def queued_tasks():
         queued.drain()
         app.conf.broker_url, app.conf.task_always_eager = saved
         _broker_reset(app)
+
+
+@pytest.fixture(scope="session")
+def live_server(request):
+    """pytest-django's live server, serving /static/ from STATIC_ROOT as WhiteNoise does in gunicorn.
+
+    pytest-django hands the server staticfiles' handler, which looks files up through the finders by
+    their source names; pages name the hashed copies `collectstatic` made (`make install` runs it),
+    which only STATIC_ROOT holds. Django's own test handler serves STATIC_ROOT."""
+    from django.contrib.staticfiles import handlers
+    from django.test.testcases import _StaticFilesHandler
+    from pytest_django.live_server_helper import LiveServer
+
+    original = handlers.StaticFilesHandler
+    handlers.StaticFilesHandler = _StaticFilesHandler
+    try:
+        server = LiveServer(request.config.getvalue("liveserver") or os.getenv("DJANGO_LIVE_TEST_SERVER_ADDRESS") or "localhost")
+    finally:
+        handlers.StaticFilesHandler = original
+    yield server
+    server.stop()

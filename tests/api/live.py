@@ -38,20 +38,22 @@ def child_env(**extra: str) -> dict:
 class Server:
     """gunicorn running reckon.wsgi on a free port, against the current database."""
 
-    def __init__(self, workers: int = 2, threads: int = 1, **env: str):
-        self.port = free_port()
+    def __init__(self, workers: int = 2, threads: int = 1, *, env: dict | None = None, port: int | None = None, ready: dict | None = None):
+        """``env``: extra variables for gunicorn (DEBUG=false and the production ones, say);
+        ``ready``: headers for the readiness probe (X-Forwarded-Proto when SSL redirect is on)."""
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "gunicorn", "reckon.wsgi:application", "-b", f"127.0.0.1:{self.port}", "-w", str(workers), "--threads", str(threads), "--log-level", "warning"],
             cwd=ROOT,
-            env=child_env(**env),
+            env=child_env(**(env or {})),
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gunicorn exited with {self.proc.returncode}")
             try:
-                urllib.request.urlopen(f"{self.url}/api/openapi.json", timeout=1).read()
+                urllib.request.urlopen(urllib.request.Request(f"{self.url}/api/openapi.json", headers=ready or {}), timeout=1).read()
                 return
             except OSError:
                 time.sleep(0.1)

@@ -53,7 +53,7 @@ def test_an_agent_streaming_through_a_database_outage_loses_no_acknowledged_even
     url = own_cluster["url"]
     _manage(url, "migrate", "--noinput")
     secret = json.loads(_manage(url, "create_token", "outage agent", "--scope", "append", "--scope", "read", "--json"))["secret"]
-    server = Server(workers=2, DATABASE_URL=url)
+    server = Server(workers=2, env={"DATABASE_URL": url})
     acked, failures = [], []
     try:
         transport = HttpTransport(server.url + "/api", secret, timeout=5)
