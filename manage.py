@@ -6,9 +6,15 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reckon.settings")
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    try:
+        execute_from_command_line(sys.argv)
+    except ImproperlyConfigured as exc:
+        # A setting the environment gives wrongly (reckon/env.py names the variable): one line, no traceback.
+        sys.stderr.write(f"configuration error: {exc}\n")
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -46,3 +46,16 @@ def test_production_without_a_secret_key_refuses_to_start(tmp_path):
     env["DEBUG"] = "perhaps"
     out = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True, text=True)
     assert out.returncode != 0 and "DEBUG='perhaps' is not a boolean" in out.stderr
+
+
+def test_a_command_with_a_bad_setting_says_so_in_one_line_without_a_traceback(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, DEBUG="perhaps", RECKON_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="reckon.settings")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "manage.py", "check"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr == "configuration error: DEBUG='perhaps' is not a boolean: use one of 1/0, true/false, yes/no, on/off\n"
