@@ -104,6 +104,17 @@ class RunRows:
         cid = p.get("call_id")
         return completion_pair(self.unresolved(), str(cid) if cid is not None else None, p.get("idempotency_key"))
 
+    def completion_flags(self, q: dict, seq: int, *, done, start) -> None:
+        """What a completion tells about the other calls in doubt: a key it names that belongs to
+        another open call (``start``: the start it pairs with by call id, if any), and any other
+        start of the action it completed. ``done`` is the row it closes, if the run has one."""
+        if q.get("is_error"):
+            return
+        _, foreign = completion_key(q, start, (r for r in self.unresolved() if r is not done))
+        if foreign:
+            self.flag_key_mismatch(foreign, start.idempotency_key, q.get("call_id"), seq)
+        self.flag_duplicates(q.get("idempotency_key"), done, seq)
+
     def flag_duplicates(self, key: str | None, done: UncertainCall | None, seq: int) -> None:
         """The logical action ``key`` completed (again): any other start of it still in doubt may
         have happened too, so the effect may now exist twice."""
@@ -125,6 +136,14 @@ class RunRows:
                     f"by call id but records this call's key {key}; this call is not taken as completed until a person or the receiver settles it"
                 )
                 self.touch(other, seq)
+
+
+@dataclass
+class _StartKey:
+    """A start the projection never built a row for (completed at once): its call id and key."""
+
+    call_id: str
+    idempotency_key: str
 
 
 @dataclass
@@ -173,9 +192,7 @@ def _completed(rr: RunRows, ev: Event, cx: Context) -> None:
     p, seq = ev.payload, ev.seq
     row = rr.target({"call_id": p.get("call_id"), "idempotency_key": p.get("idempotency_key")})
     by_call_id = row is not None and row.call_id == str(p.get("call_id"))
-    key, foreign = completion_key(p, row if by_call_id else None, (r for r in rr.unresolved() if r is not row))
-    if foreign and not p.get("is_error"):
-        rr.flag_key_mismatch(foreign, row.idempotency_key, p.get("call_id"), seq)
+    rr.completion_flags(p, seq, done=row, start=row if by_call_id else None)
     if row is not None:
         if row.state == S.IN_FLIGHT and p.get("source", "live") == "live" and row.retry_seq is None:
             rr.rows.remove(row)
@@ -191,8 +208,6 @@ def _completed(rr: RunRows, ev: Event, cx: Context) -> None:
             row.retry_seq = None
             row.next_attempt_at = None
             rr.touch(row, seq)
-    if not p.get("is_error"):
-        rr.flag_duplicates(p.get("idempotency_key"), row, seq)
 
 
 def _uncertain(rr: RunRows, ev: Event, cx: Context) -> None:
@@ -344,19 +359,8 @@ def _completed_at_once(rr: RunRows, start: Event, nxt: Event) -> bool:
         or any(r.call_id == str(p["call_id"]) for r in rr.unresolved())
     ):
         return False
-    own_key = start_key(rr.run_id, p)
-    _, foreign = completion_key(q, _StartKey(str(p["call_id"]), own_key), rr.unresolved())
-    if foreign and not q.get("is_error"):
-        rr.flag_key_mismatch(foreign, own_key, q.get("call_id"), nxt.seq)
-    if not q.get("is_error"):
-        rr.flag_duplicates(q.get("idempotency_key"), None, nxt.seq)
+    rr.completion_flags(q, nxt.seq, done=None, start=_StartKey(str(p["call_id"]), start_key(rr.run_id, p)))
     return True
-
-
-@dataclass
-class _StartKey:
-    call_id: str
-    idempotency_key: str
 
 
 def rows_apply(rr: RunRows, events: Iterable[Event], *, epoch_of: Callable[[int], int], policies: Policies, users: Callable[[str], int | None]) -> None:

@@ -43,12 +43,11 @@ def start_key(run_id: str, payload: dict, sig: str | None = None) -> str:
 
 def completion_pair(open_starts: Collection[S], call_id, key: str | None) -> S | None:
     """The open start a completion closes (``open_starts`` in log order, read up to twice), or None."""
-    starts = open_starts
-    for s in starts:
+    for s in open_starts:
         if s.call_id == call_id:
             return s
     if key:
-        for s in starts:
+        for s in open_starts:
             if s.idempotency_key == key:
                 return s
     return None
