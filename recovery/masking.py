@@ -23,8 +23,9 @@ import json
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from recovery.models import ToolPolicy
 
@@ -202,10 +203,7 @@ def value_mask(value: Any, fields: frozenset[str], values: frozenset[str] = froz
 
 def _mask(value: Any, fields: frozenset[str], pattern: re.Pattern | None) -> Any:
     if isinstance(value, dict):
-        return {
-            _str_mask(k, fields, pattern) if pattern is not None else k: (MASK if k in fields and v is not None else _mask(v, fields, pattern))
-            for k, v in value.items()
-        }
+        return {_str_mask(k, fields, pattern) if pattern is not None else k: (MASK if k in fields and v is not None else _mask(v, fields, pattern)) for k, v in value.items()}
     if isinstance(value, list):
         return [_mask(v, fields, pattern) for v in value]
     if isinstance(value, str):
