@@ -213,3 +213,13 @@ def test_the_value_rule_masks_long_values_anywhere_and_short_ones_only_as_whole_
     # A number equal to a sensitive value is masked as one; a reader who may see everything sees it all.
     assert value_mask({"n": 7, "s": "pin 7"}, frozenset({"pin"}), values) == {"n": MASK, "s": f"pin {MASK}"}
     assert value_mask({"s": "pin 7"}, frozenset(), values) == {"s": "pin 7"}
+
+
+def test_refusing_a_decision_on_a_call_a_rule_resolved_does_not_quote_the_rules_text(leaked):
+    _, secret = token_create(name="ops script", scopes=["read", "decide"])
+    refund = leaked["calls"][2]
+    body = {"decision": "not_happened", "reason": "again", "seen_version": UncertainCall.objects.get(pk=refund).version}
+    r = Client().post(f"/api/uncertain-calls/{refund}/decisions", json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert r.status_code == 409 and r.json()["code"] == "not_decidable", r.content
+    assert SECRET.encode() not in r.content
+    assert "by a rule" in r.json()["detail"]
