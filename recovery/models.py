@@ -157,10 +157,7 @@ class UncertainCall(models.Model):
         with its answer (``NotDecidable``), so no caller can get round it.
         """
         if self.state == self.State.IN_FLIGHT:
-            return (
-                "This call is still in flight: the agent that started it holds its run's lease and may still "
-                "complete it. It can be decided once it is declared uncertain, when that lease is gone."
-            )
+            return "This call is still in flight: the agent that started it holds its run's lease and may still complete it. It can be decided once it is declared uncertain, when that lease is gone."
         if self.state == self.State.RESOLVED:
             how = self.disposition or "resolved"
             # A rule's text may quote an adapter's error (and so a sensitive value): this sentence
