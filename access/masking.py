@@ -31,5 +31,7 @@ def mask_fields(principal: Principal) -> frozenset[str]:
     return sensitive_fields()
 
 
-def masked(value: Any, fields: frozenset[str]) -> Any:
-    return masking.value_mask(value, fields)  # the one masking function, the console's too
+def masked(value: Any, fields: frozenset[str], values: frozenset[str] = frozenset()) -> Any:
+    """``value`` masked by key (``fields``) and by value (``values``, from ``run_sensitive_values``
+    for the runs the answer shows): the one masking function, the console's too."""
+    return masking.value_mask(value, fields, values)

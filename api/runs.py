@@ -26,6 +26,7 @@ from access.tokens import Principal
 from api.auth import caller
 from api.errors import Forbidden, Unprocessable
 from api.schemas import clean_name, require_tenants, responses
+from recovery.masking import run_sensitive_values
 from runs.errors import RunNotFound
 from runs.events import CURRENT_SCHEMA_VERSION
 from runs.fold import Event
@@ -296,10 +297,11 @@ def events_page_view(
     upto = min(after + limit, run.last_seq)
     events = events_load(run_id=run_id, after=after, upto=upto) if after < upto else []
     mask = mask_fields(request.auth)
+    values = run_sensitive_values(run_ids=[run_id], fields=mask)
     return {
         "run_id": run_id,
         "last_seq": run.last_seq,
-        "events": [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": masked(e.payload, mask)} for e in events],
+        "events": [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": masked(e.payload, mask, values)} for e in events],
         "next_after": upto if upto < run.last_seq else None,
     }
 
@@ -345,4 +347,5 @@ def run_state_view(request: HttpRequest, run_id: str, at: int | None = Query(Non
     latest = at is None or at == run.last_seq
     state = run_state_fast(run_id) if latest else run_state(run_id=run_id, at=at)
     # Sensitive argument fields are masked wherever they appear (messages, calls, results).
-    return masked(state.to_dict(), mask_fields(request.auth))
+    mask = mask_fields(request.auth)
+    return masked(state.to_dict(), mask, run_sensitive_values(run_ids=[run_id], fields=mask))
