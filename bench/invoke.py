@@ -18,12 +18,9 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
-from typing import Callable
 
-import psycopg
 from django.db import connection
 from django.test.utils import override_settings
 
@@ -31,6 +28,7 @@ from access.tokens import token_create
 from bench.api import gunicorn_start
 from bench.store import _raw_insert
 from runs.client import HttpTransport, StoreTransport, ToolCall, open_run
+from runs.pg import round_trips_count
 
 
 def _instant_tool(arguments, *, idempotency_key):
@@ -53,36 +51,30 @@ def _in_process_window(run_id: str, n: int) -> float:
     return rate
 
 
-def round_trips(fn: Callable[[], object]) -> int:
-    """Round trips to PostgreSQL that ``fn`` makes on the default connection (libpq's trace)."""
-    connection.ensure_connection()
-    pgconn = connection.connection.pgconn
-    with tempfile.NamedTemporaryFile("w+", suffix=".trace") as f:
-        pgconn.trace(f.fileno())
-        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
-        try:
-            fn()
-        finally:
-            pgconn.untrace()
-        f.seek(0)
-        return sum(1 for line in f if "\tReadyForQuery" in line)
-
-
 def _statements_per_call() -> dict[str, float]:
-    """Round trips of one start and one completion append, after warming (statements prepared)."""
+    """Round trips of a start append, a completion append and a whole invoke, after warming
+    (statements prepared), each averaged over 50 calls traced together."""
     run = open_run("bench-invoke-count", transport=StoreTransport(), ttl=3600, renew=False)
     for call in _calls("warm", 20):
         run.invoke(call, _instant_tool)
     n = 50
     calls = _calls("count", n)
-    starts = completions = 0
-    for call in calls:
-        box = {}
-        starts += round_trips(lambda call=call: box.setdefault("start", run.append("tool_call_started", call_id=call.id, name=call.name, arguments=call.arguments, idempotency_key=run.key_for(call), signature=call.signature())))
-        completions += round_trips(lambda call=call: run.append("tool_call_completed", call_id=call.id, name=call.name, content={"ok": True}, is_error=False, idempotency_key=run.key_for(call), signature=call.signature(), source="live"))
-    whole = sum(round_trips(lambda call=call: run.invoke(call, _instant_tool)) for call in _calls("whole", n))
+
+    def starts() -> None:
+        for call in calls:
+            run.append("tool_call_started", call_id=call.id, name=call.name, arguments=call.arguments, idempotency_key=run.key_for(call), signature=call.signature())
+
+    def completions() -> None:
+        for call in calls:
+            run.append("tool_call_completed", call_id=call.id, name=call.name, content={"ok": True}, is_error=False, idempotency_key=run.key_for(call), signature=call.signature(), source="live")
+
+    def whole() -> None:
+        for call in _calls("whole", n):
+            run.invoke(call, _instant_tool)
+
+    counts = {"start": round_trips_count(starts) / n, "completion": round_trips_count(completions) / n, "call": round_trips_count(whole) / n}
     run.close(release=True)
-    return {"start": starts / n, "completion": completions / n, "call": whole / n}
+    return counts
 
 
 def _http_window(port: int, secret: str, agents: int, n: int, tag: str) -> float:
