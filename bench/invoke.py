@@ -37,7 +37,7 @@ def _instant_tool(arguments, *, idempotency_key):
 
 def _calls(prefix: str, n: int) -> list[ToolCall]:
     # Distinct arguments per call: every call is its own logical action (no replayed key).
-    return [ToolCall(f"{prefix}-{i}", "post_note", {"tenant": "acme", "n": i, "text": "hello"}) for i in range(n)]
+    return [ToolCall(f"{prefix}-{i}", "post_note", {"tenant": "acme", "n": i, "batch": prefix}) for i in range(n)]
 
 
 def _in_process_window(run_id: str, n: int) -> float:
