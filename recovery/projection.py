@@ -390,10 +390,8 @@ def plain_in_flight(row: UncertainCall) -> bool:
 
 
 def in_flight_of(row: UncertainCall) -> InFlightCall:
-    return InFlightCall(
-        run_id=row.run_id, start_seq=row.start_seq, id=row.pk, call_id=row.call_id, idempotency_key=row.idempotency_key,
-        tool=row.tool, tenant=row.tenant, started_at=row.started_at, start_epoch=row.start_epoch,
-    )
+    fields = ("run_id", "start_seq", "call_id", "idempotency_key", "tool", "tenant", "started_at", "start_epoch")
+    return InFlightCall(id=row.pk, **{f: getattr(row, f) for f in fields})
 
 
 def _save(rr: RunRows) -> None:
