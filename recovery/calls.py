@@ -9,6 +9,7 @@ from typing import Any
 from recovery.adapters import CallRef
 from recovery.errors import CallNotFound, RecoveryError
 from recovery.models import UncertainCall
+from recovery.projection import in_flight_call_get
 from runs.fold import format_ts
 from runs.identity import signature
 from runs.store import NewEvent
@@ -27,10 +28,15 @@ def person_name(who) -> str:
     return name[:150]
 
 def call_row(pk) -> UncertainCall:
+    """The call ``pk``: a full row, or a call in flight kept in the narrow table (which is never
+    decidable: it is read only to be refused with its reason). CallNotFound when neither."""
     try:
         return UncertainCall.objects.get(pk=pk)
     except (UncertainCall.DoesNotExist, ValueError, TypeError):
-        raise CallNotFound(pk) from None
+        row = in_flight_call_get(pk=pk)
+        if row is None:
+            raise CallNotFound(pk) from None
+        return row
 
 def call_ref(row: UncertainCall) -> CallRef:
     return CallRef(row.run_id, row.call_id, row.idempotency_key, row.tool, row.arguments, row.start_seq)

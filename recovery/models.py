@@ -183,6 +183,39 @@ class UncertainCall(models.Model):
         return self.state in UNRESOLVED_STATES and self.deadline is not None and self.deadline < now
 
 
+class InFlightCall(models.Model):
+    """A start whose writer may still complete it, and about which nothing else has happened.
+
+    The agent's hot path writes one of these per tool call instead of a full ``UncertainCall``:
+    the start's append inserts it in the same statement, the live completion's append deletes it in
+    the same statement, and nothing is left behind. It carries what detection needs to find a
+    start its writer abandoned (run, seq, epoch) and what the console's "in flight" list shows
+    (tool, tenant, key, started at). The moment anything else happens to the call (detection
+    declares it uncertain, a completion flags it a possible duplicate, a person claims it) the
+    projection promotes it to an ``UncertainCall`` with the same ``id``, so the call's address in
+    the console and the API does not change. One index, the primary key: in-flight calls of one run
+    are read by run, and the table holds only calls in flight, so it stays small.
+    """
+
+    pk = models.CompositePrimaryKey("run_id", "start_seq")
+    run_id = models.CharField(max_length=200)
+    start_seq = models.BigIntegerField()
+    # Drawn from UncertainCall's id sequence: the id the full row keeps when the call is promoted.
+    id = models.BigIntegerField()
+    call_id = models.CharField(max_length=200)
+    idempotency_key = models.CharField(max_length=200)
+    tool = models.CharField(max_length=200)
+    tenant = models.CharField(max_length=200, default="default")
+    started_at = models.DateTimeField()
+    start_epoch = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "reckon_in_flight_call"
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.start_seq} {self.tool} (in flight)"
+
+
 class ToolPolicy(models.Model):
     """How one tool's uncertain calls are reconciled (CONTRACTS section 4)."""
 

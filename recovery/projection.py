@@ -25,14 +25,16 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone as djtz
 
-from recovery.models import ToolPolicy, UncertainCall
+from recovery.models import InFlightCall, ToolPolicy, UncertainCall
 from recovery.policies import Policy, call_terms, policy_from_row, unclassified_policy
-from recovery.rows import row_update, run_rows_read, user_lookup
+from recovery.rows import call_ids_allocate, events_at, row_update, run_rows_read, user_lookup
 from runs.calls import completion_key, completion_pair, start_key
-from runs.events import EventType, rule_table
+from runs.events import CURRENT_SCHEMA_VERSION, EventType, rule_table
 from runs.fold import Event
+from runs.store import StatementPart
 from runs.upcasters import events_upcast
 
 S = UncertainCall.State
@@ -344,6 +346,8 @@ HANDLERS = rule_table(
     ),
 )
 RELEVANT = frozenset(HANDLERS)  # the types an append must carry for the projector to run
+_STARTED = EventType.TOOL_CALL_STARTED.value
+_COMPLETED = EventType.TOOL_CALL_COMPLETED.value
 
 
 def _completed_at_once(rr: RunRows, start: Event, nxt: Event) -> bool:
@@ -378,14 +382,120 @@ def rows_apply(rr: RunRows, events: Iterable[Event], *, epoch_of: Callable[[int]
         i += 1
 
 
+def plain_in_flight(row: UncertainCall) -> bool:
+    """A call in flight that nothing has happened to since its start: kept as an ``InFlightCall``
+    (the narrow table) rather than a full row. Every handler that changes a row moves its
+    ``last_seq`` past the start, so this is "only ``_started`` ever touched it"."""
+    return row.state == S.IN_FLIGHT and row.last_seq == row.start_seq
+
+
+def in_flight_of(row: UncertainCall) -> InFlightCall:
+    fields = ("run_id", "start_seq", "call_id", "idempotency_key", "tool", "tenant", "started_at", "start_epoch")
+    return InFlightCall(id=row.pk, **{f: getattr(row, f) for f in fields})
+
+
 def _save(rr: RunRows) -> None:
-    if rr.deleted:
-        UncertainCall.objects.filter(pk__in=[r.pk for r in rr.deleted]).delete()
-    now = djtz.now()
+    """Write what an apply changed. A row is in one of two places: the narrow table while it is a
+    plain call in flight, the full table from the moment anything else happened to it (it keeps
+    its id across the move); a call that completed live leaves neither."""
+    narrow_gone = [r for r in rr.deleted if getattr(r, "_narrow", False)]
+    full_gone = [r.pk for r in rr.deleted if not getattr(r, "_narrow", False)]
+    if full_gone:
+        UncertainCall.objects.filter(pk__in=full_gone).delete()
+    narrow_new: list[UncertainCall] = []
+    promoted: list[UncertainCall] = []
     for row in rr.rows:
-        if id(row) in rr.changed:
+        if getattr(row, "_narrow", False):
+            if not plain_in_flight(row):
+                narrow_gone.append(row)
+                promoted.append(row)
+        elif row.pk is None and plain_in_flight(row):
+            narrow_new.append(row)
+    if narrow_gone:
+        q = Q()
+        for r in narrow_gone:
+            q |= Q(run_id=r.run_id, start_seq=r.start_seq)
+        InFlightCall.objects.filter(q).delete()
+    if narrow_new:
+        for row, pk in zip(narrow_new, call_ids_allocate(n=len(narrow_new))):
+            row.pk = pk
+        InFlightCall.objects.bulk_create([in_flight_of(r) for r in narrow_new])
+    now = djtz.now()
+    for row in promoted:
+        row.updated_at = now
+        row._narrow = False
+        row.save(force_insert=True)
+    inserted = {id(r) for r in narrow_new} | {id(r) for r in promoted}
+    for row in rr.rows:
+        if id(row) in rr.changed and id(row) not in inserted:
             row.updated_at = now
             row_update(row)
+
+
+def projection_statement(run_id: str, event: Event) -> StatementPart | None:
+    """``projection_apply`` for the agent's two hot appends, as part of the append's statement
+    (``runs.store.StatementPart``); None for anything else, which takes the Python path.
+
+    A live start (not a retry) becomes an ``InFlightCall`` row, with an id from the full table's
+    sequence. A live completion deletes the start it pairs with by call id, on condition that the
+    general path would do exactly that and nothing more: the run has no full row in doubt (no flag
+    or key mismatch can land on one), the start is in flight, and no other start of the run in flight
+    records the key the completion names (which would be flagged a possible duplicate). Otherwise
+    the fence refuses the statement and the append takes the general path in a transaction.
+    """
+    if event.v != CURRENT_SCHEMA_VERSION:
+        return None
+    p = event.payload
+    if event.type == _STARTED:
+        if p.get("retry_of") is not None or p.get("call_id") is None:
+            return None
+        tenant = str(p.get("tenant") or "default")[:200]
+        return StatementPart(
+            cte=(
+                "INSERT INTO reckon_in_flight_call (run_id, start_seq, id, call_id, idempotency_key, tool, tenant, started_at, start_epoch)\n"
+                "SELECT ev.run_id, ev.seq, nextval(pg_get_serial_sequence('reckon_uncertain_call', 'id')), %b, %b, %b, %b, %b, ev.epoch FROM ev"
+            ),
+            cte_params=(str(p["call_id"]), start_key(run_id, p), p["name"], tenant, _aware(event.ts)),
+        )
+    if event.type == _COMPLETED:
+        if p.get("source", "live") != "live" or p.get("call_id") is None:
+            return None
+        call_id, key = str(p["call_id"]), p.get("idempotency_key") or ""
+        return StatementPart(
+            condition=(
+                "NOT EXISTS (SELECT 1 FROM reckon_uncertain_call u WHERE u.run_id = reckon_run.run_id AND u.state <> 'resolved')\n"
+                "       AND EXISTS (SELECT 1 FROM reckon_in_flight_call o WHERE o.run_id = reckon_run.run_id AND o.call_id = %b)\n"
+                "       AND NOT EXISTS (SELECT 1 FROM reckon_in_flight_call o WHERE o.run_id = reckon_run.run_id AND o.idempotency_key = %b\n"
+                "                       AND o.start_seq <> (SELECT min(f.start_seq) FROM reckon_in_flight_call f WHERE f.run_id = reckon_run.run_id AND f.call_id = %b))"
+            ),
+            condition_params=(call_id, key, call_id),
+            cte=(
+                "DELETE FROM reckon_in_flight_call o USING ev WHERE o.run_id = ev.run_id\n"
+                "   AND o.start_seq = (SELECT min(f.start_seq) FROM reckon_in_flight_call f WHERE f.run_id = ev.run_id AND f.call_id = %b)"
+            ),
+            cte_params=(call_id,),
+        )
+    return None
+
+
+def in_flight_rows(run_id: str, narrow: list[InFlightCall], *, policies: Policies | None = None) -> list[UncertainCall]:
+    """The full rows the projection works with for ``narrow`` calls in flight: each built by
+    ``_started`` from its start event, exactly as when the start was appended, keeping its id."""
+    if not narrow:
+        return []
+    by_seq = {n.start_seq: n for n in narrow}
+    starts = events_upcast(events_at(run_id=run_id, seqs=sorted(by_seq)), run_id)
+    rr = RunRows(run_id, [])
+    cx = Context(lambda seq: by_seq[seq].start_epoch, policies or Policies(), lambda name: None)
+    for ev in starts:
+        _started(rr, ev, cx)
+    for row in rr.rows:
+        n = by_seq[row.start_seq]
+        row.pk = n.id
+        row._narrow = True
+        row.updated_at = None
+    rr.changed.clear()
+    return rr.rows
 
 
 def projection_apply(run_id: str, events: list[Event], epoch: int) -> None:
@@ -400,10 +510,47 @@ def projection_apply(run_id: str, events: list[Event], epoch: int) -> None:
     # rebuild would have in hand at this point of the log.
     named = {ev.payload.get("start_seq") for ev in relevant} | {ev.payload.get("retry_of") for ev in relevant}
     named.discard(None)
-    rr = RunRows(run_id, run_rows_read(run_id, named))
+    policies = Policies()
+    rows = run_rows_read(run_id, named)
+    for row in rows:
+        row._narrow = False
+    rows += in_flight_rows(run_id, list(InFlightCall.objects.filter(run_id=run_id)), policies=policies)
+    rr = RunRows(run_id, rows)
 
     def epoch_of(seq: int) -> int:
         return epoch
 
-    rows_apply(rr, events_upcast(relevant, run_id), epoch_of=epoch_of, policies=Policies(), users=user_lookup())
+    rows_apply(rr, events_upcast(relevant, run_id), epoch_of=epoch_of, policies=policies, users=user_lookup())
     _save(rr)
+
+
+def in_flight_call_get(*, pk) -> UncertainCall | None:
+    """The call in flight kept in the narrow table under ``pk``, as the full row it would be
+    (state in_flight, its policy's terms), or None. Reads only: the row is not written anywhere."""
+    try:
+        pk = int(pk)
+    except (TypeError, ValueError):
+        return None
+    narrow = InFlightCall.objects.filter(id=pk).first()
+    if narrow is None:
+        return None
+    (row,) = in_flight_rows(narrow.run_id, [narrow])
+    return row
+
+
+def in_flight_calls_list(*, tool: str | None = None, tenant: str | None = None, started_before=None, limit: int | None = None) -> list[UncertainCall]:
+    """Calls in flight kept in the narrow table, as full rows, oldest first (the queue's order)."""
+    qs = InFlightCall.objects.order_by("started_at", "id")
+    if tool:
+        qs = qs.filter(tool=tool)
+    if tenant:
+        qs = qs.filter(tenant=tenant)
+    if started_before is not None:
+        qs = qs.filter(started_at__lte=started_before)
+    narrow = list(qs[:limit] if limit is not None else qs)
+    policies = Policies()
+    by_run: dict[str, list[InFlightCall]] = {}
+    for n in narrow:
+        by_run.setdefault(n.run_id, []).append(n)
+    rows = [r for rid, ns in by_run.items() for r in in_flight_rows(rid, ns, policies=policies)]
+    return sorted(rows, key=lambda r: (r.started_at, r.pk))

@@ -12,10 +12,10 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone as djtz
 
-from recovery.models import UncertainCall
+from recovery.models import InFlightCall, UncertainCall
 from recovery.policies import call_terms
-from recovery.projection import RELEVANT, Policies, RunRows, rows_apply
-from recovery.rows import rows_insert, user_lookup
+from recovery.projection import RELEVANT, Policies, RunRows, in_flight_of, plain_in_flight, rows_apply
+from recovery.rows import call_ids_allocate, rows_insert, user_lookup
 from runs.fold import Event, gc_paused
 from runs.pg import server_cursor
 from runs.store import payload_loads
@@ -46,7 +46,8 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
         rows_apply(rr, events_upcast(evs, run_id), epoch_of=epochs.__getitem__, policies=policies, users=users)
         for r in rr.rows:
             r.updated_at = now
-        created.extend(rr.rows)
+            # A plain call in flight is kept in the narrow table, exactly as the incremental path keeps it.
+            (in_flight if plain_in_flight(r) else created).append(r)
         total_rows += len(rr.rows)
 
     def fold(batch) -> None:
@@ -65,8 +66,10 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
             created.clear()
 
     current, evs, epochs = None, [], {}
+    in_flight: list[UncertainCall] = []
     with transaction.atomic():
         UncertainCall.objects.all().delete()
+        InFlightCall.objects.all().delete()
         if pg:
             # Binary rows: timestamps arrive as numbers instead of text parsed in Python, which took
             # as long as decoding the payloads. The sort by (run, seq) stays in memory.
@@ -86,6 +89,9 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
             flush_run(current, evs, epochs)
         if created:
             rows_insert(created)
+        for r, pk in zip(in_flight, call_ids_allocate(n=len(in_flight))):
+            r.pk = pk
+        InFlightCall.objects.bulk_create([in_flight_of(r) for r in in_flight], batch_size=1000)
     return {"rows": total_rows}
 
 

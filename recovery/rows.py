@@ -4,6 +4,7 @@ compiling an ORM query of ~45 columns cost more than the database spent answerin
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Callable
 
 from django.contrib.auth import get_user_model
@@ -11,7 +12,9 @@ from django.db import connection
 from psycopg.types.json import Jsonb
 
 from recovery.models import ToolPolicy, UncertainCall
+from runs.fold import Event
 from runs.pg import server_cursor
+from runs.store import payload_loads
 
 S = UncertainCall.State
 
@@ -151,3 +154,47 @@ def rows_insert(rows: list[UncertainCall]) -> None:
             if json_fields:
                 values = [Jsonb(v) if n in json_fields and v is not None else v for n, v in zip(names, values)]
             copy.write_row(values)
+
+
+def call_ids_allocate(*, n: int) -> list[int]:
+    """``n`` new ids from the uncertain-call table's id sequence, for calls kept in flight in the
+    narrow table: the id a call keeps if it is promoted to a full row, so its address never changes.
+
+    PostgreSQL: the identity sequence. SQLite: the AUTOINCREMENT counter in ``sqlite_sequence``,
+    moved past the ids taken (SQLite holds its write lock for the whole transaction, and the
+    projection always runs in the append's).
+    """
+    if n <= 0:
+        return []
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute("SELECT nextval(pg_get_serial_sequence('reckon_uncertain_call', 'id')) FROM generate_series(1, %s)", [n])
+            return [r[0] for r in cur.fetchall()]
+        cur.execute("SELECT seq FROM sqlite_sequence WHERE name = 'reckon_uncertain_call'")
+        row = cur.fetchone()
+        first = (row[0] if row else 0) + 1
+        if row:
+            cur.execute("UPDATE sqlite_sequence SET seq = %s WHERE name = 'reckon_uncertain_call'", [first + n - 1])
+        else:
+            cur.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('reckon_uncertain_call', %s)", [first + n - 1])
+        return list(range(first, first + n))
+
+
+def events_at(*, run_id: str, seqs: list[int]) -> list[Event]:
+    """The run's stored events at ``seqs`` (as stored, not upcast), in seq order."""
+    if not seqs:
+        return []
+    marks = ", ".join(["%s"] * len(seqs))
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT seq, type, payload, ts, v FROM reckon_event WHERE run_id = %s AND seq IN ({marks}) ORDER BY seq", [run_id, *seqs])
+        rows = cur.fetchall()
+    out = []
+    for seq, type_, payload, ts, v in rows:
+        if isinstance(payload, (str, bytes)):
+            payload = payload_loads(payload)
+        if isinstance(ts, str):
+            ts = datetime.fromisoformat(ts)
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=timezone.utc)
+        out.append(Event(seq, type_, payload, ts, v))
+    return out

@@ -12,6 +12,7 @@ from django.utils import timezone as djtz
 
 from recovery.models import UNRESOLVED_STATES, ToolPolicy, UncertainCall, overdue_q
 from recovery.policies import Policy, policy_from_row, unclassified_policy
+from recovery.projection import in_flight_call_get, in_flight_calls_list
 from runs.paging import CursorError, Page, cursor_decode, cursor_encode
 from runs.store import events_load
 
@@ -122,6 +123,15 @@ def uncertain_calls_filter(
             if len(items) > limit:
                 break
             items.extend(part[: limit + 1 - len(items)])
+    page_full_before_rank_2 = len(items) > limit and items[limit].danger < 2
+    if S.IN_FLIGHT in states and possible_duplicate is not True and d <= 2 and not page_full_before_rank_2:
+        # Calls in flight kept in the narrow table: never a possible duplicate, never overdue, so
+        # rank 2, merged into the page in (started_at, id) order.
+        flying = in_flight_calls_list(tool=tool, tenant=tenant, started_before=now - timedelta(seconds=float(min_age_s)) if min_age_s is not None else None)
+        flying = [r for r in flying if (not risk_class or r.risk_class == risk_class) and (d < 2 or (r.started_at, r.pk) > (ts, pk))]
+        for r in flying:
+            r.danger = 2
+        items = sorted([*items, *flying], key=lambda r: (r.danger, r.started_at, r.pk))[: limit + 1]
     for row in items:
         row.overdue = row.is_overdue(now)
     nxt = None
@@ -138,7 +148,9 @@ def uncertain_call_get(*, pk: int) -> UncertainCall:
     try:
         row = UncertainCall.objects.select_related("claimed_by").get(pk=pk)
     except (UncertainCall.DoesNotExist, ValueError, TypeError):
-        raise CallNotFound(pk) from None
+        row = in_flight_call_get(pk=pk)  # a call in flight kept in the narrow table
+        if row is None:
+            raise CallNotFound(pk) from None
     row.overdue = row.is_overdue(djtz.now())
     return row
 

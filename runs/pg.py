@@ -4,9 +4,10 @@ arrays a batch append sends."""
 from __future__ import annotations
 
 import struct
+import tempfile
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -14,6 +15,24 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from runs.events import CURRENT_SCHEMA_VERSION, EventType
+
+
+def round_trips_count(fn: Callable[[], object]) -> int:
+    """How many round trips to PostgreSQL ``fn`` makes on the default connection, from libpq's own
+    trace of it: every exchange ends in ReadyForQuery, whoever issued it (the ORM, a psycopg
+    cursor, BEGIN or COMMIT). For benchmarks and tests; tracing costs time."""
+    db = connections[DEFAULT_DB_ALIAS]
+    db.ensure_connection()
+    pgconn = db.connection.pgconn
+    with tempfile.NamedTemporaryFile("w+", suffix=".trace") as f:
+        pgconn.trace(f.fileno())
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
+        try:
+            fn()
+        finally:
+            pgconn.untrace()
+        f.seek(0)
+        return sum(1 for line in f if "\tReadyForQuery" in line)
 
 
 @contextmanager

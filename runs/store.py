@@ -63,18 +63,48 @@ Projector = Callable[[str, list[Event], int], None]
 _PROJECTORS: list[tuple[Projector, frozenset[str] | None]] = []
 
 
-def projector_register(fn: Projector, *, types: Iterable[str] | None = None) -> Projector:
+@dataclass(frozen=True, slots=True)
+class StatementPart:
+    """A projector's work on one appended event, as SQL that rides in the append's own statement.
+
+    ``condition`` (may be empty) is ANDed into the fence's WHERE clause, where ``reckon_run.run_id``
+    names the run: when it is false the statement writes nothing and the append is done again the
+    general way (a transaction, the projector called in Python), so a condition states when the
+    one-statement form is exact, never whether the append is allowed. ``cte`` is one data-modifying
+    statement that may read ``ev`` (the inserted event: ``run_id``, ``seq``, ``epoch``). Parameters
+    are positional (``%b``), in the order the texts are placed.
+    """
+
+    condition: str = ""
+    condition_params: tuple = ()
+    cte: str = ""
+    cte_params: tuple = ()
+
+
+# statement(run_id, event) -> StatementPart | None; None: this event needs the Python projector.
+StatementForm = Callable[[str, Event], "StatementPart | None"]
+_STATEMENT_FORMS: dict[Projector, StatementForm] = {}
+
+
+def projector_register(fn: Projector, *, types: Iterable[str] | None = None, statement: StatementForm | None = None) -> Projector:
     """Run ``fn(run_id, events, epoch)`` inside the transaction of every append that carries one of
     ``types`` (every append when None), after the insert; ``epoch`` is the lease epoch the fence
     just accepted, the one that wrote ``events``.
 
     Naming the types matters for speed: an append that no projector reads is a single statement
     in autocommit, one round trip and one commit, instead of BEGIN, statement, COMMIT.
+
+    ``statement`` (PostgreSQL, a single event that does not end the run): the same work as SQL
+    folded into the append's one statement (``StatementPart``), so the agent's hot path (a tool
+    call's start, then its completion) stays one round trip and one commit with its read models.
+    It must do exactly what ``fn`` would do for that event, or return None to leave it to ``fn``.
     """
     wanted = frozenset(types) if types is not None else None
     if all(f is not fn for f, _ in _PROJECTORS):
         _PROJECTORS.append((fn, wanted))
         _PROJECTORS_BY_TYPE.clear()
+    if statement is not None:
+        _STATEMENT_FORMS[fn] = statement
     return fn
 
 
@@ -333,6 +363,15 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     projectors = _projectors_for(events)
     db = connections[DEFAULT_DB_ALIAS]
     postgres = db.vendor == "postgresql"
+    if postgres and projectors and seq == expected_seq + 1 and not finishing:
+        # One event whose read models all have a statement form: one statement in autocommit.
+        # False when a projector's condition (or the fence) refused: then the general path below
+        # decides, and diagnoses a real fence refusal as before.
+        done = _pg_append_projected(db, run_id, epoch, expected_seq, events[0], tss[0], encoded[0], appended[0], projectors)
+        if done:
+            if _AFTER_APPEND:
+                _after_append(db, run_id, seqs[0], seqs[-1])
+            return appended
     if postgres and not projectors:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
         # commit together or not at all, with no BEGIN/COMMIT round trips.
@@ -420,6 +459,56 @@ def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, fini
     with db.wrap_database_errors:  # Django's exception types, as from any other query
         cur.execute(sql, params, prepare=True)
     return cur.rowcount == len(seqs)
+
+
+_PG_PROJECTED_HEAD = """
+WITH fence AS (
+    UPDATE reckon_run
+       SET last_seq = last_seq + 1
+     WHERE run_id = %b
+       AND lease_epoch = %b
+       AND lease_holder <> ''
+       AND last_seq = %b"""
+
+_PG_PROJECTED_EVENT = """
+ RETURNING run_id, last_seq, lease_epoch
+), ev AS (
+    INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
+    SELECT fence.run_id, fence.last_seq, %b, %b, %b, %b::json, fence.lease_epoch
+      FROM fence
+ RETURNING run_id, seq, epoch
+)"""
+
+
+def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, encoded: bytes, appended: Event, projectors) -> bool | None:
+    """The single-event append with its projectors' statement forms (``StatementPart``) in one
+    statement: the fence, the insert and the read models commit together, in one round trip.
+    None when a projector has no statement form for this event; False when the statement wrote
+    nothing (a refused fence, or a projector's condition)."""
+    parts = []
+    for project in projectors:
+        form = _STATEMENT_FORMS.get(project)
+        part = form(run_id, appended) if form is not None else None
+        if part is None:
+            return None
+        parts.append(part)
+    sql = [_PG_PROJECTED_HEAD]
+    params = [run_id, epoch, expected_seq]
+    for part in parts:
+        if part.condition:
+            sql.append(f"\n       AND {part.condition}")
+            params.extend(part.condition_params)
+    sql.append(_PG_PROJECTED_EVENT)
+    params += [ev.type, ev.v, ts, encoded.decode()]
+    for i, part in enumerate(parts):
+        if part.cte:
+            sql.append(f", p{i} AS (\n{part.cte}\n)")
+            params.extend(part.cte_params)
+    sql.append("\nSELECT 1 FROM ev")
+    cur = _append_cursor(db)
+    with db.wrap_database_errors:
+        cur.execute("".join(sql), params, prepare=True)
+    return cur.rowcount == 1
 
 
 def _diagnose(*, cur_run_id: str, epoch: int, expected_seq: int, finishing: bool) -> Exception:

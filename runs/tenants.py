@@ -17,7 +17,7 @@ from typing import Iterable
 from runs.fold import Event
 from runs.models import Event as EventRow
 from runs.models import RunTenant
-from runs.store import events_read
+from runs.store import StatementPart, events_read
 from runs.upcasters import DEFAULT_TENANT, events_upcast, payload_complete
 
 TENANT_NAMING = ("run_started", "tool_call_started")
@@ -39,6 +39,16 @@ def run_tenants_project(run_id: str, events: list[Event], epoch: int) -> None:
     found = tenants_named(run_id, events)
     if found:
         RunTenant.objects.bulk_create([RunTenant(run_id=run_id, tenant=t) for t in sorted(found)], ignore_conflicts=True)
+
+
+def run_tenants_statement(run_id: str, event: Event) -> StatementPart | None:
+    """``run_tenants_project`` for one event, as part of the append's statement (PostgreSQL)."""
+    found = tenants_named(run_id, [event])
+    if len(found) > 1:
+        return None
+    if not found:
+        return StatementPart()
+    return StatementPart(cte="INSERT INTO reckon_run_tenant (run_id, tenant) SELECT ev.run_id, %b FROM ev ON CONFLICT DO NOTHING", cte_params=(next(iter(found)),))
 
 
 def run_tenant_claim(*, run_id: str, tenant: str) -> None:

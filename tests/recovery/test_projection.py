@@ -10,10 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recovery.detection import uncertain_calls_detect
-from recovery.models import UncertainCall
+from recovery.models import InFlightCall, UncertainCall
 from recovery.policy_changes import policies_load
 from recovery.rebuild import projections_rebuild
 from recovery.reconcile import call_reconcile
+from recovery.selectors import uncertain_call_get
 from runs.identity import call_key
 from runs.importer import paths_import
 from runs.leases import lease_acquire, lease_release
@@ -58,11 +59,13 @@ def test_a_start_completed_by_its_live_writer_leaves_no_row():
     args = {"tenant": "acme", "account": "4010"}
     key = call_key("run-live", "read_ledger", args)
     events_append(run_id="run-live", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "run-live"}), NewEvent("tool_call_started", {"call_id": "c1", "name": "read_ledger", "arguments": args, "idempotency_key": key})])
-    assert UncertainCall.objects.get().state == UncertainCall.State.IN_FLIGHT
+    # In flight, and nothing else happened to it: the narrow table holds it, the queue table does not.
+    assert uncertain_call_get(pk=InFlightCall.objects.get().id).state == UncertainCall.State.IN_FLIGHT
+    assert not UncertainCall.objects.exists()
     # The writer's lease is live: detection leaves it alone.
     assert uncertain_calls_detect()["marked"] == 0
     events_append(run_id="run-live", epoch=lease.epoch, expected_seq=2, events=[NewEvent("tool_call_completed", {"call_id": "c1", "name": "read_ledger", "content": "1", "is_error": False, "idempotency_key": key})])
-    assert not UncertainCall.objects.exists()
+    assert not UncertainCall.objects.exists() and not InFlightCall.objects.exists()
 
 
 def test_a_start_done_again_by_the_resumed_run_is_flagged_a_possible_duplicate_and_ranks_first(db):

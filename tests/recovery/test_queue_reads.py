@@ -106,7 +106,10 @@ def test_the_queue_reads_a_page_in_one_query_on_postgresql_and_at_most_three_els
     for size in (2, 5, 50):
         with CaptureQueriesContext(connection) as ctx:
             uncertain_calls_filter(limit=size, state="all")
-        counts.append(len(ctx.captured_queries))
+        # "all" includes calls in flight, which the narrow table holds: at most one read of it more.
+        flying = [q for q in ctx.captured_queries if "reckon_in_flight_call" in q["sql"]]
+        assert len(flying) <= 1
+        counts.append(len(ctx.captured_queries) - len(flying))
     if connection.features.supports_slicing_ordering_in_compound:
         assert counts == [1, 1, 1]
     else:  # one query per danger rank the page reaches, never more than the three ranks

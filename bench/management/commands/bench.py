@@ -19,6 +19,7 @@ SUITES: dict[str, str] = {
     "snapshots": "bench.snapshots:bench_snapshots",
     "api": "bench.api:bench_api",
     "console": "bench.console:bench_console",
+    "invoke": "bench.invoke:bench_invoke",
 }
 
 

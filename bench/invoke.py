@@ -1,0 +1,172 @@
+"""``manage.py bench invoke``: recorded tool calls per second, the agent's hot path.
+
+Every tool call an agent makes through Reckon is two durable appends: ``tool_call_started`` before
+the tool runs and ``tool_call_completed`` after. Here a tool that returns at once is invoked
+through ``runs.client.open_run`` with the in-process transport (one process, one run), and through
+the HTTP transport against gunicorn (several workers, several agents each on its own run and thread),
+side by side with the raw single-row INSERT commit rate measured in the same run: the physical
+reference, since a recorded call cannot be cheaper than two commits. The target is an in-process
+rate of at least 0.6 x (raw inserts/s / 2).
+
+On PostgreSQL the statements (round trips) each call costs are counted from libpq's own trace of
+the connection: every message exchange that ends in ReadyForQuery is one round trip, whatever
+issued it (the ORM, a psycopg cursor, BEGIN or COMMIT).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import threading
+import time
+
+from django.db import connection
+from django.test.utils import override_settings
+
+from access.tokens import token_create
+from bench.api import gunicorn_start
+from bench.store import _raw_insert
+from runs.client import HttpTransport, StoreTransport, ToolCall, open_run
+from runs.pg import round_trips_count
+
+
+def _instant_tool(arguments, *, idempotency_key):
+    return {"ok": True, "key": idempotency_key}
+
+
+def _calls(prefix: str, n: int) -> list[ToolCall]:
+    # Distinct arguments per call: every call is its own logical action (no replayed key).
+    return [ToolCall(f"{prefix}-{i}", "post_note", {"tenant": "acme", "n": i, "batch": prefix}) for i in range(n)]
+
+
+def _in_process_window(run_id: str, n: int) -> float:
+    run = open_run(run_id, transport=StoreTransport(), ttl=3600, renew=False)
+    calls = _calls(run_id, n)
+    t0 = time.perf_counter()
+    for call in calls:
+        run.invoke(call, _instant_tool)
+    rate = n / (time.perf_counter() - t0)
+    run.close(release=True)
+    return rate
+
+
+def _statements_per_call() -> dict[str, float]:
+    """Round trips of a start append, a completion append and a whole invoke, after warming
+    (statements prepared), each averaged over 50 calls traced together."""
+    run = open_run("bench-invoke-count", transport=StoreTransport(), ttl=3600, renew=False)
+    for call in _calls("warm", 20):
+        run.invoke(call, _instant_tool)
+    n = 50
+    calls = _calls("count", n)
+
+    def starts() -> None:
+        for call in calls:
+            run.append("tool_call_started", call_id=call.id, name=call.name, arguments=call.arguments, idempotency_key=run.key_for(call), signature=call.signature())
+
+    def completions() -> None:
+        for call in calls:
+            run.append("tool_call_completed", call_id=call.id, name=call.name, content={"ok": True}, is_error=False, idempotency_key=run.key_for(call), signature=call.signature(), source="live")
+
+    def whole() -> None:
+        for call in _calls("whole", n):
+            run.invoke(call, _instant_tool)
+
+    counts = {"start": round_trips_count(starts) / n, "completion": round_trips_count(completions) / n, "call": round_trips_count(whole) / n}
+    run.close(release=True)
+    return counts
+
+
+def _http_window(port: int, secret: str, agents: int, n: int, tag: str) -> float:
+    """``agents`` threads, each an agent with its own run and connection, ``n`` calls each."""
+    runs = [open_run(f"bench-http-{tag}-{a}", transport=HttpTransport(f"http://127.0.0.1:{port}/api", secret), ttl=3600, renew=False) for a in range(agents)]
+    barrier = threading.Barrier(agents + 1)
+    errors: list[BaseException] = []
+
+    def agent(run) -> None:
+        calls = _calls(run.run_id, n)
+        barrier.wait()
+        try:
+            for call in calls:
+                run.invoke(call, _instant_tool)
+        except Exception as exc:  # noqa: BLE001 (reported after the window, not swallowed)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=agent, args=(r,)) for r in runs]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    for r in runs:
+        r.close(release=True)
+    return agents * n / elapsed
+
+
+def bench_invoke(*, quick: bool = False, out=None) -> dict:
+    # Snapshots are written after the commit and measured by their own suite.
+    with override_settings(RECKON_SNAPSHOT_INTERVAL=0):
+        return _bench_invoke(quick=quick, out=out)
+
+
+def _bench_invoke(*, quick: bool, out) -> dict:
+    say = out.write if out is not None else (lambda _s: None)
+    n = 300 if quick else 1000
+    repeats = 3
+    workers, agents, http_n = 4, 8, (40 if quick else 150)
+    say(f"invoke benchmark on {connection.vendor}: {n} calls per window, median of {repeats}\n")
+
+    insert = _raw_insert()
+    counter = iter(range(1, 10**9))
+
+    def raw_window() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            insert(next(counter))
+        return n / (time.perf_counter() - t0)
+
+    _in_process_window("bench-invoke-warm", 50)
+    raw_rates, call_rates = [], []
+    for r in range(repeats):  # taking turns, so the machine's drift reaches both alike
+        raw_rates.append(raw_window())
+        call_rates.append(_in_process_window(f"bench-invoke-{r}", n))
+    raw, calls = statistics.median(raw_rates), statistics.median(call_rates)
+    target = 0.6 * raw / 2
+    figures: dict = {
+        "engine": connection.vendor,
+        "raw_insert_per_s": round(raw, 1),
+        "in_process_calls_per_s": round(calls, 1),
+        "in_process_calls_per_s_windows": [round(x, 1) for x in call_rates],
+        "target_calls_per_s": round(target, 1),
+        "in_process_vs_target": round(calls / target, 3),
+    }
+    if connection.vendor == "postgresql":
+        counts = _statements_per_call()
+        figures.update(round_trips_per_start=counts["start"], round_trips_per_completion=counts["completion"], round_trips_per_call=counts["call"])
+
+    _, secret = token_create(name="bench invoke", scopes=["append", "read"])
+    proc, port = gunicorn_start(workers=workers)
+    try:
+        _http_window(port, secret, 2, 10, "warm")
+        http_rates = [_http_window(port, secret, agents, http_n, f"r{r}") for r in range(repeats)]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    figures["http_calls_per_s"] = round(statistics.median(http_rates), 1)
+    figures["http_concurrency"] = f"gunicorn {workers} sync workers, {agents} agents on their own runs and threads, one keep-alive connection each"
+    figures["cpu_count"] = os.cpu_count()
+
+    verdict = "meets" if calls >= target else "MISSES"
+    say(f"  raw single-row INSERT commits    {raw:>10,.0f} /s   (two per recorded call: ceiling {raw / 2:,.0f} calls/s)\n")
+    say(f"  in-process recorded calls        {calls:>10,.0f} /s   ({verdict} the target 0.6 x raw/2 = {target:,.0f}; windows {figures['in_process_calls_per_s_windows']})\n")
+    if "round_trips_per_call" in figures:
+        say(f"  round trips per start / completion / whole call   {figures['round_trips_per_start']:.2f} / {figures['round_trips_per_completion']:.2f} / {figures['round_trips_per_call']:.2f}\n")
+    say(f"  HTTP recorded calls              {figures['http_calls_per_s']:>10,.0f} /s   ({figures['http_concurrency']})\n")
+    return figures
