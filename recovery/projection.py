@@ -33,6 +33,7 @@ from recovery.rows import row_update, run_rows_read, user_lookup
 from runs.calls import completion_key, completion_pair, start_key
 from runs.events import EventType, rule_table
 from runs.fold import Event
+from runs.selectors import run_key_secret
 from runs.upcasters import events_upcast
 
 S = UncertainCall.State
@@ -84,6 +85,13 @@ class RunRows:
         self.rows: list[UncertainCall] = sorted(rows, key=lambda r: r.start_seq)
         self.changed: set[int] = set()  # id() of rows to save
         self.deleted: list[UncertainCall] = []
+        self._key_secret: tuple[str | None] | None = None
+
+    def key_secret(self) -> str | None:
+        """The run's key secret, read once and only for a start that recorded no key (runs.calls)."""
+        if self._key_secret is None:
+            self._key_secret = (run_key_secret(run_id=self.run_id),)
+        return self._key_secret[0]
 
     def touch(self, row: UncertainCall, seq: int) -> None:
         row.version += 1
@@ -173,7 +181,7 @@ def _started(rr: RunRows, ev: Event, cx: Context) -> None:
     row = UncertainCall(
         run_id=rr.run_id,
         call_id=str(p["call_id"]),
-        idempotency_key=start_key(rr.run_id, p),
+        idempotency_key=start_key(rr.run_id, p, secret=rr.key_secret),
         tool=p["name"],
         arguments=p.get("arguments"),
         tenant=str(p.get("tenant") or "default")[:200],
@@ -359,7 +367,7 @@ def _completed_at_once(rr: RunRows, start: Event, nxt: Event) -> bool:
         or any(r.call_id == str(p["call_id"]) for r in rr.unresolved())
     ):
         return False
-    rr.completion_flags(q, nxt.seq, done=None, start=_StartKey(str(p["call_id"]), start_key(rr.run_id, p)))
+    rr.completion_flags(q, nxt.seq, done=None, start=_StartKey(str(p["call_id"]), start_key(rr.run_id, p, secret=rr.key_secret)))
     return True
 
 

@@ -212,6 +212,7 @@ def log_import(path: str, data: bytes) -> ImportResult:
                 epoch=lease.epoch,
                 expected_seq=len(stored),
                 events=[NewEvent(e.type, e.payload, e.ts, e.v) for e in tail],
+                key_secret_fill=False,  # a log is kept exactly as given: one without a secret keeps the old keys
             )
             lease_release(run_id=parsed.run_id, epoch=lease.epoch)
             if not stored:
