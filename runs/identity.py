@@ -24,6 +24,9 @@ from typing import Any
 # The run_started payload field that holds the run's key secret (schema version 3 and later).
 KEY_SECRET_FIELD = "key_secret"
 KEY_SECRET_RE = re.compile(r"^[0-9a-f]{32,128}$")
+# What an export made for a person holds in place of the secret (the masking's own placeholder):
+# such a log imports again as "unchanged" where the run is stored, and nowhere else.
+KEY_SECRET_WITHHELD = "[masked]"
 
 
 def signature(name: str, arguments: Any) -> str:

@@ -13,9 +13,9 @@ from django.db.models.functions import Now
 
 from runs.errors import RunNotFound
 from runs.fold import RunState, fold
+from runs.identity import KEY_SECRET_FIELD
 from runs.measurements import metrics_record
 from runs.models import Run, RunTenant
-from runs.identity import KEY_SECRET_FIELD
 from runs.store import events_load, events_read
 from runs.upcasters import DEFAULT_TENANT
 
