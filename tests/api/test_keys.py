@@ -199,6 +199,12 @@ def test_no_role_sees_or_reveals_the_secret_but_the_runs_own_agent_reads_it_back
     session = Client()
     session.force_login(compliance)
     assert ACCOUNT in session.get(f"/api/runs/{run_id}/events").content.decode()
+    # Its unmasked export withholds only the secret, and imports again as unchanged where the run is.
+    from runs.importer import log_import
+
+    exported = session.get(f"/runs/{run_id}/export.jsonl").content
+    assert ACCOUNT.encode() in exported and b'"key_secret": "[masked]"' in exported.replace(b'":"', b'": "')
+    assert log_import(f"{run_id}.jsonl", exported).outcome == "unchanged"
     # The run's agent (append scope) reads its run_started back with the secret: that is how it
     # resumes with the same keys. It is not a reveal: nothing is recorded for it.
     first = agent.get(f"/api/runs/{run_id}/events").json()["events"][0]
