@@ -323,7 +323,7 @@ class HttpTransport:
         for sent, got in zip(events, stored):
             mine = json.loads(json.dumps(sent["payload"]))
             theirs = got.get("payload") if isinstance(got, dict) else None
-            if got.get("type") != sent["type"] or not isinstance(theirs, dict):
+            if not isinstance(theirs, dict) or got.get("type") != sent["type"]:
                 return None
             if any(theirs.get(k, _ABSENT) != v for k, v in mine.items()) or not set(theirs) - set(mine) <= STORE_FILLED:
                 return None
