@@ -13,8 +13,8 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 from urllib.parse import urlsplit
 
 import pytest
