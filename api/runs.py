@@ -30,6 +30,7 @@ from recovery.masking import run_sensitive_values
 from runs.errors import RunNotFound
 from runs.events import CURRENT_SCHEMA_VERSION
 from runs.fold import Event
+from runs.identity import KEY_SECRET_FIELD
 from runs.leases import Lease, lease_acquire, lease_release, lease_renew
 from runs.models import Run
 from runs.paging import CursorError, cursor_decode, cursor_encode
@@ -91,6 +92,7 @@ class AppendOut(Schema):
     epoch: int
     first_seq: int
     last_seq: int
+    key_secret: str | None = Field(None, description="when the batch began the run (run_started at seq 1): the run's key secret, for the agent to compute its idempotency keys with")
 
 
 class EventOut(Schema):
@@ -253,7 +255,7 @@ def lease_release_view(request: HttpRequest, run_id: str, body: LeaseReleaseIn):
 # --- events ------------------------------------------------------------------------------------
 
 
-@router.post("/runs/{run_id}/events", response=responses({201: AppendOut}), auth=caller("append"), summary="Append events (fenced)")
+@router.post("/runs/{run_id}/events", response=responses({201: AppendOut}), auth=caller("append"), summary="Append events (fenced)", exclude_none=True)
 def events_append_view(request: HttpRequest, run_id: str, body: AppendIn):
     """Append a batch of events as seqs ``expected_seq + 1 ...``, all or none, under lease ``epoch``.
 
@@ -271,7 +273,11 @@ def events_append_view(request: HttpRequest, run_id: str, body: AppendIn):
         require_tenants(principal, named, "an event in this batch")
         _require_argument_tenants(principal, events)
     appended = events_append(run_id=run_id, epoch=body.epoch, expected_seq=body.expected_seq, events=events)
-    return Status(201, {"run_id": run_id, "epoch": body.epoch, "first_seq": appended[0].seq, "last_seq": appended[-1].seq})
+    out = {"run_id": run_id, "epoch": body.epoch, "first_seq": appended[0].seq, "last_seq": appended[-1].seq}
+    if appended[0].seq == 1:
+        # The store filled in the run's key secret; the writer (an append token) needs it for its keys.
+        out["key_secret"] = appended[0].payload.get(KEY_SECRET_FIELD)
+    return Status(201, out)
 
 
 def _require_argument_tenants(principal: Principal, events: list[NewEvent]) -> None:

@@ -11,7 +11,7 @@ from access.assignment import NotAssignable, assignee_check, call_assign
 from console.selectors import REVEAL_PREFIX
 from recovery.decisions import call_claim, decision_record
 from recovery.errors import RecoveryError, StaleDecision
-from recovery.masking import value_at
+from recovery.masking import NEVER_REVEALED, value_at
 from recovery.models import Decision
 from runs.models import Event, Run
 
@@ -29,6 +29,8 @@ def sensitive_reveal(*, user, run_id: str, seq: int, path: str, fields: frozense
     if ev is None:
         raise RevealRefused(f"run {run_id!r} has no event {seq}")
     leaf = path.rsplit(".", 1)[-1]
+    if leaf in NEVER_REVEALED:
+        raise RevealRefused(f"{path} is the run's key secret, which only the run's own agents read; it is never revealed")
     if leaf not in fields:
         raise RevealRefused(f"{path} is not a sensitive field")
     try:

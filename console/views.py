@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.utils.http import content_disposition_header
 
 from access import assignment
-from access.masking import mask_for
+from access.masking import mask_for, masks_sensitive
 from access.roles import MANAGER, perm, requires, role_names
 from console import forms, selectors, services, svg
 from recovery import decisions as actions
@@ -129,7 +129,7 @@ def run_detail(request, run_id: str):
             "state_error": state_error,
             **selectors.run_audit(run_id=run_id, fields=fields),
             "can_export": request.user.has_perm(perm("export_run")),
-            "export_masked": bool(mask_for(request.user)),
+            "export_masked": masks_sensitive(mask_for(request.user)),
         }
     )
     return _render(request, "console/run.html", ctx, nav="runs")
@@ -168,7 +168,7 @@ def _export(request, run_id: str, fmt: str):
 @require_GET
 def run_export(request, run_id: str, fmt: str):
     body, digest, fields = _export(request, run_id, fmt)
-    if not fields and masking.sensitive_fields():
+    if not masks_sensitive(fields) and masks_sensitive(masking.sensitive_fields()):
         services.export_record(user=request.user, run_id=run_id, fmt=fmt, digest=digest)
     ctype = "application/x-ndjson" if fmt == "jsonl" else "text/csv"
     resp = HttpResponse(body, content_type=f"{ctype}; charset=utf-8")

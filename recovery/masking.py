@@ -28,19 +28,24 @@ from functools import lru_cache
 from typing import Any
 
 from recovery.models import ToolPolicy
+from runs.identity import KEY_SECRET_FIELD, KEY_SECRET_WITHHELD
 
-MASK = "[masked]"
+MASK = KEY_SECRET_WITHHELD  # "[masked]"
+
+# Fields masked for every person whatever their permissions, and never offered for reveal: a run's
+# key secret (runs.identity) is read only by the run's own agents (access.masking).
+NEVER_REVEALED = frozenset({KEY_SECRET_FIELD})
 SUBSTRING_MIN = 4  # values this long or longer are masked inside any text; shorter ones as whole tokens only
 
 
 def sensitive_fields() -> frozenset[str]:
-    """Every argument name any tool policy marks sensitive.
+    """Every argument name any tool policy marks sensitive, and the run's key secret (NEVER_REVEALED).
 
     The union is applied to every payload, whichever tool it belongs to: evidence and conflict
     comparisons do not always name their tool, and masking a field of a tool that did not ask for it
     costs a click on "reveal", whereas missing one leaks it.
     """
-    names: set[str] = set()
+    names: set[str] = set(NEVER_REVEALED)
     for fields in ToolPolicy.objects.values_list("sensitive_fields", flat=True):
         names.update(fields or ())
     return frozenset(names)
@@ -253,7 +258,8 @@ def masked_paths(value: Any, fields: frozenset[str], prefix: str = "") -> list[s
         for k, v in value.items():
             p = f"{prefix}{k}"
             if k in fields and v is not None:
-                out.append(p)
+                if k not in NEVER_REVEALED:
+                    out.append(p)
             else:
                 out.extend(masked_paths(v, fields, p + "."))
     elif isinstance(value, list):

@@ -35,6 +35,7 @@ from runs.calls import completion_key, completion_pair, start_key
 from runs.events import CURRENT_SCHEMA_VERSION, EventType, rule_table
 from runs.fold import Event
 from runs.store import StatementPart
+from runs.selectors import run_key_secret
 from runs.upcasters import events_upcast
 
 S = UncertainCall.State
@@ -86,6 +87,13 @@ class RunRows:
         self.rows: list[UncertainCall] = sorted(rows, key=lambda r: r.start_seq)
         self.changed: set[int] = set()  # id() of rows to save
         self.deleted: list[UncertainCall] = []
+        self._key_secret: tuple[str | None] | None = None
+
+    def key_secret(self) -> str | None:
+        """The run's key secret, read once and only for a start that recorded no key (runs.calls)."""
+        if self._key_secret is None:
+            self._key_secret = (run_key_secret(run_id=self.run_id),)
+        return self._key_secret[0]
 
     def touch(self, row: UncertainCall, seq: int) -> None:
         row.version += 1
@@ -175,7 +183,7 @@ def _started(rr: RunRows, ev: Event, cx: Context) -> None:
     row = UncertainCall(
         run_id=rr.run_id,
         call_id=str(p["call_id"]),
-        idempotency_key=start_key(rr.run_id, p),
+        idempotency_key=start_key(rr.run_id, p, secret=rr.key_secret),
         tool=p["name"],
         arguments=p.get("arguments"),
         tenant=str(p.get("tenant") or "default")[:200],
@@ -363,7 +371,7 @@ def _completed_at_once(rr: RunRows, start: Event, nxt: Event) -> bool:
         or any(r.call_id == str(p["call_id"]) for r in rr.unresolved())
     ):
         return False
-    rr.completion_flags(q, nxt.seq, done=None, start=_StartKey(str(p["call_id"]), start_key(rr.run_id, p)))
+    rr.completion_flags(q, nxt.seq, done=None, start=_StartKey(str(p["call_id"]), start_key(rr.run_id, p, secret=rr.key_secret)))
     return True
 
 
@@ -455,7 +463,7 @@ def projection_statement(run_id: str, event: Event) -> StatementPart | None:
                 "INSERT INTO reckon_in_flight_call (run_id, start_seq, id, call_id, idempotency_key, tool, tenant, started_at, start_epoch)\n"
                 "SELECT ev.run_id, ev.seq, nextval(pg_get_serial_sequence('reckon_uncertain_call', 'id')), %b, %b, %b, %b, %b, ev.epoch FROM ev"
             ),
-            cte_params=(str(p["call_id"]), start_key(run_id, p), p["name"], tenant, _aware(event.ts)),
+            cte_params=(str(p["call_id"]), start_key(run_id, p, secret=lambda: run_key_secret(run_id=run_id)), p["name"], tenant, _aware(event.ts)),
         )
     if event.type == _COMPLETED:
         if p.get("source", "live") != "live" or p.get("call_id") is None:

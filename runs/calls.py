@@ -6,7 +6,8 @@ these functions rather than restating them, so the run state a resumed agent tru
 person works from cannot disagree about a call.
 
 - A start's key is the one recorded in the log; only a writer that recorded none gets one computed
-  from the run and the call's signature (CONTRACTS section 2).
+  from the run's key secret (when its log has one), the run, the call's signature and the start's
+  operation id (CONTRACTS section 2, runs/identity.py).
 - A completion closes the earliest open start with its call id, else the earliest with its key.
 - A completion completes the key it records; one that records none (the field absent, not null)
   completes its start's key; a proven failure (``is_error`` with no key) occupies no key.
@@ -17,7 +18,7 @@ person works from cannot disagree about a call.
 
 from __future__ import annotations
 
-from typing import Collection, Iterable, Protocol, TypeVar
+from typing import Callable, Collection, Iterable, Protocol, TypeVar
 
 from runs.identity import idempotency_key, signature
 
@@ -35,10 +36,18 @@ def start_signature(payload: dict) -> str:
     return payload.get("signature") or signature(payload["name"], payload["arguments"])
 
 
-def start_key(run_id: str, payload: dict, sig: str | None = None) -> str:
+def start_key(run_id: str, payload: dict, sig: str | None = None, *, secret: str | Callable[[], str | None] | None = None) -> str:
     """The idempotency key of a ``tool_call_started`` payload: recorded, else computed (from
-    ``sig`` when the caller has the signature already)."""
-    return payload.get("idempotency_key") or idempotency_key(run_id, sig or start_signature(payload))
+    ``sig`` when the caller has the signature already) with the run's key secret and the start's
+    operation id (runs.identity). ``secret`` may be a function, called only when the key must be
+    computed: a reader that does not hold the run's first event looks it up only then."""
+    recorded = payload.get("idempotency_key")
+    if recorded:
+        return recorded
+    if callable(secret):
+        secret = secret()
+    op = payload.get("operation_id") if secret else None
+    return idempotency_key(run_id, sig or start_signature(payload), secret, op if isinstance(op, str) and op else None)
 
 
 def completion_pair(open_starts: Collection[S], call_id, key: str | None) -> S | None:

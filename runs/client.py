@@ -6,7 +6,10 @@ an empty log or ``run_resumed`` to a populated one. There is no ``if resuming`` 
 
 ``AgentRun.invoke`` follows the seed's ``_invoke_one`` (5.5):
 
-1. the key is computed from the run and the call's canonical signature (CONTRACTS section 2);
+1. the key is computed from the run's key secret, the run and the call's canonical signature (and
+   its operation id, when it names one), as runs.identity defines it (CONTRACTS section 2). The
+   secret comes back to the agent that starts a run (the append's answer) and to one that resumes
+   it (its run_started, read unmasked by an append token), so keys are the same across a resume;
 2. a key the log already completed returns the stored result, without calling the tool;
 3. ``tool_call_started`` is appended *before* the tool runs, so a crash from here on leaves a start
    with no completion: detectable, never silently lost;
@@ -22,6 +25,11 @@ settles it; a tool whose receiver honours the key may opt in with ``retry_uncert
 
 Two transports with one interface: ``HttpTransport`` talks to Reckon's API with a token and needs
 no Django; ``StoreTransport`` calls ``runs.leases`` and ``runs.store`` in-process.
+
+An append the HTTP transport had to send again (the connection dropped, or Reckon was briefly
+unavailable) may have landed the first time with only its answer lost; the repeat is then refused
+as a seq conflict. The transport reads the events at those seqs back, and takes them as its own
+append when they are exactly what it sent; anything else stays the conflict it is.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from urllib.parse import quote, urlsplit
 
 from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqConflict, StaleEpoch, StoreError
 from runs.fold import Event, RunState, apply, fold
-from runs.identity import idempotency_key, signature
+from runs.identity import KEY_SECRET_FIELD, idempotency_key, signature
 from runs.run_ids import run_id_check
 
 log = logging.getLogger("reckon.client")
@@ -88,6 +96,11 @@ class ServerUnavailable(BadResponse):
 # refuses a second copy of one that did land).
 _OUTAGE_STATUSES = frozenset({502, 503, 504})
 _BACKOFF_FIRST_S, _BACKOFF_MAX_S = 0.1, 1.0
+
+
+# Payload fields the store fills in when a writer leaves them out (runs.upcasters, runs.store).
+STORE_FILLED = frozenset({"tenant", "source", "operation_id", KEY_SECRET_FIELD})
+_ABSENT = object()
 
 
 class StoreTransport:
@@ -166,10 +179,12 @@ class HttpTransport:
                 return resp.status, resp.read()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 # A keep-alive connection the server closed while idle: retry once on a fresh one.
+                # (Or one dropped after the server got the request: the caller learns it was resent.)
                 conn.close()
                 self._local.conn = None
                 if attempt == 2:
                     raise
+                self._local.resent = True
             except (OSError, http.client.HTTPException):
                 conn.close()
                 self._local.conn = None
@@ -185,6 +200,7 @@ class HttpTransport:
             headers["Content-Type"] = "application/json"
         until = time.monotonic() + self.timeout if until is None else until
         delay, what = _BACKOFF_FIRST_S, f"{method} {path}"
+        self._local.resent = False  # set when this request was sent more than once (``append``)
         while True:
             try:
                 status, raw = self._send(method, path, data, headers)
@@ -204,6 +220,7 @@ class HttpTransport:
                 raise ServerUnavailable(what, status=status, body=raw) from failure
             log.warning("reckon unavailable, retrying", extra={"what": what, "status": status, "retry_in_s": delay})
             time.sleep(delay)
+            self._local.resent = True
             delay = min(delay * 2, _BACKOFF_MAX_S)
 
     def _until(self, run_id: str) -> float | None:
@@ -270,12 +287,47 @@ class HttpTransport:
 
     def append(self, run_id, epoch, expected_seq, events):
         body = {"epoch": epoch, "expected_seq": expected_seq, "events": events}
-        doc = self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/events", body, until=self._until(run_id)), run_id)
+        status, doc = self.request("POST", f"/runs/{quote(run_id, safe='')}/events", body, until=self._until(run_id))
+        if status == 409 and self._local.resent and isinstance(doc, dict) and doc.get("code") == "seq_conflict":
+            # Sent more than once (a dropped connection, an outage): the first copy may have landed
+            # and only its answer been lost. The events at those seqs, if they are exactly ours, are.
+            mine = self._appended_before(run_id, expected_seq, events)
+            if mine is not None:
+                log.info("append acknowledged by reading it back", extra={"run_id": run_id, "first_seq": expected_seq + 1})
+                return mine
+        doc = self._check(status, doc, run_id)
         try:
             first = doc["first_seq"]
         except (TypeError, KeyError):
             raise BadResponse(f"append to {run_id}: no first_seq", status=201, body=json.dumps(doc).encode()) from None
-        return [Event(first + i, e["type"], e["payload"], None) for i, e in enumerate(events)]
+        out = [Event(first + i, e["type"], e["payload"], None) for i, e in enumerate(events)]
+        if first == 1 and doc.get(KEY_SECRET_FIELD):
+            # The server gave the new run its key secret; the fold keeps it for this run's keys.
+            out[0] = out[0]._replace(payload={**out[0].payload, KEY_SECRET_FIELD: doc[KEY_SECRET_FIELD]})
+        return out
+
+    def _appended_before(self, run_id: str, expected_seq: int, events: list[dict]) -> list[Event] | None:
+        """The stored events at seqs ``expected_seq + 1 ...`` when they are ``events`` (same types,
+        every field sent stored unchanged, nothing added but what the store fills in), else None.
+
+        Only the holder of the run's current epoch can have appended there (a seq conflict, not a
+        stale epoch, was the answer), so identical events at those seqs are this client's own append.
+        """
+        try:
+            status, doc = self.request("GET", f"/runs/{quote(run_id, safe='')}/events?after={expected_seq}&limit={len(events)}", until=self._until(run_id))
+            stored = self._check(status, doc, run_id)["events"]
+        except (StoreError, TypeError, KeyError):
+            return None
+        if len(stored) != len(events):
+            return None
+        for sent, got in zip(events, stored):
+            mine = json.loads(json.dumps(sent["payload"]))
+            theirs = got.get("payload") if isinstance(got, dict) else None
+            if not isinstance(theirs, dict) or got.get("type") != sent["type"]:
+                return None
+            if any(theirs.get(k, _ABSENT) != v for k, v in mine.items()) or not set(theirs) - set(mine) <= STORE_FILLED:
+                return None
+        return [Event(e["seq"], e["type"], e["payload"], e["ts"], e["v"]) for e in stored]
 
     def events(self, run_id):
         out: list[Event] = []
@@ -305,6 +357,9 @@ class ToolCall:
     id: str
     name: str
     arguments: Any
+    # Names an intentional repeat of the same arguments as its own action (schema version 3 runs):
+    # part of the key, recorded as the start's operation_id. None: the arguments are the action.
+    operation_id: str | None = None
 
     def signature(self) -> str:
         return signature(self.name, self.arguments)
@@ -367,13 +422,18 @@ class AgentRun:
 
     # invoking ----------------------------------------------------------------------------------
 
-    def key_for(self, call: ToolCall) -> str:
-        return idempotency_key(self.run_id, call.signature())
+    def key_for(self, call: ToolCall, sig: str | None = None) -> str:
+        """The call's idempotency key: from the run's key secret (given to this run's agents when it
+        started, and read back from its log on resume), the run, the signature and the operation id;
+        for a run whose log has no secret (an older version), from the run and the signature only."""
+        if call.operation_id is not None and not isinstance(call.operation_id, str):
+            raise TypeError(f"operation_id must be a string, got {type(call.operation_id).__name__}")
+        return idempotency_key(self.run_id, sig or call.signature(), self.state.key_secret, call.operation_id)
 
     def invoke(self, call: ToolCall, tool: Tool, *, retry_uncertain: bool = False) -> ToolResult:
         """Run ``tool`` for ``call`` at most once per logical action (see the module docstring)."""
         sig = call.signature()
-        key = idempotency_key(self.run_id, sig)
+        key = self.key_for(call, sig)
         if key in self.state.completed_calls:
             # Replayed after a crash, or the model asked twice: the effect already happened, and
             # returning the stored result is the only safe answer.
@@ -392,16 +452,20 @@ class AgentRun:
             # Retrying an uncertain call with its original key: the open start already records the
             # attempt, and a second start of the same action would stay open after the completion
             # paired with the first. If this retry dies too, that one start stays uncertain.
-            start_seq, call = earlier.start_seq, ToolCall(earlier.call_id, call.name, call.arguments)
+            start_seq, call = earlier.start_seq, ToolCall(earlier.call_id, call.name, call.arguments, call.operation_id)
         else:
             payload = {"call_id": call.id, "name": call.name, "arguments": call.arguments, "idempotency_key": key, "signature": sig}
+            if call.operation_id is not None:
+                payload["operation_id"] = call.operation_id
             if self.tenant:
                 payload["tenant"] = self.tenant
             start_seq = self.append("tool_call_started", **payload).seq
         try:
             content = tool(call.arguments, idempotency_key=key)
         except ToolFailed as exc:
-            self.append("tool_call_completed", call_id=call.id, name=call.name, content=str(exc), is_error=True, idempotency_key=None, signature=sig, source="live")
+            # A proven failure occupies no key, but names the operation it failed to perform.
+            op = call.operation_id if call.operation_id is not None else key
+            self.append("tool_call_completed", call_id=call.id, name=call.name, content=str(exc), is_error=True, idempotency_key=None, signature=sig, source="live", operation_id=op)
             return ToolResult(call.id, call.name, str(exc), is_error=True)
         except Exception as exc:
             # Not a proof of failure: a timeout or a reset after the receiver accepted the request

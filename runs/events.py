@@ -13,13 +13,22 @@ from __future__ import annotations
 from enum import Enum
 from typing import Iterable
 
+from runs.identity import key_secret_problem
+
 # The newest event schema version this release can read and the one it writes.
 #   1: the reference format (CONTRACTS section 1).
 #   2: completions carry source (live, reconciliation, retry, operator); starts and completions carry
 #      tenant and operation_id; the recovery types of CONTRACTS section 3 exist. runs/upcasters.py
 #      reads version 1 as version 2. A change of meaning (not a new field with a default) is not an
 #      upcast: it needs a data migration and a new version, see docs/schema-versions.md.
-CURRENT_SCHEMA_VERSION = 2
+#   3: run_started carries the run's key secret (``key_secret``, filled by the store when a writer
+#      leaves it out), and a key is computed from it (runs/identity.py); an operation id a writer
+#      gives is part of the key. Older versions read as version 3 unchanged: a run without a secret
+#      keeps the version 1 formula.
+CURRENT_SCHEMA_VERSION = 3
+
+# The version from which run_started carries the run's key secret.
+KEY_SECRET_SINCE = 3
 
 
 class EventType(str, Enum):
@@ -135,6 +144,10 @@ def version_problem(type_: EventType, v: object, payload: dict) -> str | None:
         return f"{type_.value} exists from schema version {INTRODUCED_IN[type_]}, not {v}"
     if v >= 2 and type_ is EventType.TOOL_CALL_COMPLETED and payload.get("source", "live") not in COMPLETION_SOURCES:
         return f"source {payload.get('source')!r} is not one of {', '.join(COMPLETION_SOURCES)}"
+    if type_ is EventType.RUN_STARTED and "key_secret" in payload:
+        if v < KEY_SECRET_SINCE:
+            return f"key_secret exists from schema version {KEY_SECRET_SINCE}, not {v}"
+        return key_secret_problem(payload["key_secret"])
     if type_ is EventType.TOOL_CALL_RESOLVED and payload.get("disposition") not in RESOLUTION_DISPOSITIONS:
         return f"disposition {payload.get('disposition')!r} is not one of {', '.join(RESOLUTION_DISPOSITIONS)}"
     return None

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from runs.calls import completion_key, completion_pair, start_key, start_signature
 from runs.events import CURRENT_SCHEMA_VERSION, RECORD_ONLY, STATE_CHANGING, EventType, event_type, registry_check, rule_table
+from runs.identity import KEY_SECRET_FIELD
 
 
 class Event(NamedTuple):
@@ -79,6 +80,9 @@ class RunState:
     memory: dict[str, Any] = field(default_factory=dict)
     resumptions: int = 0
     resolutions: dict[str, str] = field(default_factory=dict)  # key -> disposition, from tool_call_resolved
+    # The run's key secret from run_started (schema version 3), for keys a start did not record.
+    # Never part of the replay document: only the run's own agents may see it (access.masking).
+    key_secret: str | None = None
 
     @property
     def uncertain_calls(self) -> list[OpenCall]:
@@ -134,6 +138,7 @@ def format_ts(ts: Any) -> str | None:
 def _run_started(st: RunState, ev: Event) -> None:
     st.run_id = ev.payload["run_id"]
     st.status = "running"
+    st.key_secret = ev.payload.get(KEY_SECRET_FIELD)
 
 
 def _user_message(st: RunState, ev: Event) -> None:
@@ -155,7 +160,7 @@ def _model_turn(st: RunState, ev: Event) -> None:
 def _tool_call_started(st: RunState, ev: Event) -> None:
     p = ev.payload
     sig = start_signature(p)
-    st.open_calls[ev.seq] = OpenCall(p["call_id"], p["name"], p["arguments"], start_key(st.run_id, p, sig), sig, ev.seq, ev.ts)
+    st.open_calls[ev.seq] = OpenCall(p["call_id"], p["name"], p["arguments"], start_key(st.run_id, p, sig, secret=st.key_secret), sig, ev.seq, ev.ts)
 
 
 def _tool_call_completed(st: RunState, ev: Event) -> None:

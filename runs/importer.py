@@ -18,8 +18,9 @@ from pathlib import Path
 from django.db import transaction
 
 from runs.errors import FenceError, InvalidEvent, LeaseHeld
-from runs.events import CURRENT_SCHEMA_VERSION, EventType, UnknownEventType, event_type, missing_fields, version_problem
+from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event
+from runs.identity import KEY_SECRET_FIELD, KEY_SECRET_WITHHELD
 from runs.leases import lease_acquire, lease_release
 from runs.json_strict import JsonRefused, json_loads_strict
 from runs.models import Run
@@ -136,7 +137,8 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
     missing = missing_fields(t, payload)
     if missing:
         raise ImportRejected(f"line {lineno}: {t.value} payload lacks {', '.join(missing)}")
-    problem = version_problem(t, v, payload)
+    withheld = t is EventType.RUN_STARTED and v >= KEY_SECRET_SINCE and payload.get(KEY_SECRET_FIELD) == KEY_SECRET_WITHHELD
+    problem = version_problem(t, v, {k: x for k, x in payload.items() if k != KEY_SECRET_FIELD} if withheld else payload)
     if problem:
         raise ImportRejected(f"line {lineno}: {problem}")
     if v == CURRENT_SCHEMA_VERSION:
@@ -181,7 +183,14 @@ def log_parse(path: str, data: bytes) -> ParsedLog:
     return ParsedLog(run_id, events, torn)
 
 
+def _withheld(ev: Event) -> bool:
+    return ev.type == EventType.RUN_STARTED.value and ev.payload.get(KEY_SECRET_FIELD) == KEY_SECRET_WITHHELD
+
+
 def _same(stored: Event, new: Event) -> str | None:
+    if _withheld(new) and KEY_SECRET_FIELD in stored.payload:
+        # An export made for a person withholds the run's key secret; the rest must be the same.
+        new = new._replace(payload={**new.payload, KEY_SECRET_FIELD: stored.payload[KEY_SECRET_FIELD]})
     return next((attr for attr in ("type", "v", "payload", "ts") if getattr(stored, attr) != getattr(new, attr)), None)
 
 
@@ -206,12 +215,18 @@ def log_import(path: str, data: bytes) -> ImportResult:
             result.last_seq = max(len(stored), len(parsed.events))
             if not tail:
                 return result
+            if _withheld(tail[0]):
+                raise ImportRejected(
+                    f"line 1: the run's {KEY_SECRET_FIELD} is withheld ({KEY_SECRET_WITHHELD}): this log was exported for a person, and without its secret "
+                    "the run's keys could not be computed again; import it where the run is stored, or restore the run from a database backup"
+                )
             lease = lease_acquire(run_id=parsed.run_id, holder=IMPORT_HOLDER, origin=Run.Origin.IMPORT)
             events_append(
                 run_id=parsed.run_id,
                 epoch=lease.epoch,
                 expected_seq=len(stored),
                 events=[NewEvent(e.type, e.payload, e.ts, e.v) for e in tail],
+                key_secret_fill=False,  # a log is kept exactly as given: one without a secret keeps the old keys
             )
             lease_release(run_id=parsed.run_id, epoch=lease.epoch)
             if not stored:

@@ -13,9 +13,10 @@ from django.db.models.functions import Now
 
 from runs.errors import RunNotFound
 from runs.fold import RunState, fold
+from runs.identity import KEY_SECRET_FIELD
 from runs.measurements import metrics_record
 from runs.models import Run, RunTenant
-from runs.store import events_load
+from runs.store import events_load, events_read
 from runs.upcasters import DEFAULT_TENANT
 
 
@@ -41,6 +42,16 @@ def run_state(*, run_id: str, at: int | None = None) -> RunState:
     elapsed_ms = (time.perf_counter() - t0) * 1000.0
     metrics_record([("full_replays", "selector", 1), ("events_replayed", "", len(events)), ("replay_duration_ms", "", elapsed_ms)])
     return state
+
+
+def run_key_secret(*, run_id: str) -> str | None:
+    """The run's key secret, from its run_started (seq 1), or None for a run without one.
+
+    For a reader that does not fold from seq 1 and meets a start with no recorded key (rare: the
+    agent client records every key) and must compute it as the fold does (runs.calls.start_key).
+    """
+    first = events_read(run_id=run_id, after=0, upto=1)
+    return first[0].payload.get(KEY_SECRET_FIELD) if first and first[0].type == "run_started" else None
 
 
 def _created_at_bound(created: datetime):

@@ -26,7 +26,7 @@ from runs.fold import Message, OpenCall, RunState
 
 # Bump when the meaning of a snapshot body changes: a fold rule, a RunState field, an upcaster's
 # default, the body format below. Old snapshots then become cache misses instead of wrong states.
-FOLD_VERSION = 2  # 2: a completion naming another open call's key completes its own start's key
+FOLD_VERSION = 3  # 2: a completion naming another open call's key completes its own start's key; 3: key_secret
 
 BODY_FORMAT = 1
 
@@ -58,6 +58,7 @@ FOLD_CODE = _fold_code()
 _STATE_FIELDS = (
     "run_id", "last_seq", "status", "outcome", "turns", "usage", "cost_usd", "compactions", "messages",
     "trajectory", "completed_calls", "open_calls", "pending_approvals", "memory", "resumptions", "resolutions",
+    "key_secret",
 )  # fmt: skip
 _DICT_FIELDS = ("usage", "completed_calls", "pending_approvals", "memory", "resolutions")
 _MESSAGE_FIELDS = ("role", "content", "trust", "tool_calls", "call_id", "name", "is_error")

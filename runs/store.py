@@ -39,8 +39,9 @@ from psycopg.pq import Format
 from psycopg.rows import tuple_row
 
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
-from runs.events import CURRENT_SCHEMA_VERSION, INTRODUCED_IN, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
+from runs.events import CURRENT_SCHEMA_VERSION, INTRODUCED_IN, KEY_SECRET_SINCE, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
+from runs.identity import KEY_SECRET_FIELD, key_secret_new
 from runs.pg import ARRAY_DUMPERS, binary_arrays, server_cursor
 from runs.upcasters import UPCASTERS, call_tenant_problem, events_upcast, payload_complete
 
@@ -309,8 +310,11 @@ UPDATE reckon_run
 _SQLITE_INSERT = "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 
 
-def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent]) -> list[Event]:
+def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True) -> list[Event]:
     """Append ``events`` to run ``run_id`` as seqs ``expected_seq + 1 ...``, all or none.
+
+    A ``run_started`` of schema version 3 or later that carries no key secret gets a new random one
+    (runs.identity), unless ``key_secret_fill`` is false: the importer keeps a log exactly as given.
 
     Raises StaleEpoch when ``epoch`` is not the run's current (unreleased) lease epoch, SeqConflict
     when ``expected_seq`` is not its last seq, RunFinished for a second terminal event, RunNotFound
@@ -340,6 +344,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
             _check_slow(i, seq, run_id, ev)
         if v == current and type_ in completes:
             payload = payload_complete(type_, payload, run_id)
+        if seq == 1 and key_secret_fill and v >= KEY_SECRET_SINCE and KEY_SECRET_FIELD not in payload:
+            payload = {**payload, KEY_SECRET_FIELD: key_secret_new()}  # seq 1 is run_started (checked above)
         if type_ == _STARTED:
             problem = call_tenant_problem(payload)
             if problem:

@@ -52,15 +52,27 @@ def synthetic_events(run_id: str, start_seq: int, n: int, *, compact_every: int 
 
 
 def calls_started(
-    run_id: str, calls: list[tuple[str, str, dict]], *, holder: str, ttl_seconds: int = 30, keys: dict[str, str] | None = None, completed: int = 0, ts=None
+    run_id: str,
+    calls: list[tuple[str, str, dict]],
+    *,
+    holder: str,
+    ttl_seconds: int = 30,
+    keys: dict[str, str] | None = None,
+    completed: int = 0,
+    ts=None,
+    secret: str | None = None,
 ) -> Lease:
     """A run that started and began ``calls`` (call id, tool, arguments) under a new lease, the
     first ``completed`` of them completed: where every crash scenario begins. Each start records
-    the computed key unless ``keys`` gives the call id a recorded one. The lease stays held."""
+    the computed key unless ``keys`` gives the call id a recorded one. The lease stays held.
+
+    With ``secret``, the run records it as its key secret and keys are computed with it, as the
+    agent client does; without, the run records a secret the store chose and the keys are the
+    secret-less formula's (recorded keys win, so the run is consistent either way)."""
     lease = lease_acquire(run_id=run_id, holder=holder, ttl_seconds=ttl_seconds)
-    events = [NewEvent("run_started", {"run_id": run_id}, ts=ts)]
+    events = [NewEvent("run_started", {"run_id": run_id, **({"key_secret": secret} if secret else {})}, ts=ts)]
     for i, (cid, tool, args) in enumerate(calls):
-        key = (keys or {}).get(cid) or call_key(run_id, tool, args)
+        key = (keys or {}).get(cid) or call_key(run_id, tool, args, secret)
         events.append(NewEvent("tool_call_started", {"call_id": cid, "name": tool, "arguments": args, "idempotency_key": key}, ts=ts))
         if i < completed:
             events.append(NewEvent("tool_call_completed", {"call_id": cid, "name": tool, "content": "ok", "is_error": False, "idempotency_key": key}))

@@ -11,7 +11,10 @@ meant. A change of meaning (say, ``kept`` counted in turns instead of messages) 
 values into a wrong context; it needs a data migration, not an upcaster (docs/schema-versions.md).
 
 The same defaults fill a current-version event that a writer sent without them, so every stored
-version 2 event carries source, tenant and operation_id.
+version 2 or 3 event carries source, tenant and operation_id. Version 3 changed no field of an
+older event: a version 2 event reads as version 3 unchanged (no upcaster), and a run whose log has
+no key secret keeps the secret-less key formula (runs/identity.py). What version 3 changed is only
+the defaults of a new event: its operation id is the recorded key or null, never computed.
 """
 
 from __future__ import annotations
@@ -123,11 +126,39 @@ def events_upcast(events: Iterable[Event], run_id: str) -> list[Event]:
     return [ev if ev.v == CURRENT_SCHEMA_VERSION else event_upcast(ev, run_id) for ev in events]
 
 
+def complete_tool_call_started_v3(payload: dict) -> dict:
+    """A version 3 start with ``tenant`` and ``operation_id`` filled where the writer left them out.
+
+    The operation id defaults to the recorded key, or null. It is never computed here: without the
+    run's key secret (which the store does not read on the append path) only the secret-less formula
+    could be used, and a key anyone can recompute from masked arguments is what version 3 removes.
+    """
+    if "tenant" in payload and "operation_id" in payload:
+        return payload
+    out = dict(payload)
+    out.setdefault("tenant", _tenant_of(payload.get("arguments")))
+    out.setdefault("operation_id", payload.get("idempotency_key") or None)
+    return out
+
+
+def complete_tool_call_completed_v3(payload: dict) -> dict:
+    """A version 3 completion with ``source``, ``tenant`` and ``operation_id`` filled; the operation
+    id defaults to the recorded key or null (a proven failure's writer gives it: the agent client
+    records its start's key there)."""
+    if "source" in payload and "tenant" in payload and "operation_id" in payload:
+        return payload
+    out = upcast_tool_call_completed_v1_v2({"operation_id": payload.get("idempotency_key") or None, **payload}, "")
+    return out
+
+
+# The defaults of a current-version payload, by type (``payload_complete``).
+CURRENT_DEFAULTS: dict[str, Callable[[dict], dict]] = {
+    EventType.TOOL_CALL_STARTED.value: complete_tool_call_started_v3,
+    EventType.TOOL_CALL_COMPLETED.value: complete_tool_call_completed_v3,
+}
+
+
 def payload_complete(type_: str, payload: dict, run_id: str) -> dict:
     """A current-version payload with the version's defaulted fields filled where a writer left them out."""
-    done = payload
-    for v in range(1, CURRENT_SCHEMA_VERSION):
-        step = UPCASTERS.get((type_, v))
-        if step is not None:
-            done = step(done, run_id)  # every step only adds missing fields, so this is idempotent
-    return done
+    fill = CURRENT_DEFAULTS.get(type_)
+    return fill(payload) if fill is not None else payload

@@ -30,9 +30,10 @@ C2 = correction(ref="C-772", amount="480.00")
 
 def mismatched_run(run_id: str, *, batch: int) -> tuple[str, str]:
     """The agent's log, appended ``batch`` events at a time, then its process died."""
-    k1, k2 = call_key(run_id, "post_correction", C1), call_key(run_id, "post_correction", C2)
+    secret = "5e" * 16  # the run's key secret, with which the agent client computed its keys
+    k1, k2 = call_key(run_id, "post_correction", C1, secret), call_key(run_id, "post_correction", C2, secret)
     events = [
-        NewEvent("run_started", {"run_id": run_id}),
+        NewEvent("run_started", {"run_id": run_id, "key_secret": secret}),
         NewEvent("tool_call_started", {"call_id": "c1", "name": "post_correction", "arguments": C1, "idempotency_key": k1}),
         NewEvent("tool_call_started", {"call_id": "c2", "name": "post_correction", "arguments": C2, "idempotency_key": k2}),
         NewEvent("tool_call_completed", {"call_id": "c2", "name": "post_correction", "content": {"id": "OP-2"}, "is_error": False, "idempotency_key": k1}),

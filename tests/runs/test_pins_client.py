@@ -73,9 +73,10 @@ def test_it_returns_the_result_recovery_recorded_for_a_key_without_calling_the_t
     """The completion need not be the client's own: one appended by reconciliation after a crash
     (the effect was found on the receiver) is the stored result too."""
     run_id = "run-pin-client-2"
-    key = call_key(run_id, "post_correction", ARGS)
+    secret = "0f" * 16  # the run's key secret: the crashed agent computed its key with it, as the client does
+    key = call_key(run_id, "post_correction", ARGS, secret)
     recovered = {"id": "OP-9", "amount": "840.00", "source": "ledger lookup"}
-    lease = calls_started(run_id, [("c1", "post_correction", ARGS)], holder="agent-a")
+    lease = calls_started(run_id, [("c1", "post_correction", ARGS)], holder="agent-a", secret=secret)
     lease_release(run_id=run_id, epoch=lease.epoch)
     lease = lease_acquire(run_id=run_id, holder="reckon-recovery:test")
     events_append(

@@ -171,7 +171,10 @@ def test_the_writer_stores_the_current_schema_version_with_defaults_filled():
         events=[NewEvent("tool_call_started", {"call_id": "c1", "name": "post", "arguments": {"tenant": "acme"}})],
     )
     row = Event.objects.get(run_id="r1", seq=2)
-    assert row.v == 2 and row.payload["tenant"] == "acme" and len(row.payload["operation_id"]) == 24
+    # Version 3: the operation id defaults to the recorded key, and a start that records none gets
+    # null there, not a key computed without the run's secret (which anyone could recompute).
+    assert row.v == 3 and row.payload["tenant"] == "acme" and row.payload["operation_id"] is None
+    assert len(Event.objects.get(run_id="r1", seq=1).payload["key_secret"]) == 32
 
 
 def test_no_code_path_updates_or_deletes_an_event():

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from access.roles import roles_ensure
 from recovery.models import DemoLedgerEntry
-from runs.identity import idempotency_key, signature
+from runs.identity import idempotency_key, key_secret_new, signature
 from runs.importer import paths_import
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
@@ -170,11 +170,13 @@ def scenario_run_create(*, run_id: str, tool: str, arguments: dict, started_minu
     """
     t0 = timezone.now() - timedelta(minutes=started_minutes_ago)
     sig = signature(tool, arguments)
-    key = idempotency_key(run_id, sig)
     lease = lease_acquire(run_id=run_id, holder="demo-agent")
     if lease.last_seq == 0:
+        # The demo plays the agent: it chooses the run's key secret so it knows the key it records.
+        secret = key_secret_new()
+        key = idempotency_key(run_id, sig, secret)
         events = [
-            NewEvent("run_started", {"run_id": run_id}, ts=t0 - timedelta(seconds=9)),
+            NewEvent("run_started", {"run_id": run_id, "key_secret": secret}, ts=t0 - timedelta(seconds=9)),
             NewEvent("user_message", {"content": f"Post correction {arguments.get('reference', '')} for tenant {arguments.get('tenant', '')}."}, ts=t0 - timedelta(seconds=6)),
             NewEvent("model_turn", {"text": "Posting the correction.", "tool_calls": [{"id": "call_1", "name": tool, "arguments": arguments}], "usage": {"input_tokens": 900, "output_tokens": 60}, "cost_usd": 0.004}, ts=t0 - timedelta(seconds=3)),
             NewEvent("tool_call_started", {"call_id": "call_1", "name": tool, "arguments": arguments, "idempotency_key": key, "signature": sig, "tenant": arguments.get("tenant", "default")}, ts=t0),
