@@ -107,3 +107,20 @@ def test_a_start_and_its_completion_are_one_round_trip_each_on_postgresql():
     call = ToolCall("c1", "post_note", {"n": 1})
     assert round_trips_count(lambda: run.invoke(call, _instant)) == 2
     assert not InFlightCall.objects.exists() and not UncertainCall.objects.exists()
+
+
+def test_a_start_that_records_no_key_is_held_in_flight_under_the_key_the_fold_computes_from_the_runs_secret():
+    # A writer other than the client may leave the key out; on a v3 run the key is then derived from
+    # the run's secret, in the one-statement start (PostgreSQL) as in the general path and the fold.
+    from runs.identity import idempotency_key, signature
+    from runs.selectors import run_key_secret, run_state
+
+    lease = lease_acquire(run_id="run-keyless", holder="agent", ttl_seconds=300)
+    events_append(run_id="run-keyless", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "run-keyless"})])
+    args = {"tenant": "acme", "account": "4020"}
+    events_append(run_id="run-keyless", epoch=lease.epoch, expected_seq=1, events=[NewEvent("tool_call_started", {"call_id": "c1", "name": "post_correction", "arguments": args})])
+    secret = run_key_secret(run_id="run-keyless")
+    assert secret
+    (held,) = InFlightCall.objects.filter(run_id="run-keyless")
+    (open_call,) = run_state(run_id="run-keyless").open_calls.values()
+    assert held.idempotency_key == open_call.idempotency_key == idempotency_key("run-keyless", signature("post_correction", args), secret)
