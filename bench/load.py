@@ -271,6 +271,7 @@ def _bench_load(procs: _Procs, tmp: Path, say, *, duration: float, agents: int, 
         "out": str(tmp / "results.json"),
     }
     (tmp / "config.json").write_text(json.dumps(config))
+    load_before = os.getloadavg()[0]
     say(f"load: {agents} agents and {operators} operators for {duration:g} s against gunicorn ({web_workers} workers x 4 threads), a Celery worker (-c 2) and beat, on {web}")
     locust_env = dict(env, RECKON_LOAD_CONFIG=str(tmp / "config.json"), PYTHONPATH=str(ROOT))
     users = agents + operators
@@ -299,6 +300,7 @@ def _bench_load(procs: _Procs, tmp: Path, say, *, duration: float, agents: int, 
     with urllib.request.urlopen(f"{receiver}/effects", timeout=5) as resp:
         effects = json.loads(resp.read())
     procs.stop("receiver")
+    say(f"machine: {os.cpu_count()} cores, load average {load_before:.1f} before the load and {os.getloadavg()[0]:.1f} after it (other work on the machine slows every figure)")
     return _report(say, results, effects, elapsed=elapsed, drained=drained, duration=duration, warmup=config["warmup_s"])
 
 
