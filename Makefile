@@ -3,12 +3,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: install demo test bench run clean
+.PHONY: install demo test bench bench-load run clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -e '.[test,load]'
 	touch $@
 
 # collectstatic on every install: the hashed, compressed files WhiteNoise serves in every mode
@@ -30,6 +30,11 @@ run: install
 
 bench: install
 	$(PY) manage.py bench all
+
+# A production-shaped load (docs/load.md): needs DATABASE_URL (PostgreSQL) and REDIS_URL;
+# BENCH_LOAD_ARGS="--duration 120" to change it.
+bench-load: install
+	$(PY) manage.py bench load $(BENCH_LOAD_ARGS)
 
 clean:
 	rm -rf $(VENV) var

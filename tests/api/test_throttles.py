@@ -68,3 +68,29 @@ def test_a_token_over_its_rate_gets_429_with_retry_after(db, settings, limit):
     assert over.status_code == 429 and 1 <= int(over["Retry-After"]) <= 60 and over.json()["code"] == "throttled"
     # The limit is per token: another token from the same address is served.
     assert client.get("/api/runs", HTTP_AUTHORIZATION=f"Bearer {calm}").status_code == 200
+
+
+def test_a_token_request_costs_two_redis_round_trips_not_four(db, settings, monkeypatch):
+    """Every token request checks its address's failures and counts the token: on Redis that is
+    one GET and one pipelined SET NX + INCR, so the limits cost two round trips per request (the
+    cache API's add and incr alone were three: SET NX, EXISTS, INCR). Counted at the socket: every
+    command or pipeline redis-py sends is one send_packed_command."""
+    if not settings.REDIS_URL:
+        pytest.skip("needs Redis: run with REDIS_URL=redis://...")
+    from redis.connection import AbstractConnection
+
+    sent: list = []
+    real = AbstractConnection.send_packed_command
+
+    def counting(self, command, check_health=True):
+        sent.append(command)
+        return real(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", counting)
+    _fresh_window(settings.RECKON_API_TOKEN_WINDOW_S)
+    _, secret = token_create(name="agent", scopes=["read"])
+    client, addr = Client(), _address()
+    assert client.get("/api/runs", HTTP_AUTHORIZATION=f"Bearer {secret}", REMOTE_ADDR=addr).status_code == 200  # connections opened
+    sent.clear()
+    assert client.get("/api/runs", HTTP_AUTHORIZATION=f"Bearer {secret}", REMOTE_ADDR=addr).status_code == 200
+    assert len(sent) == 2, sent

@@ -5,7 +5,9 @@ so an app adds a suite with one line. Suites run against a throwaway database cr
 configured one (same engine, same server), so benchmarking never writes into real data.
 """
 
+import argparse
 import json
+import math
 import sys
 from importlib import import_module
 
@@ -20,7 +22,27 @@ SUITES: dict[str, str] = {
     "api": "bench.api:bench_api",
     "console": "bench.console:bench_console",
     "invoke": "bench.invoke:bench_invoke",
+    "load": "bench.load:bench_load",
 }
+# Suites that `all` leaves out, with the options only they take: the load test starts its own
+# servers, needs PostgreSQL and Redis, and runs for a set time (docs/load.md).
+ON_DEMAND: dict[str, tuple[str, ...]] = {"load": ("duration", "agents", "operators", "web_workers", "drain")}
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
 
 
 class Command(BaseCommand):
@@ -31,11 +53,17 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print figures as one JSON object")
         parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
         parser.add_argument("--keep-db", action="store_true", help="reuse the benchmark database between runs")
+        load = parser.add_argument_group("load", "options of `bench load`")
+        load.add_argument("--duration", type=_positive, default=60, help="seconds of load (default 60)")
+        load.add_argument("--agents", type=_positive_int, default=10, help="agents appending through the API (default 10)")
+        load.add_argument("--operators", type=_positive_int, default=5, help="operators signed in to the console (default 5)")
+        load.add_argument("--web-workers", type=_positive_int, default=4, help="gunicorn workers (default 4)")
+        load.add_argument("--drain", type=_positive, default=60, help="seconds to wait after the load for reconciliation (default 60)")
 
     def handle(self, *args, suite, **options):
         # Measure what production runs: without DEBUG's per-query logging.
         settings.DEBUG = False
-        names = list(SUITES) if suite == "all" else [suite]
+        names = [n for n in SUITES if n not in ON_DEMAND] if suite == "all" else [suite]
         old_name = connection.settings_dict["NAME"]
         creation = connection.creation
         creation.create_test_db(verbosity=0, autoclobber=True, keepdb=options["keep_db"])
@@ -44,7 +72,8 @@ class Command(BaseCommand):
             for name in names:
                 module, func = SUITES[name].split(":")
                 try:
-                    results[name] = getattr(import_module(module), func)(quick=options["quick"], out=None if options["json"] else self.stdout)
+                    extra = {k: options[k] for k in ON_DEMAND.get(name, ())}
+                    results[name] = getattr(import_module(module), func)(quick=options["quick"], out=None if options["json"] else self.stdout, **extra)
                 except Exception as exc:  # a broken suite is reported, the others still run
                     raise CommandError(f"bench {name} failed: {type(exc).__name__}: {exc}") from exc
         finally:
