@@ -28,9 +28,10 @@ import functools
 import hashlib
 import json
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import orjson
 import psycopg
@@ -339,6 +340,58 @@ SELECT fence.run_id, fence.last_seq, %b, %b, %b, %b::json, fence.lease_epoch, fe
   FROM fence
 """
 
+# The two hot statements as they were before the chain, for ``bench store`` alone: it measures the
+# chain's cost by appending with and without it in one run (``chain_hashing``). Nothing else uses them.
+_PG_APPEND_UNCHAINED = """
+WITH fence AS (
+    UPDATE reckon_run
+       SET last_seq = %(new_last)s,
+           finished_seq = COALESCE(finished_seq, %(finished_seq)s)
+     WHERE run_id = %(run_id)s
+       AND lease_epoch = %(epoch)s
+       AND lease_holder <> ''
+       AND last_seq = %(expected)s
+       AND (NOT %(finishing)s OR finished_seq IS NULL)
+ RETURNING run_id
+)
+INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
+SELECT fence.run_id, %(expected)s + e.n, e.t, e.v, e.ts, e.p::json, %(epoch)s
+  FROM fence
+ CROSS JOIN unnest(%(types)b::text[], %(vs)b::smallint[], %(tss)b::timestamptz[], %(payloads)b::text[])
+       WITH ORDINALITY AS e(t, v, ts, p, n)
+"""
+
+_PG_APPEND_ONE_PLAIN_UNCHAINED = """
+WITH fence AS (
+    UPDATE reckon_run
+       SET last_seq = last_seq + 1
+     WHERE run_id = %b
+       AND lease_epoch = %b
+       AND lease_holder <> ''
+       AND last_seq = %b
+ RETURNING run_id, last_seq, lease_epoch
+)
+INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
+SELECT fence.run_id, fence.last_seq, %b, %b, %b, %b::json, fence.lease_epoch
+  FROM fence
+"""
+
+_chain_on = True
+
+
+@contextmanager
+def chain_hashing(*, enabled: bool) -> Iterator[None]:
+    """For ``bench store`` only: appends without the hash chain (PostgreSQL, no projector) while
+    ``enabled`` is false, so that one run measures the chain's cost. Such events carry no hash and
+    their run fails verify_chain: never use it on a database that matters."""
+    global _chain_on
+    before, _chain_on = _chain_on, enabled
+    try:
+        yield
+    finally:
+        _chain_on = before
+
+
 _SQLITE_FENCE = """
 UPDATE reckon_run
    SET last_seq = %s, finished_seq = COALESCE(finished_seq, %s), head = %s
@@ -376,6 +429,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     seq = expected_seq
     plain, current, completes, new_event = _PLAIN, CURRENT_SCHEMA_VERSION, _COMPLETED_TYPES, tuple.__new__
     dumps, fast = _orjson_dumps, _FAST_OPTIONS
+    chained = _chain_on
     for i, ev in enumerate(events):
         seq += 1
         type_, payload, v = ev.type, ev.payload, ev.v
@@ -399,7 +453,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
             encoded.append(dumps(payload, option=fast))
         except TypeError:
             encoded.append(_dumps_full(i, payload))
-        canons.append(event_canonical_bytes(seq=seq, type=type_, ts=ts, v=v, payload=payload, stored=encoded[-1]))
+        if chained:
+            canons.append(event_canonical_bytes(seq=seq, type=type_, ts=ts, v=v, payload=payload, stored=encoded[-1]))
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
@@ -410,6 +465,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     projectors = _projectors_for(events)
     db = connections[DEFAULT_DB_ALIAS]
     postgres = db.vendor == "postgresql"
+    if not chained and (not postgres or projectors or (seq == expected_seq + 1 and finishing)):
+        raise InvalidEvent("an append without the hash chain (chain_hashing) is for bench store's plain PostgreSQL appends only")
     if postgres and projectors and seq == expected_seq + 1 and not finishing:
         # One event whose read models all have a statement form: one statement in autocommit.
         # False when a projector's condition (or the fence) refused: then the general path below
@@ -496,7 +553,10 @@ def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, cano
         ev = events[0]
         cur = _append_cursor(db)
         with db.wrap_database_errors:
-            cur.execute(_PG_APPEND_ONE_PLAIN, [canons[0], run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()], prepare=True)
+            if canons:
+                cur.execute(_PG_APPEND_ONE_PLAIN, [canons[0], run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()], prepare=True)
+            else:  # chain_hashing(enabled=False): bench store only
+                cur.execute(_PG_APPEND_ONE_PLAIN_UNCHAINED, [run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()], prepare=True)
         return cur.rowcount == 1
     params = {
         "new_last": seqs[-1],
@@ -509,9 +569,12 @@ def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, cano
     if len(seqs) == 1:
         sql = _PG_APPEND_ONE
         params.update(seq=seqs[0], type=events[0].type, v=events[0].v, ts=tss[0], payload=encoded[0].decode(), canon=canons[0])
-    else:
+    elif canons:
         sql = _PG_APPEND
         params.update(binary_arrays(events, tss, encoded), canons=bytea_array(canons), count=len(seqs))
+    else:  # chain_hashing(enabled=False): bench store only
+        sql = _PG_APPEND_UNCHAINED
+        params.update(binary_arrays(events, tss, encoded))
     cur = _append_cursor(db)
     with db.wrap_database_errors:  # Django's exception types, as from any other query
         cur.execute(sql, params, prepare=True)
