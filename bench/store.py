@@ -20,7 +20,7 @@ from django.test.utils import override_settings
 from runs.fold import fold
 from runs.leases import lease_acquire
 from runs.selectors import run_state
-from runs.store import _PG_APPEND_ONE_PLAIN, NewEvent, _append_cursor, events_append, events_load
+from runs.store import _PG_APPEND_ONE_PLAIN, NewEvent, _append_cursor, chain_hashing, events_append, events_load
 from runs.synthetic import synthetic_events
 
 
@@ -126,8 +126,18 @@ def _single_rates(*, seconds: float, windows: int) -> dict[str, float]:
         state["seq"] += 1
         return 1
 
+    unchained_epoch = run_build("bench-single-unchained", 1)
+    unchained_state = {"seq": 1}
+
+    def unchained_one() -> int:
+        with chain_hashing(enabled=False):
+            events_append(run_id="bench-single-unchained", epoch=unchained_epoch, expected_seq=unchained_state["seq"], events=[NewEvent("user_message", {"content": "hello from the fenced append", "n": 1})])
+        unchained_state["seq"] += 1
+        return 1
+
     singles = {"raw": raw_one, "fenced": fenced_one}
     if connection.vendor == "postgresql":
+        singles["unchained"] = unchained_one
         # The fenced append's statement alone, parameters built once: what the database spends on
         # the fence, against the raw insert, apart from the Python API's checks and encoding.
         bare_epoch = run_build("bench-statement", 1)
@@ -135,11 +145,14 @@ def _single_rates(*, seconds: float, windows: int) -> dict[str, float]:
         at = {"seq": 1}
         stamp = datetime.now(timezone.utc)
 
+        payload = '{"content":"hello from the fenced append","n":1}'
+        canon = b'{"payload":' + payload.encode() + b',"seq":2,"ts":"2026-01-01T00:00:00.000000Z","type":"user_message","v":2}'  # its chain link
+
         def statement_one() -> int:
             s = at["seq"]
             cur.execute(
                 _PG_APPEND_ONE_PLAIN,
-                ["bench-statement", bare_epoch, s, "user_message", 2, stamp, '{"content":"hello from the fenced append","n":1}'],
+                [canon, "bench-statement", bare_epoch, s, "user_message", 2, stamp, payload],
                 prepare=True,
             )
             assert cur.rowcount == 1, "the fence refused the benchmark's own append"
@@ -150,16 +163,21 @@ def _single_rates(*, seconds: float, windows: int) -> dict[str, float]:
     return rates_side_by_side(singles, seconds=seconds, windows=windows)
 
 
-def _batch_rate(run_id: str, batch: list[NewEvent], *, seconds: float, windows: int) -> float:
+def _batch_appender(run_id: str, batch: list[NewEvent], *, chained: bool = True) -> Callable[[], int]:
     epoch = run_build(run_id, 1)
     at = {"seq": 1}
 
     def fenced_batch() -> int:
-        events_append(run_id=run_id, epoch=epoch, expected_seq=at["seq"], events=batch)
-        at["seq"] += 100
-        return 100
+        with chain_hashing(enabled=chained):
+            events_append(run_id=run_id, epoch=epoch, expected_seq=at["seq"], events=batch)
+        at["seq"] += len(batch)
+        return len(batch)
 
-    return rate(fenced_batch, seconds=seconds, windows=windows)
+    return fenced_batch
+
+
+def _batch_rate(run_id: str, batch: list[NewEvent], *, seconds: float, windows: int) -> float:
+    return rate(_batch_appender(run_id, batch), seconds=seconds, windows=windows)
 
 
 def _bench_store(*, quick: bool, out) -> dict:
@@ -172,7 +190,15 @@ def _bench_store(*, quick: bool, out) -> dict:
     raw, fenced, statement_only = single_rates["raw"], single_rates["fenced"], single_rates.get("statement")
     # A model's turns and messages: no read model subscribes, so the store's own path.
     conversation = [e for e in synthetic_events("bench-batch", 2, 300) if e.type == "model_turn"][:100]
-    batched = _batch_rate("bench-batch", conversation, seconds=seconds, windows=windows)
+    # With and without the hash chain, window by window (the chain's cost, measured in one run).
+    if connection.vendor == "postgresql":
+        batch_rates = rates_side_by_side(
+            {"chained": _batch_appender("bench-batch", conversation), "unchained": _batch_appender("bench-batch-unchained", conversation, chained=False)}, seconds=seconds, windows=windows
+        )
+        batched, batched_unchained = batch_rates["chained"], batch_rates["unchained"]
+    else:
+        batched, batched_unchained = _batch_rate("bench-batch", conversation, seconds=seconds, windows=windows), None
+    unchained = single_rates.get("unchained")
     # Turns, tool starts and completions: the uncertain-call projection and the run-tenant read
     # model are kept in the same transaction.
     batched_projected = _batch_rate("bench-batch-tools", synthetic_events("bench-batch-tools", 2, 100), seconds=seconds, windows=windows)
@@ -191,6 +217,10 @@ def _bench_store(*, quick: bool, out) -> dict:
         "fenced_vs_raw": round(fenced / raw, 3),
         "fenced_statement_only_per_s": round(statement_only, 1) if statement_only else None,
         "fenced_batch_per_s": round(batched, 1),
+        "fenced_append_unchained_per_s": round(unchained, 1) if unchained else None,
+        "chain_cost_single": round(1 - fenced / unchained, 3) if unchained else None,
+        "fenced_batch_unchained_per_s": round(batched_unchained, 1) if batched_unchained else None,
+        "chain_cost_batch": round(1 - batched / batched_unchained, 3) if batched_unchained else None,
         "fenced_batch_with_projections_per_s": round(batched_projected, 1),
         "replay_4k_ms": round(replay_4k, 2),
         ("replay_100k_ms" if big == 100_000 else f"replay_{big // 1000}k_ms"): round(replay_big, 2),
@@ -201,7 +231,11 @@ def _bench_store(*, quick: bool, out) -> dict:
     say(f"  fenced single-event append      {figures['fenced_append_per_s']:>12,.0f} events/s   ({figures['fenced_vs_raw']:.0%} of raw)")
     if statement_only:
         say(f"  ... its statement alone          {statement_only:>12,.0f} events/s   ({statement_only / raw:.0%} of raw: the database's share of the gap)")
+    if unchained:
+        say(f"  ... without the hash chain      {unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_single']:.1%})")
     say(f"  fenced 100-event batch append   {figures['fenced_batch_per_s']:>12,.0f} events/s   (model turns: no read model subscribed)")
+    if batched_unchained:
+        say(f"  ... without the hash chain      {batched_unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_batch']:.1%})")
     say(f"  ... with tool calls             {figures['fenced_batch_with_projections_per_s']:>12,.0f} events/s   (read models kept in the same transaction)")
     say(f"  full replay, 4,000 events       {figures['replay_4k_ms']:>12,.2f} ms")
     say(f"  full replay, {big:,} events   {replay_big:>12,.2f} ms   ({figures['replay_us_per_event']:.2f} us/event)")

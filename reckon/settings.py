@@ -285,6 +285,17 @@ RECKON_RECOVERY_BACKOFF_MAX_S = envint("RECKON_RECOVERY_BACKOFF_MAX_S", 900, min
 RECKON_RECOVERY_SCAN_S = envint("RECKON_RECOVERY_SCAN_S", 15, minimum=1)
 CELERY_BEAT_SCHEDULE["recovery-scan"] = {"task": "recovery.tasks.reconcile_scan", "schedule": float(RECKON_RECOVERY_SCAN_S)}
 
+# Evidence (runs/chain.py, runs/signing.py, docs/evidence.md): the Ed25519 key that signs chain
+# checkpoints and evidence bundles (PEM, PKCS#8; or RECKON_SIGNING_KEY_FILE). Absent with DEBUG on:
+# generated into var/signing_key.pem; absent with DEBUG off: signing refuses, naming the variable.
+# Checkpoints are written every RECKON_CHECKPOINT_S seconds (0: never) into RECKON_CHECKPOINT_DIR,
+# which belongs outside the database's host and backups (docs/evidence.md says why).
+RECKON_SIGNING_KEY = envstr("RECKON_SIGNING_KEY", "") or ""
+RECKON_CHECKPOINT_DIR = Path(envstr("RECKON_CHECKPOINT_DIR", str(VAR_DIR / "checkpoints")) or str(VAR_DIR / "checkpoints"))
+RECKON_CHECKPOINT_S = envint("RECKON_CHECKPOINT_S", 3600, minimum=0)
+if RECKON_CHECKPOINT_S:
+    CELERY_BEAT_SCHEDULE["chain-checkpoint"] = {"task": "runs.tasks.checkpoint_task", "schedule": float(RECKON_CHECKPOINT_S)}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -27,6 +27,10 @@ class Run(models.Model):
     lease_epoch = models.BigIntegerField(default=0)
     lease_holder = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # The hash chain's head (runs/chain.py): the hash of event ``last_seq``, moved by the append's
+    # fence in the same statement. NULL with last_seq > 0: a run recorded before the chain existed,
+    # until ``manage.py chain_backfill`` has chained it (appends leave it NULL until then).
+    head = models.BinaryField(null=True, blank=True, editable=False)
 
     class Meta:
         db_table = "reckon_run"
@@ -82,6 +86,9 @@ class Event(models.Model):
     payload = LogJSONField()
     epoch = models.BigIntegerField(help_text="the writer's lease epoch")
     recorded_at = models.DateTimeField(db_default=Now())
+    # sha256(previous hash || canonical bytes of this event), written by the append (runs/chain.py).
+    # NULL on events stored before the chain existed: theirs are in EventHash.
+    hash = models.BinaryField(null=True, blank=True, editable=False)
 
     class Meta:
         db_table = "reckon_event"
@@ -95,6 +102,21 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} {self.type}"
+
+
+class EventHash(models.Model):
+    """The chain hash of an event stored before the chain existed, written by ``chain_backfill``.
+
+    A side table, so the event table itself stays append-only: no row of it is ever updated.
+    """
+
+    pk = models.CompositePrimaryKey("run_id", "seq")
+    run_id = models.CharField(max_length=200)
+    seq = models.BigIntegerField()
+    hash = models.BinaryField()
+
+    class Meta:
+        db_table = "reckon_event_hash"
 
 
 class LeaseRecord(models.Model):

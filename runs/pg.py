@@ -66,6 +66,10 @@ class _TimestamptzArray(bytes):
     oid = 1185  # timestamptz[]
 
 
+class _ByteaArray(bytes):
+    oid = 1001  # bytea[]
+
+
 _I32 = struct.Struct("!i").pack
 _INT2_ITEM = struct.Struct("!ih").pack  # length 2, value
 _TSTZ_ITEM = struct.Struct("!iq").pack  # length 8, microseconds since 2000-01-01 UTC
@@ -99,6 +103,14 @@ def binary_arrays(events: Sequence, tss: list[datetime], encoded: list[bytes]) -
     }
 
 
+def bytea_array(items: list[bytes]) -> bytes:
+    """A list of byte strings as one binary bytea[] (a batch's canonical event bytes)."""
+    parts = [_array_header(17, len(items))]
+    for b in items:
+        parts += (_I32(len(b)), b)
+    return _ByteaArray(b"".join(parts))
+
+
 def _type_item(name: str) -> bytes:
     b = name.encode()
     return _I32(len(b)) + b
@@ -116,4 +128,4 @@ class _PassThroughDumper(Dumper):
         return obj
 
 
-ARRAY_DUMPERS = {cls: type(f"PassThrough{cls.oid}", (_PassThroughDumper,), {"oid": cls.oid}) for cls in (_TextArray, _Int2Array, _TimestamptzArray)}
+ARRAY_DUMPERS = {cls: type(f"PassThrough{cls.oid}", (_PassThroughDumper,), {"oid": cls.oid}) for cls in (_TextArray, _Int2Array, _TimestamptzArray, _ByteaArray)}

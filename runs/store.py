@@ -25,11 +25,13 @@ append's transaction: a read model they maintain can never disagree with the com
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import orjson
 import psycopg
@@ -38,11 +40,13 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 from psycopg.rows import tuple_row
 
+from runs.canonical import event_canonical_bytes
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.events import CURRENT_SCHEMA_VERSION, INTRODUCED_IN, KEY_SECRET_SINCE, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, key_secret_new
-from runs.pg import ARRAY_DUMPERS, binary_arrays, server_cursor
+from runs.verify import genesis as chain_genesis
+from runs.pg import ARRAY_DUMPERS, binary_arrays, bytea_array, server_cursor
 from runs.upcasters import UPCASTERS, call_tenant_problem, events_upcast, payload_complete
 
 log = logging.getLogger("reckon.store")
@@ -245,8 +249,100 @@ def _batch_check(appended: list[Event], encoded: list[bytes]) -> None:
             _suspects_check(i, ev.payload, raw)
 
 
+# The hash chain (runs/chain.py): the run row keeps the head, and the fence, which already reads
+# and moves that row under its lock, hashes the event's canonical bytes (computed by the client)
+# onto it and hands the new head to the insert as the event's hash. No extra round trip, and two
+# appends cannot chain from the same head, because the second waits on the first's row lock and
+# then fails the last_seq check. A NULL head at last_seq 0 is the run's genesis; a NULL head after
+# that is a run recorded before the chain existed, whose appends stay unchained (NULL) until
+# ``manage.py chain_backfill`` chains the run.
+_PG_PREV_HEAD = "COALESCE(head, CASE WHEN last_seq = 0 THEN sha256(convert_to('reckon/chain/v1' || chr(10) || run_id, 'UTF8')) END)"
+
 # The fence: the run row's lock, checked and moved in the same statement as the insert.
-_PG_FENCE = """
+_PG_FENCE = f"""
+WITH fence AS (
+    UPDATE reckon_run
+       SET last_seq = %(new_last)s,
+           finished_seq = COALESCE(finished_seq, %(finished_seq)s),
+           head = sha256({_PG_PREV_HEAD} || %(canon)s)
+     WHERE run_id = %(run_id)s
+       AND lease_epoch = %(epoch)s
+       AND lease_holder <> ''
+       AND last_seq = %(expected)s
+       AND (NOT %(finishing)s OR finished_seq IS NULL)
+ RETURNING run_id, head
+)
+"""
+
+# A batch travels as four binary arrays (types, versions, times, payload texts; see
+# ``_binary_arrays``), seqs are the ordinality. Each payload is parsed once, by the json column's
+# input (a single JSON document unpacked with json_to_recordset cost the server a second parse).
+#
+# The chain of a batch is hashed by reckon_chain() (migration runs 0008) from the head the locking
+# read returns; the update then moves the head to the batch's last hash. FOR UPDATE in READ
+# COMMITTED re-reads a row another transaction changed meanwhile and re-checks the fence on it, as
+# the UPDATE alone would, so the chain always starts from the head the fence accepted.
+_PG_APPEND = f"""
+WITH locked AS (
+    SELECT run_id, reckon_chain({_PG_PREV_HEAD}, %(canons)b::bytea[]) AS hs
+      FROM reckon_run
+     WHERE run_id = %(run_id)s
+       AND lease_epoch = %(epoch)s
+       AND lease_holder <> ''
+       AND last_seq = %(expected)s
+       AND (NOT %(finishing)s OR finished_seq IS NULL)
+       FOR UPDATE
+), fence AS (
+    UPDATE reckon_run r
+       SET last_seq = %(new_last)s,
+           finished_seq = COALESCE(r.finished_seq, %(finished_seq)s),
+           head = locked.hs[%(count)s]
+      FROM locked
+     WHERE r.run_id = locked.run_id
+ RETURNING r.run_id
+)
+INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, hash)
+SELECT fence.run_id, %(expected)s + e.n, e.t, e.v, e.ts, e.p::json, %(epoch)s, locked.hs[e.n]
+  FROM fence
+ CROSS JOIN locked
+ CROSS JOIN unnest(%(types)b::text[], %(vs)b::smallint[], %(tss)b::timestamptz[], %(payloads)b::text[])
+       WITH ORDINALITY AS e(t, v, ts, p, n)
+"""
+
+# The same statement for one event, with scalar parameters: unnest over five one-element arrays
+# costs more server time than the rest of a single append (measured: 616 vs 476 us a commit).
+_PG_APPEND_ONE = _PG_FENCE + """
+INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, hash)
+SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoch)s, fence.head
+  FROM fence
+"""
+
+# The commonest append of all, one event that does not end the run: the fence without the
+# terminal-outcome clauses, and seven positional parameters, each used once (the new seq and the
+# epoch come back from the fence), as many as the row itself has. A single append is bounded by
+# its commit, but client time between two commits counts about double on a small machine (the
+# server's side goes idle and has to wake up): measured in one process, this statement saved
+# 10-40 us a commit against the general one above.
+# The event's canonical bytes are the first parameter (the SET clause comes first).
+_PG_APPEND_ONE_PLAIN = f"""
+WITH fence AS (
+    UPDATE reckon_run
+       SET last_seq = last_seq + 1,
+           head = sha256({_PG_PREV_HEAD} || %b)
+     WHERE run_id = %b
+       AND lease_epoch = %b
+       AND lease_holder <> ''
+       AND last_seq = %b
+ RETURNING run_id, last_seq, lease_epoch, head
+)
+INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, hash)
+SELECT fence.run_id, fence.last_seq, %b, %b, %b, %b::json, fence.lease_epoch, fence.head
+  FROM fence
+"""
+
+# The two hot statements as they were before the chain, for ``bench store`` alone: it measures the
+# chain's cost by appending with and without it in one run (``chain_hashing``). Nothing else uses them.
+_PG_APPEND_UNCHAINED = """
 WITH fence AS (
     UPDATE reckon_run
        SET last_seq = %(new_last)s,
@@ -258,12 +354,6 @@ WITH fence AS (
        AND (NOT %(finishing)s OR finished_seq IS NULL)
  RETURNING run_id
 )
-"""
-
-# A batch travels as four binary arrays (types, versions, times, payload texts; see
-# ``_binary_arrays``), seqs are the ordinality. Each payload is parsed once, by the json column's
-# input (a single JSON document unpacked with json_to_recordset cost the server a second parse).
-_PG_APPEND = _PG_FENCE + """
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
 SELECT fence.run_id, %(expected)s + e.n, e.t, e.v, e.ts, e.p::json, %(epoch)s
   FROM fence
@@ -271,21 +361,7 @@ SELECT fence.run_id, %(expected)s + e.n, e.t, e.v, e.ts, e.p::json, %(epoch)s
        WITH ORDINALITY AS e(t, v, ts, p, n)
 """
 
-# The same statement for one event, with scalar parameters: unnest over five one-element arrays
-# costs more server time than the rest of a single append (measured: 616 vs 476 us a commit).
-_PG_APPEND_ONE = _PG_FENCE + """
-INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
-SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoch)s
-  FROM fence
-"""
-
-# The commonest append of all, one event that does not end the run: the fence without the
-# terminal-outcome clauses, and seven positional parameters, each used once (the new seq and the
-# epoch come back from the fence), as many as the row itself has. A single append is bounded by
-# its commit, but client time between two commits counts about double on a small machine (the
-# server's side goes idle and has to wake up): measured in one process, this statement saved
-# 10-40 us a commit against the general one above.
-_PG_APPEND_ONE_PLAIN = """
+_PG_APPEND_ONE_PLAIN_UNCHAINED = """
 WITH fence AS (
     UPDATE reckon_run
        SET last_seq = last_seq + 1
@@ -300,14 +376,30 @@ SELECT fence.run_id, fence.last_seq, %b, %b, %b, %b::json, fence.lease_epoch
   FROM fence
 """
 
+_chain_on = True
+
+
+@contextmanager
+def chain_hashing(*, enabled: bool) -> Iterator[None]:
+    """For ``bench store`` only: appends without the hash chain (PostgreSQL, no projector) while
+    ``enabled`` is false, so that one run measures the chain's cost. Such events carry no hash and
+    their run fails verify_chain: never use it on a database that matters."""
+    global _chain_on
+    before, _chain_on = _chain_on, enabled
+    try:
+        yield
+    finally:
+        _chain_on = before
+
+
 _SQLITE_FENCE = """
 UPDATE reckon_run
-   SET last_seq = %s, finished_seq = COALESCE(finished_seq, %s)
+   SET last_seq = %s, finished_seq = COALESCE(finished_seq, %s), head = %s
  WHERE run_id = %s AND lease_epoch = %s AND lease_holder <> '' AND last_seq = %s
    AND (NOT %s OR finished_seq IS NULL)
 """
 
-_SQLITE_INSERT = "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+_SQLITE_INSERT = "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
 def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True) -> list[Event]:
@@ -331,11 +423,13 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     now = datetime.now(timezone.utc)
     tss: list[datetime] = []
     encoded: list[bytes] = []
+    canons: list[bytes] = []
     appended: list[Event] = []
     finished_seq = None
     seq = expected_seq
     plain, current, completes, new_event = _PLAIN, CURRENT_SCHEMA_VERSION, _COMPLETED_TYPES, tuple.__new__
     dumps, fast = _orjson_dumps, _FAST_OPTIONS
+    chained = _chain_on
     for i, ev in enumerate(events):
         seq += 1
         type_, payload, v = ev.type, ev.payload, ev.v
@@ -359,6 +453,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
             encoded.append(dumps(payload, option=fast))
         except TypeError:
             encoded.append(_dumps_full(i, payload))
+        if chained:
+            canons.append(event_canonical_bytes(seq=seq, type=type_, ts=ts, v=v, payload=payload, stored=encoded[-1]))
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
@@ -369,11 +465,13 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     projectors = _projectors_for(events)
     db = connections[DEFAULT_DB_ALIAS]
     postgres = db.vendor == "postgresql"
+    if not chained and (not postgres or projectors or (seq == expected_seq + 1 and finishing)):
+        raise InvalidEvent("an append without the hash chain (chain_hashing) is for bench store's plain PostgreSQL appends only")
     if postgres and projectors and seq == expected_seq + 1 and not finishing:
         # One event whose read models all have a statement form: one statement in autocommit.
         # False when a projector's condition (or the fence) refused: then the general path below
         # decides, and diagnoses a real fence refusal as before.
-        done = _pg_append_projected(db, run_id, epoch, expected_seq, events[0], tss[0], encoded[0], appended[0], projectors)
+        done = _pg_append_projected(db, run_id, epoch, expected_seq, events[0], tss[0], encoded[0], canons[0], appended[0], projectors)
         if done:
             if _AFTER_APPEND:
                 _after_append(db, run_id, seqs[0], seqs[-1])
@@ -381,16 +479,16 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     if postgres and not projectors:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
         # commit together or not at all, with no BEGIN/COMMIT round trips.
-        ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, finished_seq)
+        ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq)
     else:
         # No savepoint inside a caller's transaction: a refused fence returns normally (nothing
         # was written), and any error here must undo the caller's whole transaction anyway, since
         # its read models would no longer match the log. That saves two round trips per append.
         with transaction.atomic(savepoint=False):
             if postgres:
-                ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, finished_seq)
+                ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq)
             else:
-                ok = _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, encoded, finished_seq, now)
+                ok = _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq, now)
             if ok:
                 for project in projectors:
                     project(run_id, appended, epoch)
@@ -403,18 +501,28 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     raise error
 
 
-def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, finished_seq, now) -> bool:
+def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, canons, finished_seq, now) -> bool:
     # Inside an IMMEDIATE transaction: the write lock is held from BEGIN, so the fence and the
-    # inserts cannot interleave with another writer.
+    # inserts cannot interleave with another writer, and the head read here is the one the fence
+    # moves. The chain is hashed in Python (SQLite has no sha256).
     with connection.cursor() as cur:
-        cur.execute(_SQLITE_FENCE, [seqs[-1], finished_seq, run_id, epoch, expected_seq, finished_seq is not None])
+        cur.execute("SELECT head FROM reckon_run WHERE run_id = %s", [run_id])
+        row = cur.fetchone()
+        prev = row[0] if row is not None else None
+        if prev is None and expected_seq == 0:
+            prev = chain_genesis(run_id)
+        hashes = []
+        for c in canons:
+            prev = None if prev is None else hashlib.sha256(bytes(prev) + c).digest()
+            hashes.append(prev)
+        cur.execute(_SQLITE_FENCE, [seqs[-1], finished_seq, prev, run_id, epoch, expected_seq, finished_seq is not None])
         if cur.rowcount != 1:
             return False
         adapt = connection.ops.adapt_datetimefield_value
         rec = adapt(now)
         cur.executemany(
             _SQLITE_INSERT,
-            [(run_id, s, ev.type, ev.v, adapt(t), p.decode(), epoch, rec) for s, ev, t, p in zip(seqs, events, tss, payloads)],
+            [(run_id, s, ev.type, ev.v, adapt(t), p.decode(), epoch, rec, h) for s, ev, t, p, h in zip(seqs, events, tss, payloads, hashes)],
         )
     return True
 
@@ -440,12 +548,15 @@ def _append_cursor(db) -> psycopg.Cursor:
     return cur
 
 
-def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, finished_seq) -> bool:
+def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq) -> bool:
     if len(seqs) == 1 and finished_seq is None:
         ev = events[0]
         cur = _append_cursor(db)
         with db.wrap_database_errors:
-            cur.execute(_PG_APPEND_ONE_PLAIN, [run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()], prepare=True)
+            if canons:
+                cur.execute(_PG_APPEND_ONE_PLAIN, [canons[0], run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()], prepare=True)
+            else:  # chain_hashing(enabled=False): bench store only
+                cur.execute(_PG_APPEND_ONE_PLAIN_UNCHAINED, [run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()], prepare=True)
         return cur.rowcount == 1
     params = {
         "new_last": seqs[-1],
@@ -457,9 +568,12 @@ def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, fini
     }
     if len(seqs) == 1:
         sql = _PG_APPEND_ONE
-        params.update(seq=seqs[0], type=events[0].type, v=events[0].v, ts=tss[0], payload=encoded[0].decode())
-    else:
+        params.update(seq=seqs[0], type=events[0].type, v=events[0].v, ts=tss[0], payload=encoded[0].decode(), canon=canons[0])
+    elif canons:
         sql = _PG_APPEND
+        params.update(binary_arrays(events, tss, encoded), canons=bytea_array(canons), count=len(seqs))
+    else:  # chain_hashing(enabled=False): bench store only
+        sql = _PG_APPEND_UNCHAINED
         params.update(binary_arrays(events, tss, encoded))
     cur = _append_cursor(db)
     with db.wrap_database_errors:  # Django's exception types, as from any other query
@@ -467,26 +581,27 @@ def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, fini
     return cur.rowcount == len(seqs)
 
 
-_PG_PROJECTED_HEAD = """
+_PG_PROJECTED_HEAD = f"""
 WITH fence AS (
     UPDATE reckon_run
-       SET last_seq = last_seq + 1
+       SET last_seq = last_seq + 1,
+           head = sha256({_PG_PREV_HEAD} || %b)
      WHERE run_id = %b
        AND lease_epoch = %b
        AND lease_holder <> ''
        AND last_seq = %b"""
 
 _PG_PROJECTED_EVENT = """
- RETURNING run_id, last_seq, lease_epoch
+ RETURNING run_id, last_seq, lease_epoch, head
 ), ev AS (
-    INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
-    SELECT fence.run_id, fence.last_seq, %b, %b, %b, %b::json, fence.lease_epoch
+    INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, hash)
+    SELECT fence.run_id, fence.last_seq, %b, %b, %b, %b::json, fence.lease_epoch, fence.head
       FROM fence
  RETURNING run_id, seq, epoch
 )"""
 
 
-def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, encoded: bytes, appended: Event, projectors) -> bool | None:
+def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, encoded: bytes, canon: bytes, appended: Event, projectors) -> bool | None:
     """The single-event append with its projectors' statement forms (``StatementPart``) in one
     statement: the fence, the insert and the read models commit together, in one round trip.
     None when a projector has no statement form for this event; False when the statement wrote
@@ -499,7 +614,7 @@ def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, enco
             return None
         parts.append(part)
     sql = [_PG_PROJECTED_HEAD]
-    params = [run_id, epoch, expected_seq]
+    params = [canon, run_id, epoch, expected_seq]
     for part in parts:
         if part.condition:
             sql.append(f"\n       AND {part.condition}")

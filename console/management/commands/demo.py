@@ -22,6 +22,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command, get_commands
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, transaction
 from django.utils import timezone
@@ -30,6 +31,7 @@ from access.roles import roles_ensure
 from recovery.models import DemoLedgerEntry
 from runs.identity import idempotency_key, key_secret_new, signature
 from runs.importer import paths_import
+from runs.signing import fingerprint, signing_key_load
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
 
@@ -50,6 +52,12 @@ class Command(BaseCommand):
             raise CommandError(f"--interval must be positive, got {interval}")
         call_command("migrate", verbosity=0, interactive=False)
         self.stdout.write("database: migrated")
+        # The key that signs chain checkpoints and evidence bundles (docs/evidence.md): with DEBUG on
+        # and none configured, generated into var/signing_key.pem on first use, which is now.
+        try:
+            self.stdout.write(f"signing key: {fingerprint(signing_key_load())}")
+        except ImproperlyConfigured as exc:
+            self.stdout.write(f"signing key: none ({exc}); evidence bundles and checkpoints are refused")
         self._policies()
         self._import()
         self._users(reset_passwords)

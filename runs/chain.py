@@ -1,0 +1,119 @@
+"""The hash chain over each run's log: the encoding the append path hashes, the backfill of events
+stored before the chain existed, and the check that recomputes every chain from the stored events.
+
+The definitions (canonical bytes, genesis, the link) live in ``runs.verify``, the standalone
+verifier, so the writer and an offline reviewer share one text; docs/evidence.md states them.
+The append path (runs/store.py) computes each event's canonical bytes here, in Python, and the
+database hashes them onto the run's head inside the fence's own statement: the previous hash never
+travels to the client and back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.db import connection, transaction
+
+from runs.models import EventHash, Run
+from runs.store import payload_loads
+from runs.verify import canonical_json, chain_link, event_canonical, genesis, ts_text
+
+
+def chain_rows(run_id: str):
+    """The run's stored events as (seq, type, v, ts, payload, stored hash), in seq order; the stored
+    hash is the row's own or the backfill's."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT e.seq, e.type, e.v, e.ts, e.payload, COALESCE(e.hash, h.hash) FROM reckon_event e "
+            "LEFT JOIN reckon_event_hash h ON h.run_id = e.run_id AND h.seq = e.seq WHERE e.run_id = %s ORDER BY e.seq",
+            [run_id],
+        )
+        for seq, type_, v, ts, payload, stored in cur.fetchall():
+            if isinstance(ts, str):
+                ts = datetime.fromisoformat(ts)
+            if ts.tzinfo is None:
+                ts = ts.replace(tzinfo=UTC)
+            if isinstance(payload, (str, bytes)):
+                payload = payload_loads(payload)
+            yield seq, type_, v, ts, payload, (bytes(stored) if stored is not None else None)
+
+
+def _canon(seq: int, type_: str, v: int, ts: datetime, payload) -> bytes:
+    return event_canonical(seq=seq, type=type_, ts=ts_text(ts), v=v, payload_canonical=canonical_json(payload))
+
+
+def chain_backfill(*, run_id: str) -> int:
+    """Chain a run recorded before the chain existed: hash every event from genesis, keep the
+    hashes of events without one in the side table, and set the run's head. Appends wait on the
+    run row's lock meanwhile. The number of hashes written (0 for a run already chained)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(run_id=run_id).values("last_seq", "head").first()
+        if run is None or run["head"] is not None or run["last_seq"] == 0:
+            return 0
+        prev = genesis(run_id)
+        missing = []
+        for seq, type_, v, ts, payload, stored in chain_rows(run_id):
+            prev = chain_link(prev, _canon(seq, type_, v, ts, payload))
+            if stored is None:
+                missing.append(EventHash(run_id=run_id, seq=seq, hash=prev))
+        EventHash.objects.bulk_create(missing, batch_size=1000)
+        Run.objects.filter(run_id=run_id).update(head=prev)
+        return len(missing)
+
+
+@dataclass(frozen=True)
+class ChainProblem:
+    run_id: str
+    seq: int | None
+    kind: str  # payload changed | event missing | order changed | head differs | not chained | rolled back | run deleted
+    detail: str
+
+    def line(self) -> str:
+        where = f" seq {self.seq}" if self.seq is not None else ""
+        return f"run {self.run_id}{where}: {self.kind}: {self.detail}"
+
+    def as_dict(self) -> dict:
+        return {"run_id": self.run_id, "seq": self.seq, "problem": self.kind, "detail": self.detail}
+
+
+def chain_verify(*, run_id: str) -> tuple[ChainProblem | None, int, bytes | None]:
+    """Recompute the run's chain from its stored events, trusting no stored hash, and compare.
+
+    Returns (the first problem or None, the last seq recomputed, the recomputed head).
+    """
+    run = Run.objects.filter(run_id=run_id).values("last_seq", "head").first()
+    if run is None:
+        return ChainProblem(run_id, None, "run deleted", "no such run"), 0, None
+    rows = list(chain_rows(run_id))
+    prev = genesis(run_id)
+    hashes: list[bytes] = []
+    expected = 1
+    for i, (seq, type_, v, ts, payload, stored) in enumerate(rows):
+        if seq != expected:
+            return ChainProblem(run_id, expected, "event missing", f"seq {expected} is not stored (the next stored is seq {seq})"), expected - 1, prev
+        computed = chain_link(prev, _canon(seq, type_, v, ts, payload))
+        if stored is None:
+            return ChainProblem(run_id, seq, "not chained", "the event has no hash: run manage.py chain_backfill"), seq - 1, prev
+        if computed != stored:
+            # Another stored event that hashes to its own stored hash at this position was moved here
+            # from there: the order changed. Otherwise this event's content is not what was hashed.
+            for later in rows[i + 1 :]:
+                lseq, ltype, lv, lts, lpayload, lstored = later
+                if lstored is not None and chain_link(prev, _canon(seq, ltype, lv, lts, lpayload)) == lstored:
+                    return ChainProblem(run_id, seq, "order changed", f"the event stored at seq {lseq} belongs at seq {seq}"), seq - 1, prev
+            return ChainProblem(run_id, seq, "payload changed", "the stored event does not match the hash recorded when it was appended"), seq - 1, prev
+        prev = computed
+        hashes.append(computed)
+        expected += 1
+    last = expected - 1
+    if last < run["last_seq"]:
+        return ChainProblem(run_id, last + 1, "event missing", f"the run row's last seq is {run['last_seq']}, the log ends at seq {last}"), last, prev
+    if last > run["last_seq"]:
+        return ChainProblem(run_id, run["last_seq"], "head differs", f"the log holds seq 1..{last} but the run row's last seq is {run['last_seq']}"), last, prev
+    head = bytes(run["head"]) if run["head"] is not None else None
+    if last == 0 and head is None:
+        return None, 0, prev
+    if head != prev:
+        return ChainProblem(run_id, last, "head differs", f"the run row's head {head.hex() if head else None} is not the recomputed {prev.hex()}"), last, prev
+    return None, last, prev

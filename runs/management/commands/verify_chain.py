@@ -1,0 +1,63 @@
+import json
+import sys
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.chain import ChainProblem, chain_verify
+from runs.models import Run
+from runs.signing import checkpoint_check_signature
+
+
+class Command(BaseCommand):
+    help = "Recompute each run's hash chain from its stored events; non-zero naming run, seq and what broke (CONTRACTS section 6)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="the runs to check (default: every run)")
+        parser.add_argument("--checkpoint", metavar="FILE", help="a signed checkpoint: also report runs rolled back or deleted since it was written")
+        parser.add_argument("--json", action="store_true", help="one JSON object per run")
+
+    def handle(self, *args, run_ids, checkpoint, **options):
+        marks: dict[str, dict] = {}
+        if checkpoint:
+            try:
+                with open(checkpoint, encoding="utf-8") as f:
+                    doc = json.load(f)
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"--checkpoint {checkpoint}: cannot be read as JSON: {exc}") from None
+            try:
+                why = checkpoint_check_signature(doc=doc)
+            except ImproperlyConfigured as exc:
+                raise CommandError(str(exc)) from None
+            if why:
+                raise CommandError(f"--checkpoint {checkpoint}: {why}")
+            marks = {r["run_id"]: r for r in doc["runs"]}
+        ids = list(run_ids) or sorted(set(Run.objects.values_list("run_id", flat=True)) | set(marks))
+        failed = 0
+        for run_id in ids:
+            problem, last, head = chain_verify(run_id=run_id)
+            mark = marks.get(run_id)
+            if problem is None and mark is not None:
+                problem = _against_checkpoint(run_id, mark, last, head)
+            if problem is not None and problem.kind == "run deleted" and mark is not None:
+                problem = ChainProblem(run_id, None, "run deleted", f"the checkpoint holds it at seq {mark['last_seq']}, the database has no such run")
+            failed += problem is not None
+            if options["json"]:
+                out = {"run_id": run_id, "ok": problem is None, "last_seq": last, "head": head.hex() if head else None}
+                if problem is not None:
+                    out.update(problem.as_dict())
+                sys.stdout.write(json.dumps(out) + "\n")
+            elif problem is not None:
+                self.stdout.write(problem.line())
+            else:
+                self.stdout.write(f"run {run_id}: ok, seq 1..{last} head {head.hex() if head else '-'}")
+        if failed:
+            raise CommandError(f"{failed} of {len(ids)} runs failed the chain check")
+
+
+def _against_checkpoint(run_id: str, mark: dict, last: int, head: bytes | None) -> ChainProblem | None:
+    if last < mark["last_seq"]:
+        return ChainProblem(run_id, last, "rolled back", f"the checkpoint holds it at seq {mark['last_seq']} head {mark['head']}, the database at seq {last}")
+    if last == mark["last_seq"] and (head.hex() if head else None) != mark["head"]:
+        return ChainProblem(run_id, last, "head differs from checkpoint", f"the checkpoint's head at seq {last} is {mark['head']}")
+    return None

@@ -1,0 +1,99 @@
+"""The Ed25519 key that signs chain checkpoints and evidence bundles, and the checkpoints themselves.
+
+A checkpoint is every run's last seq and chain head at one moment, signed. Kept outside the
+database (a file, object storage), it lets ``verify_chain --checkpoint`` notice a run that was later
+rolled back or deleted by someone who could rewrite the database, head and all: they cannot
+rewrite a signed file they do not hold, nor sign a new one without the key.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat, load_pem_private_key
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from runs.models import Run
+from runs.verify import canonical_json, key_fingerprint
+
+CHECKPOINT_VERSION = 1
+
+
+def signing_key_load() -> Ed25519PrivateKey:
+    """The signing key from RECKON_SIGNING_KEY(_FILE); with DEBUG on and none given, the one in
+    var/signing_key.pem (generated on first use). ImproperlyConfigured names what is wrong."""
+    pem = settings.RECKON_SIGNING_KEY
+    if not pem:
+        if not settings.DEBUG:
+            raise ImproperlyConfigured("RECKON_SIGNING_KEY (or RECKON_SIGNING_KEY_FILE) is required when DEBUG is off: an Ed25519 private key in PEM")
+        path = Path(settings.VAR_DIR) / "signing_key.pem"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            raw = Ed25519PrivateKey.generate().private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+            path.write_bytes(raw)
+            path.chmod(0o600)
+        pem = path.read_text(encoding="utf-8")
+    try:
+        key = load_pem_private_key(pem.encode("utf-8"), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ImproperlyConfigured(f"RECKON_SIGNING_KEY is not a usable PEM private key: {exc}") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ImproperlyConfigured("RECKON_SIGNING_KEY is not an Ed25519 private key")
+    return key
+
+
+def public_pem(key: Ed25519PrivateKey) -> bytes:
+    return key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+
+
+def fingerprint(key: Ed25519PrivateKey) -> str:
+    return key_fingerprint(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+
+def document_sign(*, key: Ed25519PrivateKey, doc: dict) -> dict:
+    """``doc`` with ``key_fingerprint`` and ``signature`` (hex Ed25519 over the canonical JSON of
+    everything but the signature) added."""
+    body = {**doc, "key_fingerprint": fingerprint(key)}
+    return {**body, "signature": key.sign(canonical_json(body)).hex()}
+
+
+def checkpoint_build(*, key: Ed25519PrivateKey | None = None) -> dict:
+    """A signed checkpoint of every chained run: ``{"version", "written_at", "runs": [{"run_id",
+    "last_seq", "head"}], "key_fingerprint", "signature"}``."""
+    key = key or signing_key_load()
+    runs = [{"run_id": r, "last_seq": n, "head": bytes(h).hex()} for r, n, h in Run.objects.exclude(head=None).order_by("run_id").values_list("run_id", "last_seq", "head").iterator()]
+    doc = {"version": CHECKPOINT_VERSION, "written_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "runs": runs}
+    return document_sign(key=key, doc=doc)
+
+
+def checkpoint_write(*, folder: Path | None = None) -> Path:
+    """Write a checkpoint into ``folder`` (default RECKON_CHECKPOINT_DIR) as
+    ``checkpoint-<time>.json``, written whole or not at all; its path."""
+    folder = Path(folder or settings.RECKON_CHECKPOINT_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = checkpoint_build()
+    path = folder / f"checkpoint-{doc['written_at'].replace(':', '').replace('-', '')}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def checkpoint_check_signature(*, doc: dict, key: Ed25519PrivateKey | None = None) -> str | None:
+    """Why ``doc`` is not a checkpoint signed by our key, or None."""
+    from cryptography.exceptions import InvalidSignature
+
+    key = key or signing_key_load()
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or "signature" not in doc:
+        return "not a checkpoint (needs runs and signature)"
+    if doc.get("key_fingerprint") != fingerprint(key):
+        return "signed by another key"
+    try:
+        key.public_key().verify(bytes.fromhex(doc["signature"]), canonical_json({k: v for k, v in doc.items() if k != "signature"}))
+    except (InvalidSignature, ValueError, TypeError):
+        return "signature invalid"
+    return None

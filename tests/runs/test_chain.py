@@ -1,0 +1,352 @@
+"""The hash chain: written by every append path, recomputed by verify_chain, which names what a
+person with database access changed; the canonical encoding agrees with an independent RFC 8785
+implementation; the offline verifier accepts an untouched bundle and names each kind of forgery."""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import orjson
+import pytest
+import rfc8785
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runs.canonical import payload_canonical
+from runs.chain import chain_backfill
+from runs.importer import paths_import
+from runs.leases import lease_acquire
+from runs.models import Event, EventHash, Run
+from runs.signing import document_sign
+from runs.store import NewEvent, events_append
+from runs.verify import canonical_json
+from runs.verify import main as verify_main
+
+FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures" / "events"
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+# --- the encoding -------------------------------------------------------------------------------
+
+TRICKY = [0.0, -0.0, 1.0, 100.0, 0.5, 1e-6, 1e-7, 1e16, 1e20, 1e21, 1.5e21, 5e-324, 1.7976931348623157e308, 0.1 + 0.2, 123456789.125, -2.5e-8, 9007199254740993.0]
+
+
+def test_the_canonicalizers_agree_with_rfc8785_on_tricky_numbers_and_escapes():
+    doc = {"n": TRICKY, "s": '\x00\x01\x08\t\n\x0c\r\x1f\x7f\u2028"\\/ é 😀', "keys": {"\ue000": 1, "😀": 2, "a": 3, "B": 4}, "i": [0, -1, 2**53 - 1], "b": [True, False, None]}
+    assert canonical_json(doc) == rfc8785.dumps(doc)
+    stored = orjson.dumps(doc)
+    assert payload_canonical(doc, stored) == rfc8785.dumps(doc)
+
+
+def test_the_canonicalizers_agree_with_rfc8785_on_every_fixture_payload():
+    for path in sorted(FIXTURES.glob("v*/*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            try:
+                payload = json.loads(line)["payload"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            expected = rfc8785.dumps(payload)
+            assert canonical_json(payload) == expected, path
+            assert payload_canonical(payload, orjson.dumps(payload)) == expected, path
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), json_values, max_size=5))
+def test_the_fast_path_and_the_exact_encoder_agree_with_rfc8785_on_any_payload(payload):
+    expected = rfc8785.dumps(payload)
+    assert canonical_json(payload) == expected
+    assert payload_canonical(payload, orjson.dumps(payload)) == expected
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_every_double_either_matches_in_orjson_or_is_sent_to_the_exact_encoder(x):
+    fast = orjson.dumps({"x": x}, option=orjson.OPT_SORT_KEYS)
+    assert fast == rfc8785.dumps({"x": x}) or any(m in fast for m in (b"e+", b"e-", b".0,", b".0}", b".0]"))
+    assert not math.isnan(x)
+
+
+# --- the chain in the database ------------------------------------------------------------------
+
+pytestmark_db = pytest.mark.django_db(transaction=True)
+SIGNING_KEY = Ed25519PrivateKey.generate()
+
+
+@pytest.fixture(autouse=True)
+def _signing_key(settings):
+    from cryptography.hazmat.primitives.serialization import NoEncryption, PrivateFormat
+
+    settings.RECKON_SIGNING_KEY = SIGNING_KEY.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
+
+
+def _run(run_id="r1", n=6):
+    lease = lease_acquire(run_id=run_id, holder="w", ttl_seconds=60)
+    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": run_id})])
+    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=1, events=[NewEvent("user_message", {"content": "one"})])  # single, plain
+    batch = [NewEvent("user_message", {"content": f"m{i}", "ratio": 1.0 + i, "big": 10**18}) for i in range(n - 3)]
+    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=2, events=batch)  # a batch
+    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=n - 1, events=[NewEvent("run_finished", {"outcome": "ok"})])  # single, finishing
+    return lease
+
+
+def _sql(statements):
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute("ALTER TABLE reckon_event DISABLE TRIGGER reckon_event_append_only")
+        for sql, params in statements:
+            cur.execute(sql, params)
+        if connection.vendor == "postgresql":
+            cur.execute("ALTER TABLE reckon_event ENABLE TRIGGER reckon_event_append_only")
+
+
+def _verify(*ids, checkpoint=None):
+    out = []
+    args = ["verify_chain", *ids, "--json"] + (["--checkpoint", str(checkpoint)] if checkpoint else [])
+
+    class W:
+        def write(self, s):
+            out.append(s)
+
+        def flush(self):
+            pass
+
+    old = sys.stdout
+    sys.stdout = W()
+    try:
+        call_command(*args)
+        ok = True
+    except CommandError:
+        ok = False
+    finally:
+        sys.stdout = old
+    return ok, [json.loads(line) for line in "".join(out).splitlines() if line.strip()]
+
+
+@pytestmark_db
+def test_every_append_path_writes_the_chain_and_verify_chain_accepts_it():
+    _run()
+    assert not Event.objects.filter(run_id="r1", hash=None).exists()
+    ok, rows = _verify("r1")
+    assert ok, rows
+    assert rows[0]["ok"] and rows[0]["last_seq"] == 6
+    assert rows[0]["head"] == bytes(Run.objects.get(run_id="r1").head).hex()
+
+
+@pytestmark_db
+def test_it_names_a_changed_payload():
+    _run()
+    _sql([("UPDATE reckon_event SET payload = %s WHERE run_id = 'r1' AND seq = 4", ['{"content": "m2", "ratio": 3.0, "big": 1000000000000000000}'])])
+    ok, rows = _verify("r1")
+    assert not ok and rows[0]["problem"] == "payload changed" and rows[0]["seq"] == 4
+
+
+@pytestmark_db
+def test_it_names_a_deleted_event():
+    _run()
+    _sql([("DELETE FROM reckon_event WHERE run_id = 'r1' AND seq = 3", [])])
+    ok, rows = _verify("r1")
+    assert not ok and rows[0]["problem"] == "event missing" and rows[0]["seq"] == 3
+
+
+@pytestmark_db
+def test_it_names_two_swapped_events():
+    _run()
+    _sql(
+        [
+            ("UPDATE reckon_event SET seq = 100 WHERE run_id = 'r1' AND seq = 3", []),
+            ("UPDATE reckon_event SET seq = 3 WHERE run_id = 'r1' AND seq = 4", []),
+            ("UPDATE reckon_event SET seq = 4 WHERE run_id = 'r1' AND seq = 100", []),
+        ]
+    )
+    ok, rows = _verify("r1")
+    assert not ok and rows[0]["problem"] == "order changed" and rows[0]["seq"] == 3
+
+
+@pytestmark_db
+def test_it_names_a_truncated_tail_and_a_head_that_differs_from_the_run_row():
+    _run()
+    _sql([("DELETE FROM reckon_event WHERE run_id = 'r1' AND seq = 6", [])])
+    ok, rows = _verify("r1")
+    assert not ok and rows[0]["problem"] == "event missing" and rows[0]["seq"] == 6
+    _run("r2")
+    Run.objects.filter(run_id="r2").update(head=b"\x00" * 32)
+    ok, rows = _verify("r2")
+    assert not ok and rows[0]["problem"] == "head differs"
+
+
+@pytestmark_db
+def test_a_checkpoint_reveals_a_run_rolled_back_or_deleted_after_it(tmp_path):
+    _run("r1")
+    _run("r2")
+    call_command("checkpoint", "--out", str(tmp_path))
+    (cp,) = tmp_path.glob("checkpoint-*.json")
+    assert _verify(checkpoint=cp)[0]
+    # Roll r1 back consistently (events, last seq and head), as someone with database access could.
+    with connection.cursor() as cur:
+        cur.execute("SELECT hash FROM reckon_event WHERE run_id = 'r1' AND seq = 4")
+        prev = bytes(cur.fetchone()[0])
+    _sql(
+        [
+            ("DELETE FROM reckon_event WHERE run_id = 'r1' AND seq > 4", []),
+            ("UPDATE reckon_run SET last_seq = 4, finished_seq = NULL, head = %s WHERE run_id = 'r1'", [prev]),
+            ("DELETE FROM reckon_event WHERE run_id = 'r2'", []),
+            ("DELETE FROM reckon_run WHERE run_id = 'r2'", []),
+        ]
+    )
+    assert _verify("r1")[0], "without a checkpoint the rollback is self-consistent"
+    ok, rows = _verify(checkpoint=cp)
+    got = {r["run_id"]: r.get("problem") for r in rows}
+    assert not ok and got == {"r1": "rolled back", "r2": "run deleted"}
+    # A checkpoint edited to hide it no longer verifies.
+    doc = json.loads(cp.read_text())
+    doc["runs"] = [r for r in doc["runs"] if r["run_id"] != "r2"]
+    cp.write_text(json.dumps(doc))
+    with pytest.raises(CommandError, match="signature invalid"):
+        call_command("verify_chain", "--checkpoint", str(cp))
+
+
+@pytestmark_db
+def test_the_v1_and_v2_fixtures_import_chained_and_verify():
+    results = paths_import([str(FIXTURES / "v1"), str(FIXTURES / "v2")])
+    imported = [r for r in results if r.outcome in ("imported", "extended")]
+    assert imported
+    assert not Event.objects.filter(hash=None).exists()
+    ok, rows = _verify()
+    assert ok, [r for r in rows if not r["ok"]]
+
+
+@pytestmark_db
+def test_backfill_chains_a_run_recorded_before_the_chain_and_leaves_event_rows_untouched():
+    _run()
+    # What a database from before the chain looks like: no hashes, no head.
+    rows = list(Event.objects.filter(run_id="r1").order_by("seq").values_list("seq", "type", "v", "ts", "payload", "epoch"))
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute("ALTER TABLE reckon_event DISABLE TRIGGER reckon_event_append_only")
+        cur.execute("DELETE FROM reckon_event WHERE run_id = 'r1'")
+        for seq, type_, v, ts, payload, epoch in rows:
+            cur.execute(
+                "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at) VALUES ('r1', %s, %s, %s, %s, %s, %s, %s)", [seq, type_, v, ts, json.dumps(payload), epoch, ts]
+            )
+        cur.execute("UPDATE reckon_run SET head = NULL WHERE run_id = 'r1'")
+        if connection.vendor == "postgresql":
+            cur.execute("ALTER TABLE reckon_event ENABLE TRIGGER reckon_event_append_only")
+    ok, out = _verify("r1")
+    assert not ok and out[0]["problem"] == "not chained"
+    assert chain_backfill(run_id="r1") == 6
+    assert EventHash.objects.filter(run_id="r1").count() == 6
+    assert Event.objects.filter(run_id="r1", hash=None).count() == 6  # the event rows were not updated
+    assert _verify("r1")[0]
+
+
+# --- the bundle and the offline verifier --------------------------------------------------------
+
+
+def _bundle(tmp_path, run_id="r1"):
+    out = tmp_path / "bundle"
+    call_command("export_evidence", run_id, "--out", str(out), "--unmasked")
+    return out
+
+
+def _check(path, *extra):
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    buf = StringIO()
+    with redirect_stdout(buf):
+        code = verify_main([str(path), *extra])
+    return code, buf.getvalue().strip()
+
+
+@pytestmark_db
+def test_an_untouched_bundle_verifies_in_a_process_that_cannot_import_django(tmp_path):
+    _run()
+    out = _bundle(tmp_path)
+    # A folder with only the verifier module on the path, and Django made unimportable.
+    isolated = tmp_path / "isolated"
+    isolated.mkdir()
+    shutil.copy(ROOT / "runs" / "verify.py", isolated / "verify.py")
+    (isolated / "django.py").write_text("raise ImportError('no Django here')\n")
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(isolated)}
+    zip_path = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(zip_path, "w") as zf:
+        for f in out.iterdir():
+            zf.write(f, f"r1/{f.name}")
+    for target in (out, zip_path):
+        proc = subprocess.run([sys.executable, "-I", str(isolated / "verify.py"), str(target)], check=False, capture_output=True, text=True, env=env, cwd=isolated)
+        head = bytes(Run.objects.get(run_id="r1").head).hex()
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.strip() == f"verified: r1 seq 1..6 head {head}"
+
+
+@pytestmark_db
+def test_the_verifier_names_each_forgery(tmp_path):
+    _run()
+    out = _bundle(tmp_path)
+    original = {f.name: f.read_bytes() for f in out.iterdir()}
+
+    def fresh():
+        for name, data in original.items():
+            (out / name).write_bytes(data)
+
+    lines = original["events.jsonl"].decode().splitlines()
+
+    # One byte of one payload.
+    fresh()
+    (out / "events.jsonl").write_text("\n".join(lines[:3] + [lines[3].replace('"m1"', '"m9"')] + lines[4:]) + "\n")
+    assert _check(out) == (1, "line 4: hash mismatch (seq 4)")
+    # A deleted event.
+    fresh()
+    (out / "events.jsonl").write_text("\n".join(lines[:2] + lines[3:]) + "\n")
+    assert _check(out) == (1, "missing seq 3")
+    # Two swapped events.
+    fresh()
+    (out / "events.jsonl").write_text("\n".join(lines[:2] + [lines[3], lines[2]] + lines[4:]) + "\n")
+    assert _check(out) == (1, "missing seq 3")
+    # A truncated tail.
+    fresh()
+    (out / "events.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    assert _check(out) == (1, "truncated: manifest says 6, file has 5")
+    # A forged manifest (the head of a shorter log), keeping the old signature.
+    fresh()
+    manifest = json.loads(original["manifest.json"])
+    (out / "manifest.json").write_text(json.dumps({**manifest, "last_seq": 5}))
+    assert _check(out) == (1, "signature invalid")
+    # A bundle re-signed by another key: verifies alone, refused against the pinned key.
+    fresh()
+    other = Ed25519PrivateKey.generate()
+    forged = document_sign(key=other, doc={k: v for k, v in manifest.items() if k not in ("signature", "key_fingerprint")})
+    (out / "manifest.json").write_text(json.dumps(forged))
+    (out / "public_key.pem").write_bytes(other.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo))
+    pinned = tmp_path / "pinned.pem"
+    pinned.write_bytes(original["public_key.pem"])
+    assert _check(out, "--public-key", str(pinned)) == (1, "signature invalid: the bundle's public key is not the pinned one")
+    # A manifest whose head differs from the events, signed by the right key.
+    fresh()
+    wrong = document_sign(key=SIGNING_KEY, doc={**{k: v for k, v in manifest.items() if k not in ("signature", "key_fingerprint")}, "head": "00" * 32})
+    (out / "manifest.json").write_text(json.dumps(wrong))
+    assert _check(out) == (1, "manifest head differs")
+    # Untouched, against the pinned key.
+    fresh()
+    assert _check(out, "--public-key", str(pinned))[0] == 0
+
+
+def test_the_console_script_is_installed():
+    assert shutil.which("reckon-verify", path=str(Path(sys.executable).parent))
