@@ -19,14 +19,16 @@ from ninja import Field, Header, Path, Query, Router, Schema
 from access.assignment import call_escalate
 from access.masking import mask_fields, masked
 from access.roles import perm
+from access.services import Shown, unmasked_reads_record
 from access.tokens import Principal
 from api.auth import caller
 from api.errors import Forbidden, NotFound, Unprocessable
 from api.idempotency import idempotent
-from api.schemas import clean_name, responses
+from api.schemas import clean_name, request_route, responses
 from recovery import selectors
 from recovery.decisions import decision_record
 from recovery.errors import InvalidDecision
+from recovery.masking import sensitive_fields
 from recovery.models import Decision, ToolPolicy, UncertainCall
 from recovery.policy_changes import policy_update
 
@@ -171,6 +173,10 @@ def _call_out(row: UncertainCall, mask: frozenset[str]) -> dict:
     }
 
 
+def _call_shown(call: dict, value: Any = None) -> Shown:
+    return Shown(call["run_id"], call if value is None else value, call_id=call["call_id"], idempotency_key=call["idempotency_key"])
+
+
 def _visible_call(principal: Principal, pk: int) -> UncertainCall:
     row = selectors.uncertain_call_get(pk=pk)
     if not principal.may_see({row.tenant}):
@@ -203,7 +209,9 @@ def calls_list_view(request: HttpRequest, filters: Query[CallFilters]):
         limit=filters.limit,
     )
     mask = mask_fields(principal)
-    return {"calls": [_call_out(r, mask) for r in page.items], "next": page.next_cursor}
+    calls = [_call_out(r, mask) for r in page.items]
+    unmasked_reads_record(who=principal, mask=mask, route=request_route(request), shown=[_call_shown(c) for c in calls])
+    return {"calls": calls, "next": page.next_cursor}
 
 
 @router.get("/uncertain-calls/{pk}", response=responses({200: UncertainCallDetail}), auth=caller("read"), summary="One uncertain call with its evidence")
@@ -213,11 +221,13 @@ def call_view(request: HttpRequest, pk: int = Path(..., ge=1, le=2**63 - 1)):
     _visible_call(principal, pk)
     doc = selectors.uncertain_call_evidence(pk=pk)
     mask = mask_fields(principal)
-    return {
+    out = {
         "call": _call_out(doc["call"], mask),
         "attempts": [{**a, "evidence": masked(a["evidence"], mask), "error": masked(a["error"], mask)} for a in doc["attempts"]],
         "history": [{**h, "payload": masked(h["payload"], mask)} for h in doc["history"]],
     }
+    unmasked_reads_record(who=principal, mask=mask, route=request_route(request), shown=[_call_shown(out["call"], value=out)])
+    return out
 
 
 @router.post(
@@ -251,7 +261,10 @@ def decision_view(
             row = decision_record(
                 pk=row.pk, decision=body.decision, by=by, reason=body.reason, seen_version=body.seen_version, evidence_ref=body.evidence_ref
             )
-        return 200, _call_out(row, mask_fields(principal))
+        # The answer to a decision is an acknowledgement, not a read: its arguments are masked for
+        # everyone (GET the call to see them, which is recorded), and so is the copy the
+        # Idempotency-Key store keeps and replays.
+        return 200, _call_out(row, sensitive_fields())
 
     return idempotent(request, principal=principal, key=idempotency_key, body=body.dict(), run=decide)
 

@@ -21,11 +21,12 @@ from ninja import Field, Query, Router, Schema, Status
 from pydantic import BaseModel
 
 from access.masking import mask_fields, masked
+from access.services import Shown, run_writer_note, unmasked_reads_record
 from access.tenancy import runs_visible
 from access.tokens import Principal
 from api.auth import caller
 from api.errors import Forbidden, Unprocessable
-from api.schemas import clean_name, require_tenants, responses
+from api.schemas import clean_name, request_route, require_tenants, responses
 from runs.errors import RunNotFound
 from runs.events import CURRENT_SCHEMA_VERSION
 from runs.fold import Event
@@ -231,6 +232,7 @@ def lease_acquire_view(request: HttpRequest, run_id: str, body: LeaseAcquireIn):
     lease = lease_acquire(run_id=run_id, holder=body.holder, ttl_seconds=body.ttl_seconds)
     if not exists and tenant is not None:
         run_tenant_claim(run_id=run_id, tenant=tenant)
+    run_writer_note(who=principal, run_id=run_id)  # its agent's own run: reading it back is no disclosure
     return _lease_out(lease)
 
 
@@ -296,12 +298,10 @@ def events_page_view(
     upto = min(after + limit, run.last_seq)
     events = events_load(run_id=run_id, after=after, upto=upto) if after < upto else []
     mask = mask_fields(request.auth)
-    return {
-        "run_id": run_id,
-        "last_seq": run.last_seq,
-        "events": [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": masked(e.payload, mask)} for e in events],
-        "next_after": upto if upto < run.last_seq else None,
-    }
+    shown = [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": masked(e.payload, mask)} for e in events]
+    # Recorded before the answer leaves, when it shows sensitive values unmasked (access.services).
+    unmasked_reads_record(who=request.auth, mask=mask, route=request_route(request), shown=[Shown(run_id, {str(e["seq"]): e["payload"] for e in shown}, prefix="event ")])
+    return {"run_id": run_id, "last_seq": run.last_seq, "events": shown, "next_after": upto if upto < run.last_seq else None}
 
 
 # --- runs ----------------------------------------------------------------------------------------
@@ -345,4 +345,7 @@ def run_state_view(request: HttpRequest, run_id: str, at: int | None = Query(Non
     latest = at is None or at == run.last_seq
     state = run_state_fast(run_id) if latest else run_state(run_id=run_id, at=at)
     # Sensitive argument fields are masked wherever they appear (messages, calls, results).
-    return masked(state.to_dict(), mask_fields(request.auth))
+    mask = mask_fields(request.auth)
+    doc = masked(state.to_dict(), mask)
+    unmasked_reads_record(who=request.auth, mask=mask, route=request_route(request), shown=[Shown(run_id, doc, prefix="state.")])
+    return doc
