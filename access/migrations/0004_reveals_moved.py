@@ -20,7 +20,7 @@ def forward(apps, schema_editor):
     for e in rows.select_related("user").order_by("action_time", "id"):
         run_id = e.object_id or ""
         tenants = ",".join(sorted(RunTenant.objects.filter(run_id=run_id).values_list("tenant", flat=True)))
-        common = dict(at=e.action_time, actor_kind="user", actor_id=e.user_id, actor_name=e.user.get_username() if e.user else "", run_id=run_id, tenant=tenants)
+        common = dict(at=e.action_time, actor_kind="user", actor_id=e.user_id, actor_name=getattr(e.user, "username", "") or f"user {e.user_id}", run_id=run_id, tenant=tenants)
         field, export = FIELD.match(e.change_message), EXPORT.match(e.change_message)
         if field:
             rec = AccessRecord(**common, front_end="console", seq=int(field["seq"]), fields=[field["path"]], why="(recorded before reasons were asked for)")
