@@ -44,3 +44,8 @@ def seed_runs() -> dict:
 
 def secret_in(body: bytes) -> bool:
     return any(s.encode() in body for s in SECRETS)
+
+
+def runs_shown(body: bytes) -> set[str]:
+    """The runs whose sensitive values ``body`` shows unmasked."""
+    return {run for s, run in ((SECRET, "run-acme"), (OTHER_SECRET, "run-globex")) if s.encode() in body}
