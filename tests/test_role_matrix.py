@@ -140,7 +140,7 @@ def test_every_api_operation_by_every_caller(world):
     problems, shown = [], set()
     for (method, path), _ in sorted(API.items()):
         for target, params in targets.items():
-            url = re.sub(r"{(\w+)}", lambda m: str(params[m.group(1)]), path)
+            url = re.sub(r"{(\w+)}", lambda m, p=params: str(p[m.group(1)]), path)
             for actor, client in clients.items():
                 resp, written = _ask(client, method, url, BODIES.get(method))
                 expected = _api_expected(actor, method, path, target)
