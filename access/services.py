@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 from access.masking import shown_paths
 from access.models import AccessRecord, RunWriter
 from access.tokens import Principal
-from recovery.masking import sensitive_fields
+from recovery.masking import run_sensitive_values, sensitive_fields
 from runs.models import RunTenant
 
 # A record lists at most this many paths, then how many more there were: a 1,000-event page full
@@ -105,7 +105,10 @@ def unmasked_reads_record(*, who: Principal, mask: frozenset[str], route: str, s
         if not items:
             return []
     fields = sensitive_fields()
-    found = [(s, [s.prefix + p for p in shown_paths(s.value, fields)]) for s in items]
+    # The values of the runs shown, as the masking of the same answer for a masked reader uses them:
+    # a value quoted in raw text (an error page) is a disclosure as much as one under its key.
+    values = run_sensitive_values(run_ids={s.run_id for s in items}, fields=fields)
+    found = [(s, [s.prefix + p for p in shown_paths(s.value, fields, values)]) for s in items]
     found = [(s, paths) for s, paths in found if paths]
     if not found:
         return []

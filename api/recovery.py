@@ -28,7 +28,7 @@ from api.schemas import clean_name, request_route, responses
 from recovery import selectors
 from recovery.decisions import decision_record
 from recovery.errors import InvalidDecision
-from recovery.masking import sensitive_fields
+from recovery.masking import run_sensitive_values, sensitive_fields
 from recovery.models import Decision, ToolPolicy, UncertainCall
 from recovery.policy_changes import policy_update
 
@@ -95,9 +95,7 @@ class CallFilters(Schema):
     risk_class: Literal["read_only", "idempotent", "reversible", "irreversible"] | None = None
     tool: str | None = Field(None, min_length=1, max_length=200)
     tenant: str | None = Field(None, min_length=1, max_length=200)
-    state: Literal["in_flight", "open", "reconciling", "escalated", "resolved", "all"] | None = Field(
-        None, description="default: the unresolved states (open, reconciling, escalated)"
-    )
+    state: Literal["in_flight", "open", "reconciling", "escalated", "resolved", "all"] | None = Field(None, description="default: the unresolved states (open, reconciling, escalated)")
     min_age_s: float | None = Field(None, ge=0, le=10**9)
     possible_duplicate: bool | None = None
     after: str | None = Field(None, max_length=600)
@@ -113,9 +111,7 @@ class DecisionIn(Schema):
     reason: str = Field(..., min_length=1, max_length=2000)
     seen_version: int = Field(..., ge=0, le=2**31 - 1, description="the call's version you decided on")
     evidence_ref: str | None = Field(None, max_length=500, description="for 'happened': the reference that proves it")
-    assignee: str | None = Field(
-        None, max_length=150, description="for 'escalate': the user to hand the call to; they must be active and able to decide calls"
-    )
+    assignee: str | None = Field(None, max_length=150, description="for 'escalate': the user to hand the call to; they must be active and able to decide calls")
 
 
 class PolicyOut(Schema):
@@ -144,14 +140,14 @@ def _overdue(row: UncertainCall) -> bool:
     return row.is_overdue(timezone.now()) if known is None else bool(known)
 
 
-def _call_out(row: UncertainCall, mask: frozenset[str]) -> dict:
+def _call_out(row: UncertainCall, mask: frozenset[str], values: frozenset[str] = frozenset()) -> dict:
     return {
         "id": row.pk,
         "run_id": row.run_id,
         "call_id": row.call_id,
         "tool": row.tool,
         "idempotency_key": row.idempotency_key,
-        "arguments": masked(row.arguments, mask),
+        "arguments": masked(row.arguments, mask, values),
         "tenant": row.tenant,
         "start_seq": row.start_seq,
         "started_at": row.started_at,
@@ -166,7 +162,7 @@ def _call_out(row: UncertainCall, mask: frozenset[str]) -> dict:
         "attempts": row.attempts,
         "last_outcome": row.last_outcome,
         # An error may quote the receiver's JSON, sensitive fields included: the same rule applies.
-        "last_error": masked(row.last_error, mask),
+        "last_error": masked(row.last_error, mask, values),
         "escalation_reason": row.escalation_reason,
         "claimed_by": row.claimed_by_name,
         "version": row.version,
@@ -209,7 +205,8 @@ def calls_list_view(request: HttpRequest, filters: Query[CallFilters]):
         limit=filters.limit,
     )
     mask = mask_fields(principal)
-    calls = [_call_out(r, mask) for r in page.items]
+    values = run_sensitive_values(run_ids={r.run_id for r in page.items}, fields=mask)
+    calls = [_call_out(r, mask, values) for r in page.items]
     unmasked_reads_record(who=principal, mask=mask, route=request_route(request), shown=[_call_shown(c) for c in calls])
     return {"calls": calls, "next": page.next_cursor}
 
@@ -221,10 +218,11 @@ def call_view(request: HttpRequest, pk: int = Path(..., ge=1, le=2**63 - 1)):
     _visible_call(principal, pk)
     doc = selectors.uncertain_call_evidence(pk=pk)
     mask = mask_fields(principal)
+    values = run_sensitive_values(run_ids=[doc["call"].run_id], fields=mask)
     out = {
-        "call": _call_out(doc["call"], mask),
-        "attempts": [{**a, "evidence": masked(a["evidence"], mask), "error": masked(a["error"], mask)} for a in doc["attempts"]],
-        "history": [{**h, "payload": masked(h["payload"], mask)} for h in doc["history"]],
+        "call": _call_out(doc["call"], mask, values),
+        "attempts": [{**a, "evidence": masked(a["evidence"], mask, values), "error": masked(a["error"], mask, values), "rule": masked(a.get("rule"), mask, values)} for a in doc["attempts"]],
+        "history": [{**h, "payload": masked(h["payload"], mask, values)} for h in doc["history"]],
     }
     unmasked_reads_record(who=principal, mask=mask, route=request_route(request), shown=[_call_shown(out["call"], value=out)])
     return out
@@ -258,13 +256,12 @@ def decision_view(
         elif body.assignee:
             raise InvalidDecision("assignee is only for the 'escalate' decision")
         else:
-            row = decision_record(
-                pk=row.pk, decision=body.decision, by=by, reason=body.reason, seen_version=body.seen_version, evidence_ref=body.evidence_ref
-            )
+            row = decision_record(pk=row.pk, decision=body.decision, by=by, reason=body.reason, seen_version=body.seen_version, evidence_ref=body.evidence_ref)
         # The answer to a decision is an acknowledgement, not a read: its arguments are masked for
         # everyone (GET the call to see them, which is recorded), and so is the copy the
         # Idempotency-Key store keeps and replays.
-        return 200, _call_out(row, sensitive_fields())
+        fields = sensitive_fields()
+        return 200, _call_out(row, fields, run_sensitive_values(run_ids=[row.run_id], fields=fields))
 
     return idempotent(request, principal=principal, key=idempotency_key, body=body.dict(), run=decide)
 

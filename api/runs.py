@@ -27,6 +27,7 @@ from access.tokens import Principal
 from api.auth import caller
 from api.errors import Forbidden, Unprocessable
 from api.schemas import clean_name, request_route, require_tenants, responses
+from recovery.masking import run_sensitive_values
 from runs.errors import RunNotFound
 from runs.events import CURRENT_SCHEMA_VERSION
 from runs.fold import Event
@@ -298,7 +299,8 @@ def events_page_view(
     upto = min(after + limit, run.last_seq)
     events = events_load(run_id=run_id, after=after, upto=upto) if after < upto else []
     mask = mask_fields(request.auth)
-    shown = [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": masked(e.payload, mask)} for e in events]
+    values = run_sensitive_values(run_ids=[run_id], fields=mask)
+    shown = [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": masked(e.payload, mask, values)} for e in events]
     # Recorded before the answer leaves, when it shows sensitive values unmasked (access.services).
     unmasked_reads_record(who=request.auth, mask=mask, route=request_route(request), shown=[Shown(run_id, {str(e["seq"]): e["payload"] for e in shown}, prefix="event ")])
     return {"run_id": run_id, "last_seq": run.last_seq, "events": shown, "next_after": upto if upto < run.last_seq else None}
@@ -346,6 +348,6 @@ def run_state_view(request: HttpRequest, run_id: str, at: int | None = Query(Non
     state = run_state_fast(run_id) if latest else run_state(run_id=run_id, at=at)
     # Sensitive argument fields are masked wherever they appear (messages, calls, results).
     mask = mask_fields(request.auth)
-    doc = masked(state.to_dict(), mask)
+    doc = masked(state.to_dict(), mask, run_sensitive_values(run_ids=[run_id], fields=mask))
     unmasked_reads_record(who=request.auth, mask=mask, route=request_route(request), shown=[Shown(run_id, doc, prefix="state.")])
     return doc

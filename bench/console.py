@@ -117,7 +117,7 @@ def bench_console(*, quick: bool, out) -> dict:
     from django.contrib.auth.models import User
 
     from access.roles import roles_ensure
-    from recovery.models import UncertainCall
+    from recovery.models import ToolPolicy, UncertainCall
 
     size = SIZES[quick]
     now = timezone.now()
@@ -133,6 +133,9 @@ def bench_console(*, quick: bool, out) -> dict:
         _load_generic(size["runs"], size["events_per_run"], size["calls_per_run"], now)
     load_s = time.perf_counter() - t0
     roles_ensure()
+    # The account is sensitive, as in production: every screen then pays for masking by key and by
+    # value (the screens mask for everyone and offer "reveal" instead).
+    ToolPolicy.objects.create(tool="post_correction", risk_class="irreversible", strategy="escalate", sensitive_fields=["account"])
     admin = User.objects.create_superuser("bench-admin", password=None)
     client = Client()
     client.force_login(admin)

@@ -18,7 +18,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from access.selectors import run_access_records
-from recovery.masking import MASK, masked_paths, sensitive_fields, value_mask
+from recovery.masking import MASK, masked_paths, run_sensitive_values, sensitive_fields, value_mask
 from recovery.models import PolicyChange, ToolPolicy, UncertainCall
 from recovery.selectors import edges_bucket, policy_for, uncertain_call_evidence, uncertain_calls_filter, unresolved_tally
 from runs.events import RECORD_ONLY, EventType
@@ -88,10 +88,12 @@ def run_type_counts(*, run_id: str) -> dict[str, int]:
 
 
 def run_export_lines(*, run_id: str, fields: frozenset[str]) -> Iterator[dict]:
-    """The run's events as CONTRACTS section-1 objects (``v`` only when not 1), masked by ``fields``."""
+    """The run's events as CONTRACTS section-1 objects (``v`` only when not 1), masked by ``fields``
+    and by the run's sensitive values wherever they occur."""
+    values = run_sensitive_values(run_ids=[run_id], fields=fields)
     qs = Event.objects.filter(run_id=run_id).order_by("seq").values_list("seq", "type", "ts", "payload", "v")
     for seq, type_, ts, payload, v in qs.iterator(chunk_size=2000):
-        doc = {"seq": seq, "type": type_, "ts": format_ts(ts), "payload": value_mask(payload, fields)}
+        doc = {"seq": seq, "type": type_, "ts": format_ts(ts), "payload": value_mask(payload, fields, values)}
         if v != 1:
             doc["v"] = v
         yield doc
@@ -287,17 +289,22 @@ def comparison_rows(evidence: dict | None) -> list[dict]:
 # screen offers "reveal" instead). Views check access, parse input and render; they never mask.
 
 
-def events_shown(events: list, fields: frozenset[str]) -> list:
-    """Attach the masked payload (``shown``) and the paths a reveal may name (``masked``) to each event."""
+def events_shown(events: list, fields: frozenset[str], values: frozenset[str] | None = None) -> list:
+    """Attach the masked payload (``shown``) and the paths a reveal may name (``masked``) to each event.
+
+    ``values``: the sensitive values to mask wherever they occur; by default those of the events' runs.
+    """
+    if values is None:
+        values = run_sensitive_values(run_ids={e.run_id for e in events}, fields=fields)
     for e in events:
-        e.shown = value_mask(e.payload, fields)
+        e.shown = value_mask(e.payload, fields, values)
         e.masked = masked_paths(e.payload, fields)
     return events
 
 
-def run_timeline(*, run_id: str, types: Iterable[str], before: int | None, fields: frozenset[str], limit: int = 100) -> Page:
+def run_timeline(*, run_id: str, types: Iterable[str], before: int | None, fields: frozenset[str], limit: int = 100, values: frozenset[str] | None = None) -> Page:
     page = run_events_page(run_id=run_id, types=types, before=before, limit=limit)
-    events_shown(page.items, fields)
+    events_shown(page.items, fields, run_sensitive_values(run_ids=[run_id], fields=fields) if values is None else values)
     return page
 
 
@@ -306,7 +313,7 @@ def run_audit(*, run_id: str, fields: frozenset[str]) -> dict:
     sensitive values unmasked (the access record, newest first)."""
     return {
         "type_counts": sorted(run_type_counts(run_id=run_id).items()),
-        "decisions": events_shown(run_decisions(run_id=run_id), fields),
+        "decisions": events_shown(run_decisions(run_id=run_id), fields, run_sensitive_values(run_ids=[run_id], fields=fields)),
         "reveals": run_access_records(run_id=run_id),
     }
 
@@ -315,12 +322,14 @@ def run_state_shown(*, run: Run, at: int, fields: frozenset[str]) -> tuple[dict 
     """The run's folded state after ``at``, masked, or why there is none."""
     if at > run.last_seq:
         return None, f"seq {at} is past the run's last event ({run.last_seq})"
-    return value_mask(run_state(run_id=run.run_id, at=at).to_dict(), fields), None
+    values = run_sensitive_values(run_ids=[run.run_id], fields=fields)
+    return value_mask(run_state(run_id=run.run_id, at=at).to_dict(), fields, values), None
 
 
 def queue_shown(page: Page, fields: frozenset[str]) -> Page:
+    values = run_sensitive_values(run_ids={row.run_id for row in page.items}, fields=fields)
     for row in page.items:
-        row.shown_arguments = value_mask(row.arguments, fields)
+        row.shown_arguments = value_mask(row.arguments, fields, values)
     return page
 
 
@@ -341,13 +350,18 @@ def calls_matching(filters: dict, *, limit: int) -> list[UncertainCall]:
     return rows[:limit]
 
 
-def _attempt_shown(a: dict, fields: frozenset[str]) -> dict:
+def _attempt_shown(a: dict, fields: frozenset[str], values: frozenset[str]) -> dict:
     return {
         **a,
-        "shown_evidence": value_mask(a["evidence"], fields),
-        "shown_error": value_mask(a["error"], fields),  # an error may quote the receiver's JSON
+        "shown_evidence": value_mask(a["evidence"], fields, values),
+        "shown_error": value_mask(a["error"], fields, values),  # an error may quote the receiver's JSON
+        "shown_rule": value_mask(a.get("rule"), fields, values),
         "comparison": [
-            {**r, "intended": MASK if r["field"] in fields else r["intended"], "observed": MASK if r["field"] in fields else r["observed"]}
+            {
+                **r,
+                "intended": MASK if r["field"] in fields else value_mask(r["intended"], fields, values),
+                "observed": MASK if r["field"] in fields else value_mask(r["observed"], fields, values),
+            }
             for r in comparison_rows(a["evidence"])
         ],
     }
@@ -360,19 +374,24 @@ def call_screen(*, pk: int, fields: frozenset[str]) -> dict:
     ev = uncertain_call_evidence(pk=pk)
     call = ev["call"]
     policy = policy_for(call.tool)
-    attempts = [_attempt_shown(a, fields) for a in ev["attempts"]]
+    # The run's sensitive values, its calls' arguments and what lookups observed, masked anywhere.
+    values = run_sensitive_values(run_ids=[call.run_id], fields=fields)
+    attempts = [_attempt_shown(a, fields, values) for a in ev["attempts"]]
+    history = [{**h, "shown": value_mask(h["payload"], fields, values)} for h in ev["history"]]
     arguments = call.arguments if isinstance(call.arguments, dict) else {"(arguments)": call.arguments}
     return {
         "call": call,
-        "last_error": value_mask(call.last_error, fields),
+        "last_error": value_mask(call.last_error, fields, values),
+        "resolved_by": value_mask(call.resolved_by, fields, values),  # a rule's text may quote an adapter's error
         "policy": policy,
         "attempts": attempts,
         "conflict": next((a for a in reversed(attempts) if a["outcome"] == "conflict"), None),
-        "history": [{**h, "shown": value_mask(h["payload"], fields)} for h in ev["history"]],
-        "notes": call_notes(history=ev["history"]),
-        "arguments": [(k, MASK if k in fields and v is not None else v, k in fields and v is not None) for k, v in arguments.items()],
-        "recent": run_timeline(run_id=call.run_id, types=(), before=None, fields=fields, limit=12).items,
-        "not_decidable": call.decidable(),  # shown in place of the form: decision_record refuses with it
+        "history": history,
+        "notes": call_notes(history=history),
+        "arguments": [(k, MASK if k in fields and v is not None else value_mask(v, fields, values), k in fields and v is not None) for k, v in arguments.items()],
+        "recent": run_timeline(run_id=call.run_id, types=(), before=None, fields=fields, limit=12, values=values).items,
+        # shown in place of the form: decision_record refuses with it (it may quote a rule's text)
+        "not_decidable": value_mask(call.decidable(), fields, values),
         "has_execute": policy.execute is not None,
         "has_compensate": policy.compensate is not None,
     }

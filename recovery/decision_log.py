@@ -11,7 +11,10 @@ import logging
 
 from django.db import transaction
 
+from recovery.masking import run_sensitive_values, sensitive_fields, value_mask
+
 DECISION_TYPES = frozenset({"tool_call_uncertain", "reconciliation_attempted", "approval_requested", "approval_decided", "tool_call_resolved"})
+FREE_TEXT = ("decision", "by", "rule")  # what a line may quote beyond ids and closed vocabularies
 decisions = logging.getLogger("reckon.recovery.decisions")
 
 
@@ -20,7 +23,9 @@ def recovery_decisions_log(run_id: str, events: list, epoch: int) -> None:
     reconciliation worker, a person in the console, a script through the API).
 
     Logged on commit, so a line never describes a decision the database rolled back. The epoch is
-    the one the append's fence just accepted.
+    the one the append's fence just accepted. Logs are read by people without the sensitive-data
+    permission: the free text of a line (a rule may quote an adapter's error) is masked by the
+    run's sensitive values, as a screen would show it.
     """
     mine = [e for e in events if e.type in DECISION_TYPES]
     if not mine:
@@ -43,7 +48,11 @@ def recovery_decisions_log(run_id: str, events: list, epoch: int) -> None:
         )
 
     def emit():
+        fields = sensitive_fields()
+        values = run_sensitive_values(run_ids=[run_id], fields=fields)
         for line in lines:
-            decisions.info("recovery decision", extra=line)
+            # Ids stay as they are, so a shipper can still filter on them; the free text is masked.
+            text = {k: line[k] for k in FREE_TEXT}
+            decisions.info("recovery decision", extra={**line, **value_mask(text, fields, values)})
 
     transaction.on_commit(emit)

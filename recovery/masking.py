@@ -1,18 +1,36 @@
-"""Masking of sensitive argument fields, next to the policies that name them.
+"""Masking of sensitive values, next to the policies that name them.
 
-Tool policies list their sensitive argument names; every payload shown to someone without the
-sensitive-data permission goes through ``value_mask`` with the union of those names. Who gets
-which mask is decided above, in ``access.masking``.
+Tool policies list their sensitive argument names. Everything shown or returned to someone without
+the sensitive-data permission goes through ``value_mask``, which hides sensitive data twice over:
+
+- by key: every entry whose key is a sensitive field is replaced by the mask, in structures and in
+  JSON kept as text (a raw response body, a call's signature), which is decoded first so that an
+  escape such as ``"\\u0061ccount"`` cannot hide the key;
+- by value: every value of a sensitive field known for the runs shown (the calls' arguments and
+  what lookups observed for those fields) is replaced wherever it occurs in any string, so a
+  receiver's HTML page saying ``account 4020-7777-SECRET is locked`` is masked too.
+
+A value of ``SUBSTRING_MIN`` characters or more is masked wherever it occurs, inside longer words
+included, ignoring case; a shorter one only where it stands alone as a token (not touching a
+letter or digit), so a two-digit sensitive value does not blank every number on a page. Numbers
+are matched by their text. Who gets which mask is decided above, in ``access.masking``; which
+values belong to a screen, by the selectors that build it (``run_sensitive_values``).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from recovery.models import ToolPolicy
 
 MASK = "[masked]"
+SUBSTRING_MIN = 4  # values this long or longer are masked inside any text; shorter ones as whole tokens only
 
 
 def sensitive_fields() -> frozenset[str]:
@@ -28,24 +46,192 @@ def sensitive_fields() -> frozenset[str]:
     return frozenset(names)
 
 
-def value_mask(value: Any, fields: frozenset[str]) -> Any:
-    """``value`` with every dict entry whose key is in ``fields`` replaced by the mask, recursively."""
+# --- the values ----------------------------------------------------------------------------------
+
+
+def _text_forms(value: Any) -> Iterable[str]:
+    """The strings a leaf value may appear as in text (booleans and nulls are never secrets)."""
+    if isinstance(value, bool) or value is None:
+        return ()
+    if isinstance(value, str):
+        return (value.strip(),) if value.strip() and value != MASK else ()
+    if isinstance(value, (int, float)):
+        return (json.dumps(value),)
+    return ()
+
+
+_decoder = json.JSONDecoder()
+
+
+def _json_in(text: str) -> tuple[int, Any, int] | None:
+    """The first JSON object or array kept in ``text``: (where it starts, what it decodes to, where
+    it ends), or None when there is none that decodes."""
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        return None
+    try:
+        inner, end = _decoder.raw_decode(text, start)
+    except ValueError:
+        return None
+    return start, inner, end
+
+
+def sensitive_values(value: Any, fields: frozenset[str]) -> set[str]:
+    """Every value found under a sensitive key anywhere in ``value`` (JSON text decoded), as text."""
+    out: set[str] = set()
+    if not fields:
+        return out
+
+    def leaves(v: Any) -> None:
+        if isinstance(v, dict):
+            for x in v.values():
+                leaves(x)
+        elif isinstance(v, list):
+            for x in v:
+                leaves(x)
+        else:
+            out.update(_text_forms(v))
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k in fields:
+                    leaves(x)
+                else:
+                    walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, str) and ("{" in v or "[" in v):
+            found = _json_in(v)
+            if found is not None:
+                walk(found[1])
+
+    walk(value)
+    return out
+
+
+# Per run: (created_at, last seq read, values). The log is append-only, so a run's values only
+# grow and a later read need fetch just the events after the last seq read; created_at tells a run
+# deleted and imported again from the one cached. Bounded, least recently used out first.
+_RUN_VALUES: OrderedDict[tuple[str, frozenset[str]], tuple[Any, int, frozenset[str]]] = OrderedDict()
+_RUN_VALUES_MAX = 4096
+_lock = threading.Lock()
+
+
+def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> frozenset[str]:
+    """The sensitive values of every run in ``run_ids``: whatever any of their events holds under a
+    sensitive key (calls' arguments, lookups' observations and comparisons, JSON results).
+
+    Empty when nothing is to be masked (``fields`` empty). Two queries at most whatever the number
+    of runs: their fence rows, then the events none of this process's earlier reads has seen.
+    """
+    from django.db.models import Q
+
+    from runs.models import Event, Run
+
+    ids = sorted(set(run_ids))
+    if not fields or not ids:
+        return frozenset()
+    runs = {r: (created, last) for r, created, last in Run.objects.filter(run_id__in=ids).values_list("run_id", "created_at", "last_seq")}
+    values: set[str] = set()
+    stale: dict[str, tuple[Any, int, set[str]]] = {}
+    with _lock:
+        for run_id, (created, last) in runs.items():
+            cached = _RUN_VALUES.get((run_id, fields))
+            if cached is not None and cached[0] == created and cached[1] >= last:
+                _RUN_VALUES.move_to_end((run_id, fields))
+                values.update(cached[2])
+            elif cached is not None and cached[0] == created:
+                stale[run_id] = (created, cached[1], set(cached[2]))
+            else:
+                stale[run_id] = (created, 0, set())
+    if stale:
+        q = Q()
+        for run_id, (_, after, _) in stale.items():
+            q |= Q(run_id=run_id, seq__gt=after)
+        for run_id, seq, payload in Event.objects.filter(q).values_list("run_id", "seq", "payload").iterator(chunk_size=2000):
+            created, after, found = stale[run_id]
+            found.update(sensitive_values(payload, fields))
+            stale[run_id] = (created, max(after, seq), found)
+        with _lock:
+            for run_id, (created, after, found) in stale.items():
+                _RUN_VALUES[(run_id, fields)] = (created, after, frozenset(found))
+                _RUN_VALUES.move_to_end((run_id, fields))
+                values.update(found)
+            while len(_RUN_VALUES) > _RUN_VALUES_MAX:
+                _RUN_VALUES.popitem(last=False)
+    return frozenset(values)
+
+
+# --- masking -------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=256)
+def _pattern(values: frozenset[str]) -> re.Pattern | None:
+    """One regular expression for every value: longest first, so a value containing another is
+    masked whole; short ones only as whole tokens."""
+    parts = []
+    for v in sorted(values, key=lambda s: (-len(s), s)):
+        if len(v) >= SUBSTRING_MIN:
+            parts.append(re.escape(v))
+        else:
+            parts.append(r"(?<![0-9A-Za-z])" + re.escape(v) + r"(?![0-9A-Za-z])")
+    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+
+
+def text_mask(text: str, values: frozenset[str]) -> str:
+    """``text`` with every occurrence of a sensitive value replaced by the mask (the rule above)."""
+    pattern = _pattern(values) if values else None
+    if pattern is None or not text or text == MASK:
+        return text
+    return pattern.sub(MASK, text)
+
+
+def value_mask(value: Any, fields: frozenset[str], values: frozenset[str] = frozenset()) -> Any:
+    """``value`` as someone without the sensitive-data permission may see it: every entry whose key
+    is in ``fields`` replaced by the mask, recursively and inside JSON kept as text, then every
+    occurrence of one of ``values`` in any string (keys included) masked too.
+
+    With ``fields`` empty the reader sees everything and ``value`` is returned as it is.
+    """
     if not fields:
         return value
+    pattern = _pattern(frozenset(values)) if values else None
+    return _mask(value, fields, pattern)
+
+
+def _mask(value: Any, fields: frozenset[str], pattern: re.Pattern | None) -> Any:
     if isinstance(value, dict):
-        return {k: (MASK if k in fields and v is not None else value_mask(v, fields)) for k, v in value.items()}
+        return {_str_mask(k, fields, pattern) if pattern is not None else k: (MASK if k in fields and v is not None else _mask(v, fields, pattern)) for k, v in value.items()}
     if isinstance(value, list):
-        return [value_mask(v, fields) for v in value]
-    if isinstance(value, str) and any(f'"{f}"' in value for f in fields):
-        # JSON kept as text would carry the field in the clear: a raw response body in evidence, or
-        # a call's signature ("tool:{...canonical arguments...}"). Mask inside it, or all of it.
-        start = min((i for i in (value.find("{"), value.find("[")) if i >= 0), default=-1)
-        try:
-            inner = value_mask(json.loads(value[start:]), fields)
-        except ValueError:
-            return MASK
-        return value[:start] + json.dumps(inner, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return [_mask(v, fields, pattern) for v in value]
+    if isinstance(value, str):
+        return _str_mask(value, fields, pattern)
+    if pattern is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and pattern.fullmatch(json.dumps(value)):
+        return MASK
     return value
+
+
+def _str_mask(value: str, fields: frozenset[str], pattern: re.Pattern | None) -> str:
+    if value == MASK:
+        return value
+    if "{" in value or "[" in value:
+        # JSON kept as text would carry the field in the clear: a raw response body in evidence, or
+        # a call's signature ("tool:{...canonical arguments...}"). Decoded, escapes cannot hide a
+        # key; masked by key and by value, and written back canonically when anything was hidden.
+        found = _json_in(value)
+        if found is not None:
+            start, inner, end = found
+            shown = _mask(inner, fields, pattern)
+            if shown != inner:
+                head, tail = value[:start], value[end:]
+                if pattern is not None:
+                    head, tail = pattern.sub(MASK, head), pattern.sub(MASK, tail)
+                return head + json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + tail
+        elif any(f'"{f}"' in value for f in fields):
+            return MASK  # it names a sensitive field but cannot be read as JSON (cut off): all of it
+    return pattern.sub(MASK, value) if pattern is not None else value
 
 
 def value_at(value: Any, path: str) -> Any:
@@ -61,7 +247,7 @@ def value_at(value: Any, path: str) -> Any:
 
 
 def masked_paths(value: Any, fields: frozenset[str], prefix: str = "") -> list[str]:
-    """Dotted paths of the entries ``value_mask`` would hide: what a reveal button may name."""
+    """Dotted paths of the entries ``value_mask`` would hide by key: what a reveal button may name."""
     out: list[str] = []
     if isinstance(value, dict):
         for k, v in value.items():

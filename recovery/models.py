@@ -157,13 +157,13 @@ class UncertainCall(models.Model):
         with its answer (``NotDecidable``), so no caller can get round it.
         """
         if self.state == self.State.IN_FLIGHT:
-            return (
-                "This call is still in flight: the agent that started it holds its run's lease and may still "
-                "complete it. It can be decided once it is declared uncertain, when that lease is gone."
-            )
+            return "This call is still in flight: the agent that started it holds its run's lease and may still complete it. It can be decided once it is declared uncertain, when that lease is gone."
         if self.state == self.State.RESOLVED:
             how = self.disposition or "resolved"
-            return f"This call is already resolved ({how}{', by ' + self.resolved_by if self.resolved_by else ''}): there is nothing left to decide."
+            # A rule's text may quote an adapter's error (and so a sensitive value): this sentence
+            # goes into API errors and console messages unmasked, so it names a person, never a rule.
+            by = "a rule" if self.resolution_kind == "automatic" else self.resolved_by
+            return f"This call is already resolved ({how}{', by ' + by if by else ''}): there is nothing left to decide."
         return None
 
     def is_overdue(self, now) -> bool:

@@ -1,6 +1,8 @@
 """Runs whose logs carry distinctive sensitive values in every place a value can sit: a call's
-arguments and signature, the conflict evidence a lookup brought back, and an error quoting the
-receiver's JSON. A response that contains one of ``SECRETS`` showed a sensitive value unmasked."""
+arguments and signature, the conflict evidence a lookup brought back, an error quoting the
+receiver's JSON, a receiver's error page in plain text, raw JSON whose key is escaped
+(``"\\u0061ccount"``), and a person's note. A response that contains one of ``SECRETS`` showed a
+sensitive value unmasked."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ def seed_runs() -> dict:
     """The acme conflict (escalated, with evidence and a quoted error) and a globex conflict; the
     demo policies mark ``account`` sensitive. Returns the runs, their calls and the reveal seq."""
     from console.management.commands.demo import scenario_run_create
+    from recovery.decisions import call_note
     from recovery.policy_changes import policies_load
     from recovery.reconcile import reconcile_pass
     from runs.leases import lease_acquire, lease_release
@@ -35,8 +38,12 @@ def seed_runs() -> dict:
     quoted = f'HTTP 503 from the ledger: {{"account": "{SECRET}", "status": "locked"}}'
     attempt = {"call_id": call.call_id, "idempotency_key": call.idempotency_key, "start_seq": call.start_seq, "attempt": call.attempts + 1}
     attempt |= {"outcome": "unavailable", "evidence": {}, "error": quoted, "rule": "unavailable: look again later"}
-    events_append(run_id="run-acme", epoch=lease.epoch, expected_seq=lease.last_seq, events=[NewEvent("reconciliation_attempted", attempt)])
+    # A receiver's 503 page says the value in words; another answer hides the key behind an escape.
+    page = {**attempt, "attempt": attempt["attempt"] + 1, "error": f"HTTP 503: <html><body>account {SECRET} is locked</body></html>"}
+    page["evidence"] = {"status": 503, "body": '{"\\u0061ccount": "' + SECRET + '", "state": "locked"}'}
+    events_append(run_id="run-acme", epoch=lease.epoch, expected_seq=lease.last_seq, events=[NewEvent("reconciliation_attempted", attempt), NewEvent("reconciliation_attempted", page)])
     lease_release(run_id="run-acme", epoch=lease.epoch)
+    call_note(pk=call.pk, by="olivia", text=f"Customer on the phone confirms account {SECRET}; waiting for the ledger team.")
     call.refresh_from_db()
     assert SECRET in call.last_error and call.state == "escalated", (call.last_error, call.state)
     return {"run": "run-acme", "other_run": "run-globex", "call": call, "other_call": UncertainCall.objects.get(run_id="run-globex"), "seq": call.start_seq}

@@ -123,7 +123,7 @@ def test_the_api_masks_with_the_consoles_one_masking_function(monkeypatch):
     from access.masking import masked
 
     seen = []
-    monkeypatch.setattr(recovery.masking, "value_mask", lambda value, fields: seen.append(value) or "masked by the console's rule")
+    monkeypatch.setattr(recovery.masking, "value_mask", lambda value, fields, values=frozenset(): seen.append(value) or "masked by the console's rule")
     assert masked({"account": SECRET}, frozenset({"account"})) == "masked by the console's rule"
     assert seen == [{"account": SECRET}]
 

@@ -22,6 +22,7 @@ class Ledger:
     ``effects[key]`` counts operations actually created: the number that must never exceed one.
     ``modes[key]`` makes a lookup answer "unavailable" (503), "timeout" (sleeps past the client's
     timeout), "not_final" (a 404 that is not authoritative) or "garbage" (not JSON).
+    ``canned[key] = (status, content_type, body)`` answers a lookup with exactly those bytes.
     """
 
     def __init__(self):
@@ -30,6 +31,7 @@ class Ledger:
         self.executes: dict[str, int] = {}
         self.lookups: dict[str, int] = {}
         self.modes: dict[str, str] = {}
+        self.canned: dict[str, tuple[int, str, bytes]] = {}
         self.lock = threading.Lock()
         ledger = self
 
@@ -40,10 +42,10 @@ class Ledger:
             def log_message(self, *args):
                 pass
 
-            def _send(self, status, body):
+            def _send(self, status, body, content_type="application/json"):
                 data = json.dumps(body).encode() if not isinstance(body, bytes) else body
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -54,6 +56,10 @@ class Ledger:
                     ledger.lookups[key] = ledger.lookups.get(key, 0) + 1
                     mode = ledger.modes.get(key)
                     op = ledger.ops.get(key)
+                    canned = ledger.canned.get(key)
+                if canned is not None:
+                    status, content_type, body = canned
+                    return self._send(status, body, content_type)
                 if mode == "unavailable":
                     return self._send(503, {"error": "ledger maintenance"})
                 if mode == "timeout":
