@@ -12,6 +12,7 @@ from recovery.decisions import call_claim, decision_record
 from recovery.errors import RecoveryError, StaleDecision
 from recovery.masking import value_at
 from recovery.models import Decision
+from runs.json_strict import json_problem
 from runs.models import Event
 
 REASON_MAX = 500
@@ -29,6 +30,9 @@ def sensitive_reveal(*, user, run_id: str, seq: int, path: str, reason: str, fie
         raise RevealRefused(f"say why you need to see {path or 'this field'}: the reason is kept in the access record")
     if len(reason) > REASON_MAX:
         raise RevealRefused(f"the reason has {len(reason)} characters; at most {REASON_MAX}")
+    problem = json_problem(reason, "reason")  # NUL or a lone surrogate: it could not be kept as typed
+    if problem is not None:
+        raise RevealRefused(str(problem))
     ev = Event.objects.filter(run_id=run_id, seq=seq).only("payload").first()
     if ev is None:
         raise RevealRefused(f"run {run_id!r} has no event {seq}")

@@ -167,3 +167,13 @@ def test_the_compliance_screen_filters_and_pages_newest_first(seeded):
         assert resp.status_code == 400, (bad, resp.status_code)
     # The run's own audit screen lists its records too.
     assert "GET /api/runs/run-acme/events" in c.get("/runs/run-acme/").content.decode()
+
+
+def test_a_reveal_without_a_reason_or_with_one_that_cannot_be_kept_shows_nothing_and_writes_nothing(seeded):
+    c = client_for(_user("colin", "compliance"))
+    url = f"/runs/run-acme/events/{seeded['seq']}/reveal/"
+    for reason, says in (("", "say why"), ("   ", "say why"), ("x" * 501, "at most 500"), ("ticket\x00", "NUL")):
+        resp = c.post(url, {"path": "arguments.account", "reason": reason})
+        body = resp.content.decode("utf-8", "replace")
+        assert resp.status_code == 400 and says in body and SECRET not in body, (reason[:10], resp.status_code)
+    assert not AccessRecord.objects.exists()
