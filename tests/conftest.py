@@ -16,7 +16,7 @@ def _sqlite_flush_keeps_the_access_record_append_only():
     and puts them back with the migration's own statements; nothing else in the suite can delete."""
     import importlib
 
-    from django.db.backends.sqlite3.operations import DatabaseOperations
+    from django.db.backends.sqlite3.base import DatabaseOperations  # the backend's module first: operations alone imports it back
 
     migration = importlib.import_module("access.migrations.0002_access_record")
     original = DatabaseOperations.sql_flush
