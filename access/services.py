@@ -9,8 +9,9 @@ and an agent's token reading back a run it writes (what it wrote is not news to 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from access.masking import shown_paths
 from access.models import AccessRecord, RunWriter

@@ -3,7 +3,7 @@ number); what a decision means and whether it is allowed is the recovery engine'
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta, timezone
 
 from django import forms
 
@@ -153,10 +153,10 @@ class AccessLogForm(forms.Form):
 
     def search_kwargs(self) -> dict:
         d = self.cleaned_data
-        since = datetime.combine(d["since"], time.min, tzinfo=timezone.utc) if d.get("since") else None
+        since = datetime.combine(d["since"], time.min, tzinfo=UTC) if d.get("since") else None
         # "To" names the last day shown: everything before the start of the next one.
         until = d.get("until")
-        until = datetime.combine(until + timedelta(days=1), time.min, tzinfo=timezone.utc) if until and until < date.max else None
+        until = datetime.combine(until + timedelta(days=1), time.min, tzinfo=UTC) if until and until < date.max else None
         return {"who": (d.get("who") or "").strip(), "run_id": (d.get("run") or "").strip(), "front_end": d.get("front_end") or "", "since": since, "until": until}
 
 
