@@ -92,11 +92,12 @@ def access_record_write(
 def unmasked_reads_record(*, who: Principal, mask: frozenset[str], route: str, shown: Sequence[Shown]) -> list[AccessRecord]:
     """Record each item of an API answer that carries sensitive values unmasked, before it is sent.
 
-    ``mask`` is what the answer was masked with (``access.masking.mask_fields``): a reader whose mask
-    is not empty was shown nothing sensitive, and nothing is written (no query either). One record
-    per run, call or state shown with sensitive values, written in one statement.
+    ``mask`` is what the answer was masked with (``access.masking.mask_fields``) and ``shown`` is
+    the answer as sent. What counts is what it shows beyond a fully masked answer: a reader whose
+    mask covers every sensitive field was shown nothing, and nothing is written. One record per
+    run, call or state shown with sensitive values, written in one statement.
     """
-    if mask or not shown:
+    if not shown:
         return []
     items = list(shown)
     kind, ident = _actor(who)
@@ -106,8 +107,11 @@ def unmasked_reads_record(*, who: Principal, mask: frozenset[str], route: str, s
         if not items:
             return []
     fields = sensitive_fields()
+    if not fields - mask:
+        return []
     # The values of the runs shown, as the masking of the same answer for a masked reader uses them:
     # a value quoted in raw text (an error page) is a disclosure as much as one under its key.
+    fields |= mask
     values = run_sensitive_values(run_ids={s.run_id for s in items}, fields=fields)
     found = [(s, [s.prefix + p for p in shown_paths(s.value, fields, values)]) for s in items]
     found = [(s, paths) for s, paths in found if paths]

@@ -121,9 +121,9 @@ def run_export(*, run_id: str, fmt: str, fields: frozenset[str]) -> tuple[bytes,
 
 
 def run_export_discloses(*, run_id: str, fmt: str, digest: str) -> bool:
-    """Whether an unmasked export with this ``digest`` shows any sensitive value: it does when the
-    same export masked comes out different. A run without sensitive values exports the same bytes
-    either way, and handing it over discloses nothing to record."""
+    """Whether the export with this ``digest`` shows any sensitive value: it does when the same
+    export fully masked comes out different. A masked export, or a run without sensitive values,
+    is the same bytes either way, and handing it over discloses nothing to record."""
     fields = sensitive_fields()
     return bool(fields) and run_export(run_id=run_id, fmt=fmt, fields=fields)[1] != digest
 
