@@ -25,14 +25,6 @@ class RevealRefused(Exception):
 def sensitive_reveal(*, user, run_id: str, seq: int, path: str, reason: str, fields: frozenset[str]) -> object:
     """The unmasked value at ``path`` of event ``seq``, recording who revealed it and why before
     returning it. The record is written first: if it cannot be written, the value is not shown."""
-    reason = (reason or "").strip()
-    if not reason:
-        raise RevealRefused(f"say why you need to see {path or 'this field'}: the reason is kept in the access record")
-    if len(reason) > REASON_MAX:
-        raise RevealRefused(f"the reason has {len(reason)} characters; at most {REASON_MAX}")
-    problem = json_problem(reason, "reason")  # NUL or a lone surrogate: it could not be kept as typed
-    if problem is not None:
-        raise RevealRefused(str(problem))
     ev = Event.objects.filter(run_id=run_id, seq=seq).only("payload").first()
     if ev is None:
         raise RevealRefused(f"run {run_id!r} has no event {seq}")
@@ -43,6 +35,15 @@ def sensitive_reveal(*, user, run_id: str, seq: int, path: str, reason: str, fie
         value = value_at(ev.payload, path)
     except KeyError:
         raise RevealRefused(f"event {seq} has no field {path}") from None
+    # The field is checked first: a field that may never be revealed is refused as such, reason or not.
+    reason = (reason or "").strip()
+    if not reason:
+        raise RevealRefused(f"say why you need to see {path or 'this field'}: the reason is kept in the access record")
+    if len(reason) > REASON_MAX:
+        raise RevealRefused(f"the reason has {len(reason)} characters; at most {REASON_MAX}")
+    problem = json_problem(reason, "reason")  # NUL or a lone surrogate: it could not be kept as typed
+    if problem is not None:
+        raise RevealRefused(str(problem))
     access_record_write(who=principal_for_user(user), front_end=AccessRecord.FrontEnd.CONSOLE, run_id=run_id, seq=seq, fields=[path], why=reason)
     return value
 
