@@ -45,3 +45,31 @@ def masked(value: Any, fields: frozenset[str], values: frozenset[str] = frozense
     """``value`` masked by key (``fields``) and by value (``values``, from ``run_sensitive_values``
     for the runs the answer shows): the one masking function, the console's too."""
     return masking.value_mask(value, fields, values)
+
+
+def shown_paths(value: Any, fields: frozenset[str], values: frozenset[str] = frozenset(), prefix: str = "") -> list[str]:
+    """Dotted paths of the sensitive values ``value`` carries in the clear: every place where
+    ``masked(value, fields, values)`` would differ from it (a sensitive key, JSON kept as text that
+    names one, a known sensitive value inside any text). Empty when showing ``value`` unmasked
+    shows nothing sensitive.
+
+    It asks the masking function itself rather than restating its rule, so whatever that function
+    masks is what an access record lists.
+    """
+    if not fields or masking.value_mask(value, fields, values) == value:
+        return []
+    if isinstance(value, dict):
+        out: list[str] = []
+        for k, v in value.items():
+            p = f"{prefix}{k}"
+            hidden = masking.value_mask({k: v}, fields, values).get(k, masking.MASK)
+            if hidden == v:
+                continue
+            if hidden == masking.MASK or not isinstance(v, (dict, list)):
+                out.append(p)
+            else:
+                out.extend(shown_paths(v, fields, values, p + "."))
+        return out
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in shown_paths(v, fields, values, f"{prefix}{i}.")]
+    return [prefix.rstrip(".") or "(value)"]

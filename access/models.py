@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models.functions import Now
+from django.utils import timezone
 
 
 class ApiToken(models.Model):
@@ -35,3 +36,73 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class AccessRecord(models.Model):
+    """One showing of sensitive values unmasked: who, when, through which front end, what, and why.
+
+    Written before the value leaves Reckon (access.services), by the console's reveals and unmasked
+    exports and by every API read that answers with sensitive values unmasked. Append-only like the
+    run log: the database refuses UPDATE and DELETE (migration 0002). Who is kept by id and by name
+    as text rather than by foreign key, so that removing a user or a token never has to change (or
+    could cascade into) a record.
+    """
+
+    class FrontEnd(models.TextChoices):
+        CONSOLE = "console", "console reveal"
+        EXPORT = "export", "console export"
+        API = "api", "HTTP API"
+
+    class ActorKind(models.TextChoices):
+        USER = "user", "person"
+        TOKEN = "token", "API token"
+
+    at = models.DateTimeField(default=timezone.now)
+    actor_kind = models.CharField(max_length=8, choices=ActorKind.choices)
+    actor_id = models.BigIntegerField(null=True, blank=True)
+    actor_name = models.CharField(max_length=200)
+    front_end = models.CharField(max_length=16, choices=FrontEnd.choices)
+    run_id = models.CharField(max_length=200)
+    call_id = models.CharField(max_length=200, blank=True, default="")
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
+    seq = models.BigIntegerField(null=True, blank=True, help_text="the event a console reveal showed a field of")
+    fields = models.JSONField(default=list, blank=True, help_text="dotted paths of the values shown unmasked")
+    all_fields = models.BooleanField(default=False, help_text="every sensitive field of the run (an unmasked export)")
+    why = models.TextField(help_text="the reason given for a reveal; the route for an API read or an export")
+    tenant = models.CharField(max_length=600, blank=True, default="", help_text="the run's tenants, comma-separated")
+
+    class Meta:
+        db_table = "reckon_access_record"
+        ordering = ["-at", "-id"]
+        indexes = [
+            models.Index(fields=["-at", "-id"], name="reckon_access_at"),
+            models.Index(fields=["run_id", "-at", "-id"], name="reckon_access_run"),
+            models.Index(fields=["actor_name", "-at", "-id"], name="reckon_access_actor"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.actor_name} via {self.front_end} on {self.run_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+    def what(self) -> str:
+        """The record's "what" in words, for screens."""
+        if self.all_fields:
+            return "every sensitive field of the run"
+        shown = ", ".join(self.fields[:6]) + (f" and {len(self.fields) - 6} more" if len(self.fields) > 6 else "")
+        return f"{shown} of event {self.seq}" if self.seq is not None else shown
+
+
+class RunWriter(models.Model):
+    """A token that has held a run's lease: the run is its agent's own.
+
+    An agent's token reads back exactly what it wrote (access.masking), and that is not a showing of
+    sensitive values to anyone new; the same token reading another run's values is, and is recorded.
+    Written when a token acquires a lease (api.runs), once per token and run.
+    """
+
+    token_id = models.BigIntegerField()
+    run_id = models.CharField(max_length=200)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "reckon_run_writer"
+        constraints = [models.UniqueConstraint(fields=["token_id", "run_id"], name="reckon_run_writer_once")]

@@ -19,15 +19,16 @@ from ninja import Field, Header, Path, Query, Router, Schema
 from access.assignment import call_escalate
 from access.masking import mask_fields, masked
 from access.roles import perm
+from access.services import Shown, unmasked_reads_record
 from access.tokens import Principal
 from api.auth import caller
 from api.errors import Forbidden, NotFound, Unprocessable
 from api.idempotency import idempotent
-from api.schemas import clean_name, responses
+from api.schemas import clean_name, request_route, responses
 from recovery import selectors
 from recovery.decisions import decision_record
 from recovery.errors import InvalidDecision
-from recovery.masking import run_sensitive_values
+from recovery.masking import run_sensitive_values, sensitive_fields
 from recovery.models import Decision, ToolPolicy, UncertainCall
 from recovery.policy_changes import policy_update
 
@@ -168,6 +169,10 @@ def _call_out(row: UncertainCall, mask: frozenset[str], values: frozenset[str] =
     }
 
 
+def _call_shown(call: dict, value: Any = None) -> Shown:
+    return Shown(call["run_id"], call if value is None else value, call_id=call["call_id"], idempotency_key=call["idempotency_key"])
+
+
 def _visible_call(principal: Principal, pk: int) -> UncertainCall:
     row = selectors.uncertain_call_get(pk=pk)
     if not principal.may_see({row.tenant}):
@@ -201,7 +206,9 @@ def calls_list_view(request: HttpRequest, filters: Query[CallFilters]):
     )
     mask = mask_fields(principal)
     values = run_sensitive_values(run_ids={r.run_id for r in page.items}, fields=mask)
-    return {"calls": [_call_out(r, mask, values) for r in page.items], "next": page.next_cursor}
+    calls = [_call_out(r, mask, values) for r in page.items]
+    unmasked_reads_record(who=principal, mask=mask, route=request_route(request), shown=[_call_shown(c) for c in calls])
+    return {"calls": calls, "next": page.next_cursor}
 
 
 @router.get("/uncertain-calls/{pk}", response=responses({200: UncertainCallDetail}), auth=caller("read"), summary="One uncertain call with its evidence")
@@ -212,11 +219,13 @@ def call_view(request: HttpRequest, pk: int = Path(..., ge=1, le=2**63 - 1)):
     doc = selectors.uncertain_call_evidence(pk=pk)
     mask = mask_fields(principal)
     values = run_sensitive_values(run_ids=[doc["call"].run_id], fields=mask)
-    return {
+    out = {
         "call": _call_out(doc["call"], mask, values),
         "attempts": [{**a, "evidence": masked(a["evidence"], mask, values), "error": masked(a["error"], mask, values), "rule": masked(a.get("rule"), mask, values)} for a in doc["attempts"]],
         "history": [{**h, "payload": masked(h["payload"], mask, values)} for h in doc["history"]],
     }
+    unmasked_reads_record(who=principal, mask=mask, route=request_route(request), shown=[_call_shown(out["call"], value=out)])
+    return out
 
 
 @router.post(
@@ -248,8 +257,11 @@ def decision_view(
             raise InvalidDecision("assignee is only for the 'escalate' decision")
         else:
             row = decision_record(pk=row.pk, decision=body.decision, by=by, reason=body.reason, seen_version=body.seen_version, evidence_ref=body.evidence_ref)
-        mask = mask_fields(principal)
-        return 200, _call_out(row, mask, run_sensitive_values(run_ids=[row.run_id], fields=mask))
+        # The answer to a decision is an acknowledgement, not a read: its arguments are masked for
+        # everyone (GET the call to see them, which is recorded), and so is the copy the
+        # Idempotency-Key store keeps and replays.
+        fields = sensitive_fields()
+        return 200, _call_out(row, fields, run_sensitive_values(run_ids=[row.run_id], fields=fields))
 
     return idempotent(request, principal=principal, key=idempotency_key, body=body.dict(), run=decide)
 

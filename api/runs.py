@@ -21,11 +21,12 @@ from ninja import Field, Query, Router, Schema, Status
 from pydantic import BaseModel
 
 from access.masking import mask_fields, masked
+from access.services import Shown, run_writer_note, unmasked_reads_record
 from access.tenancy import runs_visible
 from access.tokens import Principal
 from api.auth import caller
 from api.errors import Forbidden, Unprocessable
-from api.schemas import clean_name, require_tenants, responses
+from api.schemas import clean_name, request_route, require_tenants, responses
 from recovery.masking import run_sensitive_values
 from runs.errors import RunNotFound
 from runs.events import CURRENT_SCHEMA_VERSION
@@ -234,6 +235,7 @@ def lease_acquire_view(request: HttpRequest, run_id: str, body: LeaseAcquireIn):
     lease = lease_acquire(run_id=run_id, holder=body.holder, ttl_seconds=body.ttl_seconds)
     if not exists and tenant is not None:
         run_tenant_claim(run_id=run_id, tenant=tenant)
+    run_writer_note(who=principal, run_id=run_id)  # its agent's own run: reading it back is no disclosure
     return _lease_out(lease)
 
 
@@ -304,12 +306,10 @@ def events_page_view(
     events = events_load(run_id=run_id, after=after, upto=upto) if after < upto else []
     mask = mask_fields(request.auth)
     values = run_sensitive_values(run_ids=[run_id], fields=mask)
-    return {
-        "run_id": run_id,
-        "last_seq": run.last_seq,
-        "events": [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": masked(e.payload, mask, values)} for e in events],
-        "next_after": upto if upto < run.last_seq else None,
-    }
+    shown = [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": masked(e.payload, mask, values)} for e in events]
+    # Recorded before the answer leaves, when it shows sensitive values unmasked (access.services).
+    unmasked_reads_record(who=request.auth, mask=mask, route=request_route(request), shown=[Shown(run_id, {str(e["seq"]): e["payload"] for e in shown}, prefix="event ")])
+    return {"run_id": run_id, "last_seq": run.last_seq, "events": shown, "next_after": upto if upto < run.last_seq else None}
 
 
 # --- runs ----------------------------------------------------------------------------------------
@@ -354,4 +354,6 @@ def run_state_view(request: HttpRequest, run_id: str, at: int | None = Query(Non
     state = run_state_fast(run_id) if latest else run_state(run_id=run_id, at=at)
     # Sensitive argument fields are masked wherever they appear (messages, calls, results).
     mask = mask_fields(request.auth)
-    return masked(state.to_dict(), mask, run_sensitive_values(run_ids=[run_id], fields=mask))
+    doc = masked(state.to_dict(), mask, run_sensitive_values(run_ids=[run_id], fields=mask))
+    unmasked_reads_record(who=request.auth, mask=mask, route=request_route(request), shown=[Shown(run_id, doc, prefix="state.")])
+    return doc

@@ -62,3 +62,8 @@ def require_tenants(principal: Principal, tenants: set[str], what: str) -> None:
     if not principal.may_see(tenants):
         outside = sorted(tenants - set(principal.tenants or ()))
         raise Forbidden(f"{what} belongs to tenant {', '.join(outside)}, which this token may not touch")
+
+
+def request_route(request) -> str:
+    """What an access record names as the reason for an API read: the method and the path asked."""
+    return f"{request.method} {request.get_full_path()}"

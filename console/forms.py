@@ -3,10 +3,11 @@ number); what a decision means and whether it is allowed is the recovery engine'
 
 from __future__ import annotations
 
-from datetime import datetime, time, timezone
+from datetime import UTC, date, datetime, time, timedelta, timezone
 
 from django import forms
 
+from access.models import AccessRecord
 from recovery.models import Decision
 
 RISK_CHOICES = [("", "any risk"), ("irreversible", "irreversible"), ("reversible", "reversible"), ("idempotent", "idempotent"), ("read_only", "read only")]
@@ -135,6 +136,28 @@ class DecisionLogForm(forms.Form):
         since = datetime.combine(d["since"], time.min, tzinfo=timezone.utc) if d.get("since") else None
         until = datetime.combine(d["until"], time.max, tzinfo=timezone.utc) if d.get("until") else None
         return {**{k: d.get(k) or "" for k in self.TEXT}, "since": since, "until": until}
+
+
+class AccessLogForm(forms.Form):
+    """The access record's filters: a person's or token's name, a run id, a front end, UTC days."""
+
+    who = forms.CharField(required=False, max_length=200)
+    run = forms.CharField(required=False, max_length=200)
+    front_end = forms.ChoiceField(
+        required=False,
+        choices=[("", "any"), *AccessRecord.FrontEnd.choices],
+        error_messages={"invalid_choice": "front end must be one of " + ", ".join(AccessRecord.FrontEnd.values)},
+    )
+    since = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "from must be a date as YYYY-MM-DD"})
+    until = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "to must be a date as YYYY-MM-DD"})
+
+    def search_kwargs(self) -> dict:
+        d = self.cleaned_data
+        since = datetime.combine(d["since"], time.min, tzinfo=UTC) if d.get("since") else None
+        # "To" names the last day shown: everything before the start of the next one.
+        until = d.get("until")
+        until = datetime.combine(until + timedelta(days=1), time.min, tzinfo=UTC) if until and until < date.max else None
+        return {"who": (d.get("who") or "").strip(), "run_id": (d.get("run") or "").strip(), "front_end": d.get("front_end") or "", "since": since, "until": until}
 
 
 class PolicyEditForm(forms.Form):

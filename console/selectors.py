@@ -13,13 +13,12 @@ import json
 from datetime import datetime, timedelta
 from typing import Iterable, Iterator
 
-from django.contrib.admin.models import LogEntry
-from django.contrib.contenttypes.models import ContentType
 from django.db.models import Count, Exists, OuterRef, Q, Subquery, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
-from recovery.masking import MASK, masked_paths, run_sensitive_values, value_mask
+from access.selectors import run_access_records
+from recovery.masking import MASK, masked_paths, run_sensitive_values, sensitive_fields, value_mask
 from recovery.models import PolicyChange, ToolPolicy, UncertainCall
 from recovery.selectors import edges_bucket, policy_for, uncertain_call_evidence, uncertain_calls_filter, unresolved_tally
 from runs.events import RECORD_ONLY, EventType
@@ -27,9 +26,6 @@ from runs.fold import format_ts
 from runs.models import Event, Run
 from runs.paging import CursorError, Page, cursor_decode, cursor_encode
 from runs.selectors import run_state
-
-# Every reveal of a sensitive value is an admin log entry on the run whose message starts so.
-REVEAL_PREFIX = "revealed "
 
 # Types that carry a person's or a rule's decision: the audit screen lists them as "who decided what".
 DECISION_TYPES = (
@@ -122,6 +118,14 @@ def run_export(*, run_id: str, fmt: str, fields: frozenset[str]) -> tuple[bytes,
     else:
         raise ValueError(f"export format {fmt!r} is not one of jsonl, csv")
     return body, hashlib.sha256(body).hexdigest()
+
+
+def run_export_discloses(*, run_id: str, fmt: str, digest: str) -> bool:
+    """Whether the export with this ``digest`` shows any sensitive value: it does when the same
+    export fully masked comes out different. A masked export, or a run without sensitive values,
+    is the same bytes either way, and handing it over discloses nothing to record."""
+    fields = sensitive_fields()
+    return bool(fields) and run_export(run_id=run_id, fmt=fmt, fields=fields)[1] != digest
 
 
 # --- charts (overview) -----------------------------------------------------------------------
@@ -305,13 +309,12 @@ def run_timeline(*, run_id: str, types: Iterable[str], before: int | None, field
 
 
 def run_audit(*, run_id: str, fields: frozenset[str]) -> dict:
-    """The run screen's audit panels: counts by type, who decided what, and every recorded reveal."""
+    """The run screen's audit panels: counts by type, who decided what, and who was shown its
+    sensitive values unmasked (the access record, newest first)."""
     return {
         "type_counts": sorted(run_type_counts(run_id=run_id).items()),
         "decisions": events_shown(run_decisions(run_id=run_id), fields, run_sensitive_values(run_ids=[run_id], fields=fields)),
-        "reveals": LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(Run), object_id=run_id, change_message__startswith=REVEAL_PREFIX)
-        .select_related("user")
-        .order_by("-action_time")[:50],
+        "reveals": run_access_records(run_id=run_id),
     }
 
 

@@ -1,30 +1,30 @@
 """Console-only writes. Decisions, claims and notes are the recovery engine's; the console itself
-records only who revealed which sensitive value, in Django's admin log (the site's audit trail, read
-by administrators at /admin/admin/logentry/ and shown on the run's audit screen)."""
+writes only the access record of a reveal or an unmasked export, through the one service both front
+ends use (access.services), before the value is shown."""
 
 from __future__ import annotations
 
-from django.contrib.admin.models import CHANGE, LogEntry
-from django.contrib.contenttypes.models import ContentType
-
 from access.assignment import NotAssignable, assignee_check, call_assign
-from console.selectors import REVEAL_PREFIX
+from access.models import AccessRecord
+from access.services import access_record_write
+from access.tokens import principal_for_user
 from recovery.decisions import call_claim, decision_record
 from recovery.errors import RecoveryError, StaleDecision
 from recovery.masking import NEVER_REVEALED, value_at
 from recovery.models import Decision
-from runs.models import Event, Run
+from runs.json_strict import json_problem
+from runs.models import Event
+
+REASON_MAX = 500
 
 
 class RevealRefused(Exception):
-    """The field named is not there or is not masked; the message says which."""
+    """The field named is not there or is not masked, or no reason was given; the message says which."""
 
 
-def sensitive_reveal(*, user, run_id: str, seq: int, path: str, fields: frozenset[str]) -> object:
-    """The unmasked value at ``path`` of event ``seq``, recording the reveal before returning it.
-
-    The record is written first: if it cannot be written, the value is not shown.
-    """
+def sensitive_reveal(*, user, run_id: str, seq: int, path: str, reason: str, fields: frozenset[str]) -> object:
+    """The unmasked value at ``path`` of event ``seq``, recording who revealed it and why before
+    returning it. The record is written first: if it cannot be written, the value is not shown."""
     ev = Event.objects.filter(run_id=run_id, seq=seq).only("payload").first()
     if ev is None:
         raise RevealRefused(f"run {run_id!r} has no event {seq}")
@@ -37,24 +37,23 @@ def sensitive_reveal(*, user, run_id: str, seq: int, path: str, fields: frozense
         value = value_at(ev.payload, path)
     except KeyError:
         raise RevealRefused(f"event {seq} has no field {path}") from None
-    _reveal_log(user=user, run_id=run_id, what=f"{path} of event {seq}")
+    # The field is checked first: a field that may never be revealed is refused as such, reason or not.
+    reason = (reason or "").strip()
+    if not reason:
+        raise RevealRefused(f"say why you need to see {path or 'this field'}: the reason is kept in the access record")
+    if len(reason) > REASON_MAX:
+        raise RevealRefused(f"the reason has {len(reason)} characters; at most {REASON_MAX}")
+    problem = json_problem(reason, "reason")  # NUL or a lone surrogate: it could not be kept as typed
+    if problem is not None:
+        raise RevealRefused(str(problem))
+    access_record_write(who=principal_for_user(user), front_end=AccessRecord.FrontEnd.CONSOLE, run_id=run_id, seq=seq, fields=[path], why=reason)
     return value
 
 
-def export_record(*, user, run_id: str, fmt: str, digest: str) -> None:
-    """An unmasked export shows every sensitive value at once, so it is recorded like a reveal."""
-    _reveal_log(user=user, run_id=run_id, what=f"every sensitive field in an unmasked {fmt} export (sha256 {digest})")
-
-
-def _reveal_log(*, user, run_id: str, what: str) -> None:
-    LogEntry.objects.create(
-        user=user,
-        content_type=ContentType.objects.get_for_model(Run),
-        object_id=run_id,
-        object_repr=run_id[:200],
-        action_flag=CHANGE,
-        change_message=f"{REVEAL_PREFIX}{what}",
-    )
+def export_record(*, user, run_id: str, route: str, digest: str) -> None:
+    """An unmasked export shows every sensitive value of the run at once: recorded as such, with the
+    address asked and the digest of the file handed over."""
+    access_record_write(who=principal_for_user(user), front_end=AccessRecord.FrontEnd.EXPORT, run_id=run_id, all_fields=True, why=f"GET {route} (sha256 {digest})")
 
 
 # --- bulk actions ----------------------------------------------------------------------------

@@ -28,5 +28,6 @@ urlpatterns += [
     path("calls/<int:pk>/assign/", views.call_assign, name="call_assign"),
     path("calls/<int:pk>/note/", views.call_note, name="call_note"),
     path("decisions/", views.decisions, name="decisions"),
+    path("access/", views.access_log, name="access"),
     path("policies/", views.policies, name="policies"),
 ]

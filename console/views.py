@@ -16,6 +16,8 @@ from django.views.decorators.http import require_GET, require_POST
 from django.utils.http import content_disposition_header
 
 from access import assignment
+from access import selectors as access_selectors
+from access.models import AccessRecord
 from access.masking import mask_for, masks_sensitive
 from access.roles import MANAGER, perm, requires, role_names
 from console import forms, selectors, services, svg
@@ -168,8 +170,8 @@ def _export(request, run_id: str, fmt: str):
 @require_GET
 def run_export(request, run_id: str, fmt: str):
     body, digest, fields = _export(request, run_id, fmt)
-    if not masks_sensitive(fields) and masks_sensitive(masking.sensitive_fields()):
-        services.export_record(user=request.user, run_id=run_id, fmt=fmt, digest=digest)
+    if selectors.run_export_discloses(run_id=run_id, fmt=fmt, digest=digest):  # the same file fully masked differs
+        services.export_record(user=request.user, run_id=run_id, route=request.get_full_path(), digest=digest)
     ctype = "application/x-ndjson" if fmt == "jsonl" else "text/csv"
     resp = HttpResponse(body, content_type=f"{ctype}; charset=utf-8")
     resp["Content-Disposition"] = content_disposition_header(True, f"{run_id}.{fmt}")
@@ -190,7 +192,7 @@ def run_export_digest(request, run_id: str, fmt: str):
 def reveal(request, run_id: str, seq: int):
     path = request.POST.get("path", "")
     try:
-        value = services.sensitive_reveal(user=request.user, run_id=run_id, seq=seq, path=path, fields=masking.sensitive_fields())
+        value = services.sensitive_reveal(user=request.user, run_id=run_id, seq=seq, path=path, reason=request.POST.get("reason", ""), fields=masking.sensitive_fields())
     except services.RevealRefused as exc:
         return _bad(request, exc)
     ctx = {"run_id": run_id, "seq": seq, "path": path, "value": value}
@@ -444,6 +446,32 @@ def decisions(request):
     q = {k: form.cleaned_data.get(k) or "" for k in form.TEXT}
     ctx = {"page": page, "q": q, "since": request.GET.get("since", ""), "until": request.GET.get("until", ""), "filters": _filter_query(request, drop=("before",))}
     return _render(request, "console/decisions.html", ctx, nav="decisions", partial="rows" if request.htmx and before else None)
+
+
+# --- access record (compliance) ---------------------------------------------------------------
+
+
+@requires("view_console", "view_sensitive")
+@require_GET
+def access_log(request):
+    """Who was shown sensitive values unmasked, newest first: console reveals, unmasked exports and
+    API reads (access.selectors). For holders of view_sensitive, as the reveals themselves are."""
+    before = request.GET.get("before") or None
+    form = forms.AccessLogForm(request.GET)
+    if not form.is_valid():
+        return _bad(request, BadParam("; ".join(" ".join(v) for v in form.errors.values())))
+    try:
+        page = access_selectors.access_records_search(**form.search_kwargs(), before=before)
+    except ValueError as exc:
+        return _bad(request, BadParam(str(exc)))
+    ctx = {
+        "page": page,
+        "form": form,
+        "q": {k: request.GET.get(k, "") for k in ("who", "run", "front_end", "since", "until")},
+        "front_ends": AccessRecord.FrontEnd.choices,
+        "filters": _filter_query(request, drop=("before",)),
+    }
+    return _render(request, "console/access.html", ctx, nav="access", partial="rows" if request.htmx and before else None)
 
 
 # --- policies (administrators) -----------------------------------------------------------------

@@ -38,11 +38,11 @@ WRITE = re.compile(
 REPAIR = "runs.tasks.snapshot_repair_task"
 
 # The one write a GET is allowed, and why: an unmasked export hands every sensitive field of a run
-# to an administrator, and that disclosure is recorded in the audit log (console.services
-# export_record) as it happens; a disclosure nobody recorded is worse than a GET that writes. It is
-# matched narrowly: that URL, that table, that message, nothing else. (Moving the unmasked export
-# behind a POST would remove it; that is a change to the console, not to the read path.)
-AUDITED = (re.compile(r"^/runs/[^/]+/export\.(jsonl|csv)$"), re.compile(r'INSERT INTO "?django_admin_log"?.*revealed every sensitive field in an unmasked', re.S))
+# to an administrator, and that disclosure is written to the access record (access.services) before
+# the file leaves; a disclosure nobody recorded is worse than a GET that writes. It is matched
+# narrowly: that URL, an INSERT into that table, nothing else. (API reads that show values unmasked
+# are recorded the same way; this test reads the API with a masked token, so none may write.)
+AUDITED = (re.compile(r"^/runs/[^/]+/export\.(jsonl|csv)$"), re.compile(r'^\s*INSERT INTO "?reckon_access_record"?', re.S))
 
 
 def writes_of(url: str, queries: list[dict]) -> list[str]:

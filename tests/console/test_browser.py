@@ -112,3 +112,47 @@ def test_two_sessions_decide_the_same_call_and_exactly_one_wins(live_server, bro
     assert len(won) == 1 and len(lost) == 1, texts
     shot(pages[1], "second-session-refused")
     assert Event.objects.filter(run_id="run-conflict", type="approval_decided").count() == 1
+
+
+def test_a_compliance_reviewer_reveals_a_value_with_a_reason_and_finds_it_in_the_access_record(live_server, page, compliance):
+    from django.test import Client
+
+    from access.models import AccessRecord
+    from access.tokens import token_create
+    from tests.access.seed import SECRET, seed_runs
+
+    seeded = seed_runs()
+    _, secret = token_create(name="ledger-sync agent", scopes=["append", "read"])
+    Client(HTTP_AUTHORIZATION=f"Bearer {secret}").get("/api/runs/run-globex/state")  # a token's unmasked read: recorded
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "colin.compliance")
+    page.fill("#id_password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    page.goto(f"{live_server.url}/calls/{seeded['call'].pk}/")
+    form = page.locator("#payload form.reveal").first
+    form.locator("input[name='reason']").fill("LEDGER-88: confirm the account with the customer")
+    form.locator("button").click()
+    page.wait_for_selector("#payload .revealed")
+    assert SECRET in page.inner_text("#payload .revealed")
+    shot(page, "compliance-reveal")
+    page.click("nav a:has-text('Access record')")
+    page.wait_for_selector("#access-records")
+    rows = page.inner_text("#access-records")
+    assert "LEDGER-88: confirm the account with the customer" in rows and "arguments.account of event" in rows
+    assert "ledger-sync agent" in rows and "GET /api/runs/run-globex/state" in rows
+    assert SECRET not in rows  # the record says what was shown, never the value
+    shot(page, "access-record-wide")
+    page.fill("#a-run", "run-acme")
+    page.click("button:has-text('Search')")
+    page.wait_for_url("**/access/?*run=run-acme*")
+    assert "ledger-sync agent" not in page.inner_text("#access-records")
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(f"{live_server.url}/access/")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page scrolls sideways at 390 px ({width} px wide)"
+    shot(page, "access-record-narrow")
+    page.goto(f"{live_server.url}/runs/run-acme/")
+    assert "LEDGER-88" in page.inner_text("#reveals")
+    shot(page, "run-audit-reveals-narrow")
+    assert AccessRecord.objects.filter(front_end="console", actor_name="colin.compliance").count() == 1

@@ -59,7 +59,7 @@ def test_a_compliance_reviewer_sees_no_decision_controls_and_cannot_post_one(com
 
 
 def test_sensitive_fields_are_masked_on_every_screen_and_export_and_a_reveal_is_recorded(oncall, compliance, conflict_call):
-    from django.contrib.admin.models import LogEntry
+    from access.models import AccessRecord
 
     for path in (f"/calls/{conflict_call.pk}/", "/runs/run-conflict/", "/queue/"):
         body = client_for(oncall).get(path).content.decode()
@@ -68,11 +68,19 @@ def test_sensitive_fields_are_masked_on_every_screen_and_export_and_a_reveal_is_
     c = client_for(compliance)
     jsonl = c.get("/runs/run-conflict/export.jsonl").content.decode()
     assert '"account": "AC-4020"' in jsonl  # compliance may view sensitive data; the export is recorded
-    resp = c.post(f"/runs/run-conflict/events/{conflict_call.start_seq}/reveal/", {"path": "arguments.account"})
+    refused = c.post(f"/runs/run-conflict/events/{conflict_call.start_seq}/reveal/", {"path": "arguments.account"})
+    assert refused.status_code == 400 and "say why" in refused.content.decode() and "AC-4020" not in refused.content.decode()
+    assert not AccessRecord.objects.filter(front_end="console").exists()  # no reason, no value, no record
+    resp = c.post(f"/runs/run-conflict/events/{conflict_call.start_seq}/reveal/", {"path": "arguments.account", "reason": "ticket LEDGER-88: confirm the account"})
     assert resp.status_code == 200 and "AC-4020" in resp.content.decode()
-    messages = list(LogEntry.objects.filter(object_id="run-conflict").values_list("change_message", flat=True))
-    assert any("arguments.account of event" in m for m in messages)
-    assert any("unmasked jsonl export" in m for m in messages)
+    recs = {r.front_end: r for r in AccessRecord.objects.filter(run_id="run-conflict")}
+    assert set(recs) == {"console", "export"}
+    reveal, export = recs["console"], recs["export"]
+    assert (reveal.actor_kind, reveal.actor_id, reveal.actor_name) == ("user", compliance.pk, "colin.compliance")
+    assert (reveal.seq, reveal.fields, reveal.why, reveal.tenant) == (conflict_call.start_seq, ["arguments.account"], "ticket LEDGER-88: confirm the account", "acme")
+    assert export.all_fields and export.why.startswith("GET /runs/run-conflict/export.jsonl (sha256 ")
+    audit = c.get("/runs/run-conflict/").content.decode()
+    assert "ticket LEDGER-88: confirm the account" in audit and "every sensitive field of the run" in audit
 
 
 def test_claiming_shows_who_is_on_a_call_and_a_second_claim_on_a_stale_view_is_refused(oncall, conflict_call, roles):

@@ -29,10 +29,11 @@ MATRIX = [
     ("get", "console:run_export", (RUN, "csv"), None, only("compliance", "admin")),
     ("get", "console:run_export_digest", (RUN, "jsonl"), None, only("compliance", "admin")),
     # post_correction's policy marks account sensitive; a reveal is for holders of view_sensitive only.
-    ("post", "console:reveal", (RUN, 11), {"path": "arguments.account"}, only("compliance", "admin")),
+    ("post", "console:reveal", (RUN, 11), {"path": "arguments.account", "reason": "audit"}, only("compliance", "admin")),
     ("get", "console:overview", (), None, everyone_who_reads()),
     ("get", "console:queue", (), None, everyone_who_reads()),
     ("get", "console:decisions", (), None, everyone_who_reads()),
+    ("get", "console:access", (), None, only("compliance", "admin")),
     ("get", "console:policies", (), None, only("admin")),
     ("post", "console:policies", (), {"tool": "x"}, only("admin", ok=302)),
     ("get", "console:call", (CALL,), None, everyone_who_reads()),

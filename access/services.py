@@ -1,0 +1,143 @@
+"""The access record's writes: every showing of sensitive values unmasked, by either front end.
+
+One service below the console and the API, so the rule "record it before it is shown" lives once.
+The console records a reveal (with the reason the person gave) and an unmasked export; the API
+records every read whose answer carries a sensitive value unmasked, naming the route. A read that
+shows nothing sensitive unmasked writes nothing: a masked reader, a run without sensitive values,
+and an agent's token reading back a run it writes (what it wrote is not news to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from access.masking import shown_paths
+from access.models import AccessRecord, RunWriter
+from access.tokens import Principal
+from recovery.masking import run_sensitive_values, sensitive_fields
+from runs.models import RunTenant
+
+# A record lists at most this many paths, then how many more there were: a 1,000-event page full
+# of account numbers is one record saying so, not a megabyte of paths.
+MAX_PATHS = 100
+MAX_WHY = 2000
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One thing an answer shows: a run's event, state or uncertain call, as it is sent."""
+
+    run_id: str
+    value: Any
+    call_id: str = ""
+    idempotency_key: str = ""
+    prefix: str = ""  # where ``value`` sits in the answer, prepended to each path
+
+
+def _actor(who: Principal) -> tuple[str, int | None]:
+    kind, _, ident = who.owner.partition(":")
+    return kind, int(ident) if ident.isdigit() else None
+
+
+def _tenants(run_ids: Iterable[str]) -> dict[str, str]:
+    out: dict[str, list[str]] = {}
+    for run_id, tenant in RunTenant.objects.filter(run_id__in=set(run_ids)).values_list("run_id", "tenant"):
+        out.setdefault(run_id, []).append(tenant)
+    return {r: ",".join(sorted(t)) for r, t in out.items()}
+
+
+def _paths(paths: Sequence[str]) -> list[str]:
+    if len(paths) <= MAX_PATHS:
+        return list(paths)
+    return [*paths[:MAX_PATHS], f"(and {len(paths) - MAX_PATHS} more)"]
+
+
+def access_record_write(
+    *,
+    who: Principal,
+    front_end: str,
+    run_id: str,
+    why: str,
+    fields: Sequence[str] = (),
+    all_fields: bool = False,
+    seq: int | None = None,
+    call_id: str = "",
+    idempotency_key: str = "",
+) -> AccessRecord:
+    """Record that ``who`` is being shown sensitive values of ``run_id``; call it before showing them.
+
+    If the record cannot be written the exception propagates and the value is not shown.
+    """
+    if front_end not in AccessRecord.FrontEnd.values:
+        raise ValueError(f"front_end must be one of {', '.join(AccessRecord.FrontEnd.values)}, got {front_end!r}")
+    kind, ident = _actor(who)
+    return AccessRecord.objects.create(
+        actor_kind=kind,
+        actor_id=ident,
+        actor_name=who.name[:200],
+        front_end=front_end,
+        run_id=run_id,
+        call_id=call_id[:200],
+        idempotency_key=idempotency_key[:200],
+        seq=seq,
+        fields=_paths(fields),
+        all_fields=all_fields,
+        why=why[:MAX_WHY],
+        tenant=_tenants([run_id]).get(run_id, ""),
+    )
+
+
+def unmasked_reads_record(*, who: Principal, mask: frozenset[str], route: str, shown: Sequence[Shown]) -> list[AccessRecord]:
+    """Record each item of an API answer that carries sensitive values unmasked, before it is sent.
+
+    ``mask`` is what the answer was masked with (``access.masking.mask_fields``) and ``shown`` is
+    the answer as sent. What counts is what it shows beyond a fully masked answer: a reader whose
+    mask covers every sensitive field was shown nothing, and nothing is written. One record per
+    run, call or state shown with sensitive values, written in one statement.
+    """
+    if not shown:
+        return []
+    items = list(shown)
+    kind, ident = _actor(who)
+    if kind == "token" and "append" in who.scopes:
+        own = set(RunWriter.objects.filter(token_id=ident, run_id__in={s.run_id for s in items}).values_list("run_id", flat=True))
+        items = [s for s in items if s.run_id not in own]
+        if not items:
+            return []
+    fields = sensitive_fields()
+    if not fields - mask:
+        return []
+    # The values of the runs shown, as the masking of the same answer for a masked reader uses them:
+    # a value quoted in raw text (an error page) is a disclosure as much as one under its key.
+    fields |= mask
+    values = run_sensitive_values(run_ids={s.run_id for s in items}, fields=fields)
+    found = [(s, [s.prefix + p for p in shown_paths(s.value, fields, values)]) for s in items]
+    found = [(s, paths) for s, paths in found if paths]
+    if not found:
+        return []
+    tenants = _tenants(s.run_id for s, _ in found)
+    records = [
+        AccessRecord(
+            actor_kind=kind,
+            actor_id=ident,
+            actor_name=who.name[:200],
+            front_end=AccessRecord.FrontEnd.API,
+            run_id=s.run_id,
+            call_id=s.call_id[:200],
+            idempotency_key=s.idempotency_key[:200],
+            fields=_paths(paths),
+            why=route[:MAX_WHY],
+            tenant=tenants.get(s.run_id, ""),
+        )
+        for s, paths in found
+    ]
+    return AccessRecord.objects.bulk_create(records)
+
+
+def run_writer_note(*, who: Principal, run_id: str) -> None:
+    """Remember that token ``who`` holds (or held) ``run_id``'s lease: the run is its agent's own."""
+    kind, ident = _actor(who)
+    if kind == "token" and ident is not None:
+        RunWriter.objects.get_or_create(token_id=ident, run_id=run_id)
