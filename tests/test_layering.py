@@ -3,6 +3,7 @@
     reckon    the Django project (settings, urls, celery app, wsgi/asgi, env helpers)
     api  console    the two front ends: the HTTP API and the operator screens (neither imports the other)
     access    roles, tokens, tenancy and masking rules both front ends use
+    notify    notification channels, routes, the outbox and its delivery (driven by recovery's events)
     recovery  projection, policies, adapters, reconciliation, decisions
     runs      event registry, store, fold, leases, snapshots, importer
     bench     benchmarks: may import anything; nothing imports them
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = {"runs": 0, "recovery": 1, "access": 2, "api": 3, "console": 3, "reckon": 4}
+LAYERS = {"runs": 0, "recovery": 1, "notify": 2, "access": 3, "api": 4, "console": 4, "reckon": 5}
 APPS = (*LAYERS, "bench")
 
 
