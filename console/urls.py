@@ -29,4 +29,5 @@ urlpatterns += [
     path("calls/<int:pk>/note/", views.call_note, name="call_note"),
     path("decisions/", views.decisions, name="decisions"),
     path("policies/", views.policies, name="policies"),
+    path("notifications/", views.notifications, name="notifications"),
 ]

@@ -69,12 +69,12 @@ def _channel(name: str, table: Any) -> dict:
     if kind == "webhook":
         secret = table.get("secret")
         if not isinstance(secret, str) or not secret.startswith("whsec_"):
-            raise NotifyConfigError(f"{where}: secret must be a Standard Webhooks secret, \"whsec_\" followed by base64")
+            raise NotifyConfigError(f'{where}: secret must be a Standard Webhooks secret, "whsec_" followed by base64')
         try:
             if not base64.b64decode(secret[6:], validate=True):
                 raise binascii.Error("empty")
         except (binascii.Error, ValueError):
-            raise NotifyConfigError(f"{where}: secret is not base64 after \"whsec_\"") from None
+            raise NotifyConfigError(f'{where}: secret is not base64 after "whsec_"') from None
         config["secret"] = secret
     if kind == "pagerduty":
         key = table.get("routing_key")
@@ -122,16 +122,16 @@ def _route(i: int, table: Any, channels: dict) -> dict:
         raise NotifyConfigError(f"{where}: unknown field {unknown[0]!r}")
     levels = table.get("levels")
     if "digest" not in table and (not isinstance(levels, list) or not levels):
-        raise NotifyConfigError(f"{where}: levels must be a non-empty list of {{ notify = [...], after = \"0m\" }}")
+        raise NotifyConfigError(f'{where}: levels must be a non-empty list of {{ notify = [...], after = "0m" }}')
     out_levels = []
     last = -1
     for j, level in enumerate(levels or []):
         lw = f"{where}.levels[{j}]"
         if not isinstance(level, dict) or sorted(set(level) - {"notify", "after"}):
-            raise NotifyConfigError(f"{lw}: a level is {{ notify = [...], after = \"15m\" }}")
+            raise NotifyConfigError(f'{lw}: a level is {{ notify = [...], after = "15m" }}')
         after = _duration(f"{lw}.after", level.get("after", "0m"))
         if j == 0 and after != 0:
-            raise NotifyConfigError(f"{lw}: the first level fires at once: after must be \"0m\"")
+            raise NotifyConfigError(f'{lw}: the first level fires at once: after must be "0m"')
         if after < last:
             raise NotifyConfigError(f"{lw}: after must not be shorter than the level before it")
         last = after
@@ -140,10 +140,10 @@ def _route(i: int, table: Any, channels: dict) -> dict:
     if digest is not None:
         dw = f"{where}.digest"
         if not isinstance(digest, dict) or sorted(set(digest) - {"notify", "at", "timezone"}):
-            raise NotifyConfigError(f"{dw}: a digest is {{ notify = [...], at = \"08:00\", timezone = \"UTC\" }}")
+            raise NotifyConfigError(f'{dw}: a digest is {{ notify = [...], at = "08:00", timezone = "UTC" }}')
         at = digest.get("at", "08:00")
         if not isinstance(at, str) or not _AT.match(at):
-            raise NotifyConfigError(f"{dw}.at: {at!r} is not a time like \"08:00\"")
+            raise NotifyConfigError(f'{dw}.at: {at!r} is not a time like "08:00"')
         tz = digest.get("timezone", "UTC")
         try:
             zoneinfo.ZoneInfo(tz)

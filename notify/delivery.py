@@ -118,7 +118,7 @@ def notification_deliver(*, notification_id: int, now: datetime | None = None) -
     else:
         try:
             status, error = _send(n, channel, djtz.now())  # the real time: receivers reject stale timestamps
-        except Exception as exc:  # a refused connection, a timeout, an SMTP error: recorded, retried
+        except Exception as exc:  # noqa: BLE001 a refused connection, a timeout, an SMTP error: recorded, retried
             error = f"{type(exc).__name__}: {exc}"[:500] or type(exc).__name__
     duration_ms = (time.perf_counter() - started) * 1000
     attempts = n.attempts + 1

@@ -35,11 +35,7 @@ def escalations_tick(*, now: datetime | None = None) -> list[int]:
     routes, kinds = routes_load()
     if not routes:
         return []
-    episodes = (
-        Notification.objects.filter(action="trigger", type__in=TRIGGER_TYPES, call_pk__isnull=False)
-        .values("call_pk")
-        .annotate(episode_seq=Max("episode_seq"))
-    )
+    episodes = Notification.objects.filter(action="trigger", type__in=TRIGGER_TYPES, call_pk__isnull=False).values("call_pk").annotate(episode_seq=Max("episode_seq"))
     latest = {e["call_pk"]: e["episode_seq"] for e in episodes}
     calls = UncertainCall.objects.unresolved().filter(pk__in=list(latest))
     written: list[int] = []
@@ -64,7 +60,19 @@ def escalations_tick(*, now: datetime | None = None) -> list[int]:
             # Repeats count from the claim; only the next one is written per tick.
             due = call.claimed_at + timedelta(seconds=route.repeat_s * (done + 1))
             if now >= due:
-                new += level_rows(call, route, level, type_=type_, key=f"call:{call.pk}:ep{ep}:R{done + 1}", episode_seq=ep, episode_at=episode_at, at=due, kinds=kinds, repeat=done + 1, extra={"claimed_by": call.claimed_by_name})
+                new += level_rows(
+                    call,
+                    route,
+                    level,
+                    type_=type_,
+                    key=f"call:{call.pk}:ep{ep}:R{done + 1}",
+                    episode_seq=ep,
+                    episode_at=episode_at,
+                    at=due,
+                    kinds=kinds,
+                    repeat=done + 1,
+                    extra={"claimed_by": call.claimed_by_name},
+                )
         if new:
             with transaction.atomic():
                 written += rows_write(new)
@@ -106,12 +114,31 @@ def digests_tick(*, now: datetime | None = None) -> list[int]:
                 "tenant": tenant,
                 "date": local.date().isoformat(),
                 "calls": [
-                    {"run_id": c.run_id, "call_id": c.call_id, "tool": c.tool, "risk_class": c.risk_class, "idempotency_key": c.idempotency_key, "reason": c.escalation_reason or c.uncertain_reason, "deadline": format_ts(c.deadline), "url": call_url(c.pk)}
+                    {
+                        "run_id": c.run_id,
+                        "call_id": c.call_id,
+                        "tool": c.tool,
+                        "risk_class": c.risk_class,
+                        "idempotency_key": c.idempotency_key,
+                        "reason": c.escalation_reason or c.uncertain_reason,
+                        "deadline": format_ts(c.deadline),
+                        "url": call_url(c.pk),
+                    }
                     for c in listed
                 ],
             }
             body = {"type": "digest.overdue", "timestamp": format_ts(now), "data": value_mask(data, fields, values)}
             for channel in route.digest["notify"]:
-                rows.append(Notification(logical_key=f"digest:{route.position}:{tenant}:{local.date().isoformat()}:{channel}", type="digest.overdue", action="trigger", channel=channel, kind=kinds.get(channel, ""), tenant=tenant, body=body))
+                rows.append(
+                    Notification(
+                        logical_key=f"digest:{route.position}:{tenant}:{local.date().isoformat()}:{channel}",
+                        type="digest.overdue",
+                        action="trigger",
+                        channel=channel,
+                        kind=kinds.get(channel, ""),
+                        tenant=tenant,
+                        body=body,
+                    )
+                )
     with transaction.atomic():
         return rows_write(rows)

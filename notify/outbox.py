@@ -22,8 +22,9 @@ imported history) writes nothing, and rebuilding the projections never calls pro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone as djtz
@@ -80,10 +81,10 @@ def call_url(pk: int) -> str:
 
 def _aware(ts) -> datetime:
     if isinstance(ts, str):
-        ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        ts = datetime.fromisoformat(ts)
     if ts is None:
         return djtz.now()
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
 
 
 def call_body(call: UncertainCall, type_: str, *, at: datetime, extra: dict | None = None) -> dict:
@@ -121,13 +122,34 @@ def rows_write(rows: list[Notification]) -> list[int]:
     Notification.objects.bulk_create(fresh, ignore_conflicts=True)
     ids = list(Notification.objects.filter(logical_key__in=[r.logical_key for r in fresh], state=Notification.State.PENDING).values_list("id", flat=True))
     if ids and settings.RECKON_NOTIFY_DELIVER_ON_COMMIT:
-        from notify.tasks import notifications_enqueue
-
         transaction.on_commit(lambda: notifications_enqueue(ids=ids), robust=True)
     return ids
 
 
-def level_rows(call: UncertainCall, route: RouteSpec, level: int, *, type_: str, key: str, episode_seq: int, episode_at: datetime, at: datetime, kinds: dict[str, str], event_seq: int | None = None, repeat: int = 0, extra: dict | None = None) -> list[Notification]:
+def notifications_enqueue(*, ids: list[int]) -> None:
+    """Hand each notification to a worker. The task is looked up by name (``notify.tasks`` is
+    imported by ``NotifyConfig.ready``) so that the outbox, which the tasks' timers import, does not
+    import them back."""
+    deliver = current_app.tasks["notify.tasks.notification_deliver"]
+    for pk in ids:
+        deliver.delay(pk)
+
+
+def level_rows(
+    call: UncertainCall,
+    route: RouteSpec,
+    level: int,
+    *,
+    type_: str,
+    key: str,
+    episode_seq: int,
+    episode_at: datetime,
+    at: datetime,
+    kinds: dict[str, str],
+    event_seq: int | None = None,
+    repeat: int = 0,
+    extra: dict | None = None,
+) -> list[Notification]:
     body = call_body(call, type_, at=at, extra={"level": level + 1, **({"repeat": repeat} if repeat else {}), **(extra or {})})
     return [
         Notification(
@@ -221,5 +243,15 @@ def outbox_project(run_id: str, events: list, epoch: int) -> None:
                     rows += level_rows(call, route, 0, type_=type_, key=key, episode_seq=ev.seq, episode_at=at, at=at, kinds=kinds, event_seq=ev.seq, extra={"released_by": str(p.get("by") or "")})
         elif ev.type == "tool_call_resolved":
             by = "a person" if p.get("by") else "a rule"
-            rows += _follow_rows(call, "call.resolved", "resolve", _triggered(call.pk), key=key, at=at, kinds=kinds, event_seq=ev.seq, extra={"disposition": str(p.get("disposition") or ""), "resolved_by": str(p.get("by") or by)})
+            rows += _follow_rows(
+                call,
+                "call.resolved",
+                "resolve",
+                _triggered(call.pk),
+                key=key,
+                at=at,
+                kinds=kinds,
+                event_seq=ev.seq,
+                extra={"disposition": str(p.get("disposition") or ""), "resolved_by": str(p.get("by") or by)},
+            )
     rows_write(rows)

@@ -14,6 +14,7 @@ from django.conf import settings
 from notify.delivery import notification_deliver as deliver
 from notify.delivery import notifications_due
 from notify.escalation import digests_tick, escalations_tick
+from notify.outbox import notifications_enqueue
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -22,11 +23,6 @@ def notification_deliver(notification_id: int) -> None:
     if retry_in is not None and not settings.CELERY_TASK_ALWAYS_EAGER:
         # Eager (no broker): the next attempt waits for the sweep rather than blocking the caller.
         notification_deliver.apply_async((notification_id,), countdown=retry_in)
-
-
-def notifications_enqueue(*, ids: list[int]) -> None:
-    for pk in ids:
-        notification_deliver.delay(pk)
 
 
 @shared_task(ignore_result=True)

@@ -166,7 +166,9 @@ def test_a_single_upward_import_is_caught(tmp_path, files, expected):
 
 
 def test_a_downward_import_and_a_benchmark_importing_anything_pass(tmp_path):
-    graph = _house(tmp_path, {"recovery/a.py": "from runs import b\n", "runs/b.py": "", "bench/c.py": "import reckon\nfrom console import d\n", "console/d.py": "from . import e\n", "console/e.py": ""})
+    graph = _house(
+        tmp_path, {"recovery/a.py": "from runs import b\n", "runs/b.py": "", "bench/c.py": "import reckon\nfrom console import d\n", "console/d.py": "from . import e\n", "console/e.py": ""}
+    )
     assert upward_imports(graph) == []
     assert graph["console.d"] == {"console.e"}
 

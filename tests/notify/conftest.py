@@ -20,7 +20,12 @@ from notify.delivery import notification_deliver, notifications_due
 from notify.escalation import escalations_tick
 from recovery.models import UncertainCall
 from recovery.reconcile import call_reconcile
-from tests.recovery.conftest import crashed_run, ledger, policies  # noqa: F401 (fixtures)
+from tests.recovery import conftest as recovery_fixtures
+from tests.recovery.conftest import crashed_run
+
+# The recovery tests' ledger receiver and tool policies, shared here as fixtures.
+ledger = recovery_fixtures.ledger
+policies = recovery_fixtures.policies
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

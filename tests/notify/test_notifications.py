@@ -29,7 +29,14 @@ def test_an_escalation_notifies_level_1_on_every_channel_with_a_verified_signatu
     (body,) = routes.bodies
     assert body["type"] == "call.escalated"
     d = body["data"]
-    assert (d["run_id"], d["call_id"], d["tool"], d["risk_class"], d["idempotency_key"], d["reason"]) == ("run-n1", "call_n2", "notify_regulator", "irreversible", call.idempotency_key, call.escalation_reason)
+    assert (d["run_id"], d["call_id"], d["tool"], d["risk_class"], d["idempotency_key"], d["reason"]) == (
+        "run-n1",
+        "call_n2",
+        "notify_regulator",
+        "irreversible",
+        call.idempotency_key,
+        call.escalation_reason,
+    )
     assert d["url"].endswith(f"/calls/{call.pk}/") and d["deadline"]
     (mail,) = smtp.messages
     msg = email.message_from_bytes(mail)
@@ -181,3 +188,10 @@ def test_the_outbox_row_is_written_with_its_event_or_not_at_all(routes):
         raise Undo
     assert Notification.objects.filter(run_id="run-n12").count() == 0
     assert not UncertainCall.objects.filter(run_id="run-n12").exists()
+
+
+def test_the_commit_of_the_escalation_hands_its_notifications_to_the_workers(routes, smtp, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        escalated("run-n13")
+    assert routes.types() == ["call.escalated"] and len(smtp.messages) == 1
+    assert set(Notification.objects.values_list("state", flat=True)) == {"delivered"}
