@@ -19,6 +19,7 @@ from typing import Any
 from django.db import transaction
 
 from notify.models import CHANNEL_KINDS, Channel, ConfigChange, Route
+from notify.outbox import routes_forget
 from recovery.models import RISK_CLASSES
 from recovery.policies import PolicyError, duration_parse
 
@@ -232,6 +233,8 @@ def notifications_load(*, text: str, by: str, source: str = "") -> list[str]:
         for name, c in parsed.channels.items():
             Channel.objects.update_or_create(name=name, defaults={"kind": c["kind"], "config": c["config"]})
         Route.objects.bulk_create([Route(**r) for r in parsed.routes])
+        routes_forget()
+        transaction.on_commit(routes_forget)  # and again, in case this process read the old ones meanwhile
         ConfigChange.objects.create(
             by=by[:150],
             source=source[:300],

@@ -25,6 +25,7 @@ from django.utils import timezone as djtz
 from standardwebhooks.webhooks import Webhook
 
 from notify.models import Channel, DeliveryAttempt, Notification
+from notify.outbox import notification_body
 from recovery.adapters import http_request
 
 N = Notification.State
@@ -110,6 +111,10 @@ def notification_deliver(*, notification_id: int, now: datetime | None = None) -
     if claimed != 1:
         return None
     n = Notification.objects.get(pk=notification_id)
+    if n.body is None:
+        n.body = notification_body(n)
+        Notification.objects.filter(pk=n.pk, body__isnull=True).update(body=n.body)
+        n.body = Notification.objects.values_list("body", flat=True).get(pk=n.pk)  # whichever render was kept
     channel = Channel.objects.filter(name=n.channel).first()
     started = time.perf_counter()
     status, error = None, ""

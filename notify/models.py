@@ -90,7 +90,11 @@ class Notification(models.Model):
     episode_at = models.DateTimeField(null=True)
     level = models.IntegerField(default=0)  # 0-based index into the route's levels
     repeat = models.IntegerField(default=0)
-    body = models.JSONField()  # {"type", "timestamp", "data"}: masked when written
+    extra = models.JSONField(default=dict)  # what the cause adds to the message (reason, who acknowledged...)
+    cause_at = models.DateTimeField(null=True)  # when the cause happened: the message's timestamp
+    # {"type", "timestamp", "data"}, masked: rendered at the first attempt (not in the append's
+    # transaction, which only records the cause) and kept, so every retry sends the same bytes.
+    body = models.JSONField(null=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     attempts = models.IntegerField(default=0)
     next_attempt_at = models.DateTimeField(db_default=Now())
@@ -105,6 +109,8 @@ class Notification(models.Model):
         indexes = [
             models.Index(fields=["next_attempt_at"], name="reckon_notify_pending", condition=Q(state="pending")),
             models.Index(fields=["call_pk", "id"], name="reckon_notify_call"),
+            # The call's current episode, read by the projector on every escalation it writes for.
+            models.Index(fields=["call_pk", "episode_seq"], name="reckon_notify_call_episode", condition=Q(action="trigger")),
         ]
 
     def __str__(self) -> str:

@@ -21,12 +21,14 @@ imported history) writes nothing, and rebuilding the projections never calls pro
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone as djtz
 
 from notify.models import Channel, Notification, Route
@@ -52,8 +54,28 @@ class RouteSpec:
         return all(allowed is None or value in allowed for allowed, value in ((self.risk_class, call.risk_class), (self.tool, call.tool), (self.tenant, call.tenant)))
 
 
+_CACHE: dict[str, tuple[float, list, dict]] = {}
+
+
+def routes_forget() -> None:
+    _CACHE.clear()
+
+
 def routes_load() -> tuple[list[RouteSpec], dict[str, str]]:
-    """The routes in order, and each channel's kind by name."""
+    """The routes in order, and each channel's kind by name. Kept in this process for
+    ``RECKON_NOTIFY_ROUTES_CACHE_S`` seconds: escalations append often in an incident, and reading
+    the configuration each time would be most of the outbox's cost on the append. A change loaded
+    elsewhere applies within that time; one loaded by this process applies at once."""
+    hit = _CACHE.get("routes")
+    now = time.monotonic()
+    if hit is not None and now - hit[0] < settings.RECKON_NOTIFY_ROUTES_CACHE_S:
+        return hit[1], hit[2]
+    routes, kinds = _routes_read()
+    _CACHE["routes"] = (now, routes, kinds)
+    return routes, kinds
+
+
+def _routes_read() -> tuple[list[RouteSpec], dict[str, str]]:
     routes = [
         RouteSpec(
             r.position,
@@ -111,16 +133,19 @@ def call_body(call: UncertainCall, type_: str, *, at: datetime, extra: dict | No
     return {"type": type_, "timestamp": format_ts(at), "data": data}
 
 
-def rows_write(rows: list[Notification]) -> list[int]:
-    """Insert ``rows`` (each once: a logical key already written is skipped) and have the new ones
-    delivered once the surrounding transaction commits. Returns the ids of the rows written."""
+def rows_write(rows: list[Notification], *, new_causes: bool = False) -> list[int]:
+    """Insert ``rows`` and have them delivered once the surrounding transaction commits; returns
+    the ids written. A logical key already written is skipped, unless ``new_causes`` says every
+    key names an event just appended (unique in the log), which saves the check on the append."""
     if not rows:
         return []
-    keys = [r.logical_key for r in rows]
-    existing = set(Notification.objects.filter(logical_key__in=keys).values_list("logical_key", flat=True))
-    fresh = [r for r in rows if r.logical_key not in existing]
-    Notification.objects.bulk_create(fresh, ignore_conflicts=True)
-    ids = list(Notification.objects.filter(logical_key__in=[r.logical_key for r in fresh], state=Notification.State.PENDING).values_list("id", flat=True))
+    if new_causes:
+        ids = [r.pk for r in Notification.objects.bulk_create(rows)]
+    else:
+        existing = set(Notification.objects.filter(logical_key__in=[r.logical_key for r in rows]).values_list("logical_key", flat=True))
+        fresh = [r for r in rows if r.logical_key not in existing]
+        Notification.objects.bulk_create(fresh, ignore_conflicts=True)
+        ids = list(Notification.objects.filter(logical_key__in=[r.logical_key for r in fresh], state=Notification.State.PENDING).values_list("id", flat=True))
     if ids and settings.RECKON_NOTIFY_DELIVER_ON_COMMIT:
         transaction.on_commit(lambda: notifications_enqueue(ids=ids), robust=True)
     return ids
@@ -150,7 +175,7 @@ def level_rows(
     repeat: int = 0,
     extra: dict | None = None,
 ) -> list[Notification]:
-    body = call_body(call, type_, at=at, extra={"level": level + 1, **({"repeat": repeat} if repeat else {}), **(extra or {})})
+    extra = {"level": level + 1, **({"repeat": repeat} if repeat else {}), **(extra or {})}
     return [
         Notification(
             logical_key=f"{key}:{channel}",
@@ -166,22 +191,28 @@ def level_rows(
             episode_at=episode_at,
             level=level,
             repeat=repeat,
-            body=body,
+            extra=extra,
+            cause_at=at,
         )
         for channel in route.levels[level]["notify"]
     ]
 
 
-def episode_of(call_pk: int) -> tuple[int, datetime] | None:
-    """The call's current escalation episode (the seq and time its climb counts from), from the outbox."""
-    row = Notification.objects.filter(call_pk=call_pk, action="trigger").exclude(episode_seq=None).order_by("-episode_seq").values_list("episode_seq", "episode_at").first()
-    return (row[0], row[1]) if row else None
-
-
 def _follow_rows(call: UncertainCall, type_: str, action: str, channels: list[str], *, key: str, at: datetime, kinds: dict, event_seq: int, extra: dict) -> list[Notification]:
-    body = call_body(call, type_, at=at, extra=extra)
     return [
-        Notification(logical_key=f"{key}:{ch}", type=type_, action=action, channel=ch, kind=kinds.get(ch, ""), call_pk=call.pk, run_id=call.run_id, tenant=call.tenant, event_seq=event_seq, body=body)
+        Notification(
+            logical_key=f"{key}:{ch}",
+            type=type_,
+            action=action,
+            channel=ch,
+            kind=kinds.get(ch, ""),
+            call_pk=call.pk,
+            run_id=call.run_id,
+            tenant=call.tenant,
+            event_seq=event_seq,
+            extra=extra,
+            cause_at=at,
+        )
         for ch in channels
     ]
 
@@ -194,11 +225,26 @@ def _triggered(call_pk: int, episode_seq: int | None = None) -> list[str]:
 
 
 def _call_of(run_id: str, p: dict) -> UncertainCall | None:
+    """The call an event is about, with its current episode (``ep_seq``, ``ep_at``) in one query."""
     if p.get("start_seq") is not None:
-        return UncertainCall.objects.filter(run_id=run_id, start_seq=p["start_seq"]).first()
-    if p.get("idempotency_key"):
-        return UncertainCall.objects.filter(run_id=run_id, idempotency_key=p["idempotency_key"]).order_by("-start_seq").first()
-    return None
+        qs = UncertainCall.objects.filter(run_id=run_id, start_seq=p["start_seq"])
+    elif p.get("idempotency_key"):
+        qs = UncertainCall.objects.filter(run_id=run_id, idempotency_key=p["idempotency_key"]).order_by("-start_seq")
+    else:
+        return None
+    episodes = Notification.objects.filter(call_pk=OuterRef("pk"), action="trigger").exclude(episode_seq=None).order_by("-episode_seq")
+    return qs.annotate(ep_seq=Subquery(episodes.values("episode_seq")[:1]), ep_at=Subquery(episodes.values("episode_at")[:1])).first()
+
+
+def notification_body(n: Notification) -> dict:
+    """The message ``n`` sends: kept once rendered; a call's message is rendered from the call as
+    it is now, with what the cause recorded (``extra``)."""
+    if n.body is not None:
+        return n.body
+    call = UncertainCall.objects.filter(pk=n.call_pk).first() if n.call_pk else None
+    if call is None:
+        return {"type": n.type, "timestamp": format_ts(n.cause_at or n.created_at), "data": {"run_id": n.run_id, **n.extra}}
+    return call_body(call, n.type, at=n.cause_at or n.created_at, extra=n.extra)
 
 
 def outbox_project(run_id: str, events: list, epoch: int) -> None:
@@ -224,13 +270,13 @@ def outbox_project(run_id: str, events: list, epoch: int) -> None:
             route = route_for(call, routes)
             if route is None or call.state == UncertainCall.State.RESOLVED:
                 continue
-            episode = episode_of(call.pk) or (ev.seq, at)
+            episode = (call.ep_seq, call.ep_at) if call.ep_seq is not None else (ev.seq, at)
             reason = str(p.get("reason") or call.escalation_reason or "")
             type_ = "call.overdue" if reason == "overdue" else "call.escalated"
             rows += level_rows(call, route, 0, type_=type_, key=key, episode_seq=episode[0], episode_at=episode[1], at=at, kinds=kinds, event_seq=ev.seq, extra={"reason": reason})
         elif ev.type == "operator_note":
             action = p.get("action")
-            episode = episode_of(call.pk)
+            episode = (call.ep_seq, call.ep_at) if call.ep_seq is not None else None
             if episode is None or call.state == UncertainCall.State.RESOLVED:
                 continue
             if action in ("claim", "assign"):
@@ -254,4 +300,4 @@ def outbox_project(run_id: str, events: list, epoch: int) -> None:
                 event_seq=ev.seq,
                 extra={"disposition": str(p.get("disposition") or ""), "resolved_by": str(p.get("by") or by)},
             )
-    rows_write(rows)
+    rows_write(rows, new_causes=True)

@@ -44,7 +44,7 @@ def call_paging_line(*, call_pk: int) -> str:
     acks = {}
     for n in rows:
         if n.action == "acknowledge":
-            acks.setdefault(n.event_seq, f"acknowledged by {n.body.get('data', {}).get('acknowledged_by', '?')} {_hhmm(n.created_at)}")
+            acks.setdefault(n.event_seq, f"acknowledged by {n.extra.get('acknowledged_by', '?')} {_hhmm(n.created_at)}")
     parts += acks.values()
     resolved = [n for n in rows if n.action == "resolve"]
     if resolved:

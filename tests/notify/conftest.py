@@ -18,6 +18,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from notify.config import notifications_load
 from notify.delivery import notification_deliver, notifications_due
 from notify.escalation import escalations_tick
+from notify.outbox import routes_forget
 from recovery.models import UncertainCall
 from recovery.reconcile import call_reconcile
 from tests.recovery import conftest as recovery_fixtures
@@ -103,6 +104,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(autouse=True)
+def _routes_cache_clear():
+    """The routes are cached per process; a test's routes must not outlive its rolled-back database."""
+    routes_forget()
+    yield
+    routes_forget()
 
 
 @pytest.fixture
