@@ -26,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from access.tokens import principal_for_token, principal_for_user, token_authenticate
+from notify.metrics import notify_families
 from runs.measurements import collectors as process_collectors
 
 log = logging.getLogger("reckon.metrics")
@@ -143,7 +144,7 @@ class DatabaseCollector:
 
     def collect(self):
         started = time.perf_counter()
-        for part in (_runs, _recovery):
+        for part in (_runs, _recovery, notify_families):
             try:
                 yield from part()
             except Exception:  # one broken source must not blank the whole scrape

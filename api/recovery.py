@@ -26,8 +26,8 @@ from api.errors import Forbidden, NotFound, Unprocessable
 from api.idempotency import idempotent
 from api.schemas import clean_name, request_route, responses
 from recovery import selectors
-from recovery.decisions import decision_record
-from recovery.errors import InvalidDecision
+from recovery.decisions import call_claim, decision_record
+from recovery.errors import InvalidDecision, NotDecidable
 from recovery.masking import run_sensitive_values, sensitive_fields
 from recovery.models import Decision, ToolPolicy, UncertainCall
 from recovery.policy_changes import policy_update
@@ -112,6 +112,10 @@ class DecisionIn(Schema):
     seen_version: int = Field(..., ge=0, le=2**31 - 1, description="the call's version you decided on")
     evidence_ref: str | None = Field(None, max_length=500, description="for 'happened': the reference that proves it")
     assignee: str | None = Field(None, max_length=150, description="for 'escalate': the user to hand the call to; they must be active and able to decide calls")
+
+
+class ClaimIn(Schema):
+    seen_version: int = Field(..., ge=0, le=2**31 - 1, description="the call's version you claimed on")
 
 
 class PolicyOut(Schema):
@@ -264,6 +268,22 @@ def decision_view(
         return 200, _call_out(row, fields, run_sensitive_values(run_ids=[row.run_id], fields=fields))
 
     return idempotent(request, principal=principal, key=idempotency_key, body=body.dict(), run=decide)
+
+
+@router.post("/uncertain-calls/{pk}/claim", response=responses({200: UncertainCallOut}), auth=caller("decide"), summary="Claim an uncertain call (acknowledge it)")
+def claim_view(request: HttpRequest, body: ClaimIn, pk: int = Path(..., ge=1, le=2**63 - 1)):
+    """Take the call, as the console's Claim button does: the queue shows who is on it, and the
+    claim is the acknowledgement that stops notifications climbing to the next level. 409
+    ``not_decidable`` for a resolved call, 409 ``stale_decision`` when it changed since
+    ``seen_version``; nothing is written then."""
+    principal: Principal = request.auth
+    row = _visible_call(principal, pk)
+    if row.state == UncertainCall.State.RESOLVED:
+        raise NotDecidable(pk=row.pk, state=row.state, reason=row.decidable())
+    by = principal.user if principal.user is not None else f"api:{principal.name}"
+    row = call_claim(pk=row.pk, user=by, seen_version=body.seen_version)
+    mask = mask_fields(principal)
+    return _call_out(row, mask, run_sensitive_values(run_ids=[row.run_id], fields=mask))
 
 
 @router.get("/policies", response=responses({200: list[PolicyOut]}), auth=caller("read"), summary="Tool policies")

@@ -101,11 +101,20 @@ def _raw_insert() -> Callable[[int], None]:
     return insert_sqlite
 
 
-def bench_store(*, quick: bool = False, out=None) -> dict:
+def bench_store(*, quick: bool = False, out=None, routes: bool = False) -> dict:
     # Snapshots are a cache written after the commit (by a worker; inline when tasks run eagerly)
     # and have their own suite (bench snapshots): here they would be measured as append time.
     with override_settings(RECKON_SNAPSHOT_INTERVAL=0):
-        return _bench_store(quick=quick, out=out)
+        figures = _bench_store(quick=quick, out=out)
+    if routes:
+        from bench.notify import bench_notify_routes
+
+        seconds, windows = (0.5, 3) if quick else (1.5, 5)
+        figures.update(bench_notify_routes(seconds=seconds, windows=windows))
+        if out is not None:
+            out.write(f"  escalation append, routes loaded {figures['escalation_append_with_routes_per_s']:>12,.0f} events/s   (the outbox rows written in the same transaction)")
+            out.write(f"  ... with no routes              {figures['escalation_append_without_routes_per_s']:>12,.0f} events/s   (with routes: {figures['routes_vs_none']:.0%} of it)")
+    return figures
 
 
 def _single_rates(*, seconds: float, windows: int) -> dict[str, float]:

@@ -30,4 +30,5 @@ urlpatterns += [
     path("decisions/", views.decisions, name="decisions"),
     path("access/", views.access_log, name="access"),
     path("policies/", views.policies, name="policies"),
+    path("notifications/", views.notifications, name="notifications"),
 ]

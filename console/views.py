@@ -21,6 +21,7 @@ from access.models import AccessRecord
 from access.masking import mask_for, masks_sensitive
 from access.roles import MANAGER, perm, requires, role_names
 from console import forms, selectors, services, svg
+from notify import selectors as notify_selectors
 from recovery import decisions as actions
 from recovery import masking
 from recovery.errors import CallNotFound, NotDecidable, RecoveryError, RunBusy, StaleDecision
@@ -327,6 +328,7 @@ def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> di
         "can_reveal": user.has_perm(perm("view_sensitive")),
         "decision_form": decision_form or forms.DecisionForm(initial={"seen_version": call.version}),
         "note_form": note_form or forms.NoteForm(),
+        "paging": notify_selectors.call_paging_line(call_pk=call.pk),
     }
 
 
@@ -475,6 +477,17 @@ def access_log(request):
 
 
 # --- policies (administrators) -----------------------------------------------------------------
+
+
+@requires("manage_policies")
+@require_GET
+def notifications(request):
+    """Administrators: every notification and its delivery attempts, dead letters included."""
+    state = request.GET.get("state") or None
+    if state is not None and state not in notify_selectors.STATES:
+        return _bad(request, BadParam(f"state must be one of {', '.join(notify_selectors.STATES)}"))
+    ctx = {"rows": notify_selectors.deliveries_list(state=state), "counts": notify_selectors.deliveries_counts(), "states": notify_selectors.STATES, "state": state or ""}
+    return _render(request, "console/notifications.html", ctx, nav="notifications")
 
 
 @requires("manage_policies")

@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "template_partials",
     "runs",
     "recovery",
+    "notify",
     "access",
     "api",
     "console",
@@ -295,6 +296,30 @@ RECKON_CHECKPOINT_DIR = Path(envstr("RECKON_CHECKPOINT_DIR", str(VAR_DIR / "chec
 RECKON_CHECKPOINT_S = envint("RECKON_CHECKPOINT_S", 3600, minimum=0)
 if RECKON_CHECKPOINT_S:
     CELERY_BEAT_SCHEDULE["chain-checkpoint"] = {"task": "runs.tasks.checkpoint_task", "schedule": float(RECKON_CHECKPOINT_S)}
+
+# Notifications (notify/, docs/notifications.md). Events older than the maximum age when appended
+# (an imported history) notify nobody. A delivery is tried up to RECKON_NOTIFY_MAX_ATTEMPTS times,
+# the wait doubling from RECKON_NOTIFY_BACKOFF_S up to the cap (with jitter), then kept as a dead
+# letter. Beat's tick climbs escalation levels, repeats, writes digests and sweeps lost deliveries.
+RECKON_PUBLIC_URL = envstr("RECKON_PUBLIC_URL", "http://127.0.0.1:8000") or "http://127.0.0.1:8000"
+RECKON_NOTIFY_MAX_EVENT_AGE_S = envint("RECKON_NOTIFY_MAX_EVENT_AGE_S", 600, minimum=0)
+RECKON_NOTIFY_MAX_ATTEMPTS = envint("RECKON_NOTIFY_MAX_ATTEMPTS", 8, minimum=1)
+RECKON_NOTIFY_BACKOFF_S = envint("RECKON_NOTIFY_BACKOFF_S", 10, minimum=0)
+RECKON_NOTIFY_BACKOFF_MAX_S = envint("RECKON_NOTIFY_BACKOFF_MAX_S", 3600, minimum=1)
+RECKON_NOTIFY_TIMEOUT_S = envint("RECKON_NOTIFY_TIMEOUT_S", 5, minimum=1)
+RECKON_NOTIFY_TICK_S = envint("RECKON_NOTIFY_TICK_S", 15, minimum=1)
+RECKON_NOTIFY_ROUTES_CACHE_S = envint("RECKON_NOTIFY_ROUTES_CACHE_S", 5, minimum=0)  # a route change loaded elsewhere applies within this
+RECKON_NOTIFY_DELIVER_ON_COMMIT = True  # the benchmark turns it off to time the outbox write alone
+CELERY_BEAT_SCHEDULE["notify-tick"] = {"task": "notify.tasks.notifications_tick", "schedule": float(RECKON_NOTIFY_TICK_S)}
+
+# E-mail notifications: SMTP when EMAIL_HOST is set, otherwise printed by the console backend.
+EMAIL_HOST = envstr("EMAIL_HOST", "") or ""
+EMAIL_PORT = envint("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = envstr("EMAIL_HOST_USER", "") or ""
+EMAIL_HOST_PASSWORD = envstr("EMAIL_HOST_PASSWORD", "") or ""
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", default=False)
+EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend"
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "reckon@localhost") or "reckon@localhost"
 
 LOGGING = {
     "version": 1,

@@ -3,6 +3,7 @@
     reckon    the Django project (settings, urls, celery app, wsgi/asgi, env helpers)
     api  console    the two front ends: the HTTP API and the operator screens (neither imports the other)
     access    roles, tokens, tenancy and masking rules both front ends use
+    notify    notification channels, routes, the outbox and its delivery (driven by recovery's events)
     recovery  projection, policies, adapters, reconciliation, decisions
     runs      event registry, store, fold, leases, snapshots, importer
     bench     benchmarks: may import anything; nothing imports them
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = {"runs": 0, "recovery": 1, "access": 2, "api": 3, "console": 3, "reckon": 4}
+LAYERS = {"runs": 0, "recovery": 1, "notify": 2, "access": 3, "api": 4, "console": 4, "reckon": 5}
 APPS = (*LAYERS, "bench")
 
 
@@ -165,7 +166,9 @@ def test_a_single_upward_import_is_caught(tmp_path, files, expected):
 
 
 def test_a_downward_import_and_a_benchmark_importing_anything_pass(tmp_path):
-    graph = _house(tmp_path, {"recovery/a.py": "from runs import b\n", "runs/b.py": "", "bench/c.py": "import reckon\nfrom console import d\n", "console/d.py": "from . import e\n", "console/e.py": ""})
+    graph = _house(
+        tmp_path, {"recovery/a.py": "from runs import b\n", "runs/b.py": "", "bench/c.py": "import reckon\nfrom console import d\n", "console/d.py": "from . import e\n", "console/e.py": ""}
+    )
     assert upward_imports(graph) == []
     assert graph["console.d"] == {"console.e"}
 

@@ -36,6 +36,7 @@ MATRIX = [
     ("get", "console:access", (), None, only("compliance", "admin")),
     ("get", "console:policies", (), None, only("admin")),
     ("post", "console:policies", (), {"tool": "x"}, only("admin", ok=302)),
+    ("get", "console:notifications", (), None, only("admin")),
     ("get", "console:call", (CALL,), None, everyone_who_reads()),
     # Writes sent without their required fields: a permitted actor gets 400, and nothing is written.
     ("post", "console:call_decide", (CALL,), {}, only("oncall", "admin", ok=400)),

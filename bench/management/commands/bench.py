@@ -53,6 +53,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print figures as one JSON object")
         parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
         parser.add_argument("--keep-db", action="store_true", help="reuse the benchmark database between runs")
+        parser.add_argument("--routes", action="store_true", help="bench store: also time escalation appends with notification routes loaded against none")
         load = parser.add_argument_group("load", "options of `bench load`")
         load.add_argument("--duration", type=_positive, default=60, help="seconds of load (default 60)")
         load.add_argument("--agents", type=_positive_int, default=10, help="agents appending through the API (default 10)")
@@ -73,6 +74,8 @@ class Command(BaseCommand):
                 module, func = SUITES[name].split(":")
                 try:
                     extra = {k: options[k] for k in ON_DEMAND.get(name, ())}
+                    if name == "store" and options["routes"]:
+                        extra["routes"] = True
                     results[name] = getattr(import_module(module), func)(quick=options["quick"], out=None if options["json"] else self.stdout, **extra)
                 except Exception as exc:  # a broken suite is reported, the others still run
                     raise CommandError(f"bench {name} failed: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,144 @@
+"""The timers: escalation levels, repeats of claimed calls, and the daily digest. Run by beat.
+
+Nothing here keeps state of its own. Each tick derives what is due from the uncertain-call rows
+(claimed or not, resolved or not: the log's projection) and the outbox (which levels of which
+episode have been written), so a restart or a missed tick loses nothing: the next tick writes what
+became due meanwhile. Every row written has a logical key naming its level and episode, so two
+ticks racing write it once.
+
+- Level N (N > 1) fires when the episode's start plus its delay has passed and nobody holds the
+  call. A claim stops the climb; a release starts a new episode (``notify.outbox``).
+- A claimed, unresolved call on a route with ``repeat`` notifies the highest level its episode
+  reached again, every ``repeat`` after the claim.
+- A digest is written once per route, tenant and local day, at or after the route's time.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone as djtz
+
+from notify.models import Notification
+from notify.outbox import TRIGGER_TYPES, call_url, level_rows, route_for, routes_load, rows_write
+from recovery.masking import run_sensitive_values, sensitive_fields, value_mask
+from recovery.models import UncertainCall
+from runs.fold import format_ts
+
+
+def escalations_tick(*, now: datetime | None = None) -> list[int]:
+    """Write the level and repeat notifications due at ``now``; returns the ids written."""
+    now = now or djtz.now()
+    routes, kinds = routes_load()
+    if not routes:
+        return []
+    episodes = Notification.objects.filter(action="trigger", type__in=TRIGGER_TYPES, call_pk__isnull=False).values("call_pk").annotate(episode_seq=Max("episode_seq"))
+    latest = {e["call_pk"]: e["episode_seq"] for e in episodes}
+    calls = UncertainCall.objects.unresolved().filter(pk__in=list(latest))
+    written: list[int] = []
+    for call in calls:
+        route = route_for(call, routes)
+        if route is None:
+            continue
+        ep = latest[call.pk]
+        rows = list(Notification.objects.filter(call_pk=call.pk, action="trigger", episode_seq=ep).values("level", "repeat", "episode_at"))
+        episode_at = rows[0]["episode_at"]
+        fired = {r["level"] for r in rows}
+        type_ = "call.overdue" if call.escalation_reason == "overdue" else "call.escalated"
+        new: list[Notification] = []
+        if call.claimed_at is None:
+            for level in range(1, len(route.levels)):
+                due = episode_at + timedelta(seconds=route.levels[level]["after_s"])
+                if level not in fired and now >= due:
+                    new += level_rows(call, route, level, type_=type_, key=f"call:{call.pk}:ep{ep}:L{level}", episode_seq=ep, episode_at=episode_at, at=due, kinds=kinds)
+        elif route.repeat_s:
+            level = min(max(fired), len(route.levels) - 1)
+            done = max((r["repeat"] for r in rows), default=0)
+            # Repeats count from the claim; only the next one is written per tick.
+            due = call.claimed_at + timedelta(seconds=route.repeat_s * (done + 1))
+            if now >= due:
+                new += level_rows(
+                    call,
+                    route,
+                    level,
+                    type_=type_,
+                    key=f"call:{call.pk}:ep{ep}:R{done + 1}",
+                    episode_seq=ep,
+                    episode_at=episode_at,
+                    at=due,
+                    kinds=kinds,
+                    repeat=done + 1,
+                    extra={"claimed_by": call.claimed_by_name},
+                )
+        if new:
+            with transaction.atomic():
+                written += rows_write(new)
+    return written
+
+
+def digest_calls(*, now: datetime) -> dict[str, list[UncertainCall]]:
+    """The overdue irreversible calls, by tenant, oldest deadline first."""
+    out: dict[str, list[UncertainCall]] = {}
+    for call in UncertainCall.objects.overdue(now).filter(risk_class=UncertainCall.Risk.IRREVERSIBLE).order_by("deadline", "id"):
+        out.setdefault(call.tenant, []).append(call)
+    return out
+
+
+def digests_tick(*, now: datetime | None = None) -> list[int]:
+    """Write each route's daily digest of overdue irreversible calls, per tenant, once its local
+    time has come today. A tenant with none gets no digest."""
+    now = now or djtz.now()
+    routes, kinds = routes_load()
+    due = [r for r in routes if r.digest]
+    if not due:
+        return []
+    by_tenant = digest_calls(now=now)
+    fields = sensitive_fields()
+    rows: list[Notification] = []
+    for route in due:
+        local = now.astimezone(zoneinfo.ZoneInfo(route.digest["timezone"]))
+        hour, minute = (int(x) for x in route.digest["at"].split(":"))
+        if (local.hour, local.minute) < (hour, minute):
+            continue
+        for tenant, calls in sorted(by_tenant.items()):
+            if route.tenant is not None and tenant not in route.tenant:
+                continue
+            listed = [c for c in calls if (route.tool is None or c.tool in route.tool)]
+            if not listed:
+                continue
+            values = run_sensitive_values(run_ids=sorted({c.run_id for c in listed}), fields=fields)
+            data = {
+                "tenant": tenant,
+                "date": local.date().isoformat(),
+                "calls": [
+                    {
+                        "run_id": c.run_id,
+                        "call_id": c.call_id,
+                        "tool": c.tool,
+                        "risk_class": c.risk_class,
+                        "idempotency_key": c.idempotency_key,
+                        "reason": c.escalation_reason or c.uncertain_reason,
+                        "deadline": format_ts(c.deadline),
+                        "url": call_url(c.pk),
+                    }
+                    for c in listed
+                ],
+            }
+            body = {"type": "digest.overdue", "timestamp": format_ts(now), "data": value_mask(data, fields, values)}
+            for channel in route.digest["notify"]:
+                rows.append(
+                    Notification(
+                        logical_key=f"digest:{route.position}:{tenant}:{local.date().isoformat()}:{channel}",
+                        type="digest.overdue",
+                        action="trigger",
+                        channel=channel,
+                        kind=kinds.get(channel, ""),
+                        tenant=tenant,
+                        body=body,
+                    )
+                )
+    with transaction.atomic():
+        return rows_write(rows)

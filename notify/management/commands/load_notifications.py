@@ -1,0 +1,27 @@
+"""``manage.py load_notifications FILE [--by NAME]``: load notification channels and routes, all or nothing."""
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from notify.config import NotifyConfigError, notifications_load
+
+
+class Command(BaseCommand):
+    help = "Load notification channels and routes from a TOML file (replacing the current ones); prints what changed."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file")
+        parser.add_argument("--by", default="notifications-file", help="who is loading them (recorded in the change history)")
+
+    def handle(self, *args, file, by, **options):
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CommandError(f"{file}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            lines = notifications_load(text=text, by=by, source=str(file))
+        except NotifyConfigError as exc:
+            raise CommandError(f"{file}: {exc}; nothing was loaded") from None
+        for line in lines:
+            self.stdout.write(line)

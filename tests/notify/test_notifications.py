@@ -1,0 +1,197 @@
+"""Notifications end to end against real receivers on 127.0.0.1: an escalation pages level 1, the
+climb, a claim, repeats, resolution, the digest, retries with one webhook-id, dead letters."""
+
+from __future__ import annotations
+
+import email
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+
+from notify.models import DeliveryAttempt, Notification
+from recovery.decisions import call_claim, call_release, decision_record
+from recovery.models import UncertainCall
+from tests.notify.conftest import deliver_all, escalated, now, tick
+
+pytestmark = pytest.mark.django_db
+ONCALL = "dana.oncall"
+
+
+def _mail_types(smtp) -> list[str]:
+    return [email.message_from_bytes(m)["Subject"].split(": ")[1].split(" call ")[1] for m in smtp.messages]
+
+
+def test_an_escalation_notifies_level_1_on_every_channel_with_a_verified_signature(routes, smtp):
+    call = escalated("run-n1")
+    assert deliver_all() == 2
+    assert routes.bad_signatures == 0 and list(routes.by_id.values()) == [1]
+    (body,) = routes.bodies
+    assert body["type"] == "call.escalated"
+    d = body["data"]
+    assert (d["run_id"], d["call_id"], d["tool"], d["risk_class"], d["idempotency_key"], d["reason"]) == (
+        "run-n1",
+        "call_n2",
+        "notify_regulator",
+        "irreversible",
+        call.idempotency_key,
+        call.escalation_reason,
+    )
+    assert d["url"].endswith(f"/calls/{call.pk}/") and d["deadline"]
+    (mail,) = smtp.messages
+    msg = email.message_from_bytes(mail)
+    assert msg["To"] == "oncall@example.com" and "notify_regulator" in msg["Subject"] and f"/calls/{call.pk}/" in msg.get_payload()
+    assert routes.pd == [] and routes.slack == []  # level 2 has not fired
+
+
+def test_no_claim_within_the_level_2_delay_notifies_level_2_once(routes):
+    call = escalated("run-n2")
+    deliver_all()
+    assert tick(now() + timedelta(minutes=14)) == []
+    assert len(tick(now() + timedelta(minutes=16))) == 2
+    assert tick(now() + timedelta(minutes=17)) == []  # written once
+    deliver_all()
+    (pd,) = routes.pd
+    assert (pd["event_action"], pd["dedup_key"], pd["routing_key"]) == ("trigger", f"reckon-call-{call.pk}", "R0UT1NGKEY")
+    assert pd["payload"]["severity"] == "critical" and pd["payload"]["custom_details"]["level"] == 2
+    assert len(routes.slack) == 1 and "run-n2" in routes.slack[0]["text"]
+
+
+def test_a_claim_stops_the_climb_and_acknowledges_on_the_channels_paged(routes, smtp):
+    call = escalated("run-n3")
+    deliver_all()
+    call_claim(pk=call.pk, user=ONCALL, seen_version=call.version)
+    deliver_all()
+    assert routes.types() == ["call.escalated", "call.acknowledged"]
+    assert routes.bodies[1]["data"]["acknowledged_by"] == ONCALL
+    assert _mail_types(smtp) == ["escalated", "acknowledged"]
+    assert tick(now() + timedelta(minutes=30)) == []
+    assert routes.pd == []
+
+
+def test_releasing_a_claim_restarts_the_climb(routes):
+    call = escalated("run-n4")
+    call = call_claim(pk=call.pk, user=ONCALL, seen_version=call.version)
+    call_release(pk=call.pk, user=ONCALL, seen_version=call.version)
+    deliver_all()
+    assert routes.types() == ["call.escalated", "call.acknowledged", "call.escalated"]
+    assert len(tick(now() + timedelta(minutes=16))) == 2
+
+
+def test_the_repeat_interval_renotifies_the_claimers_level(routes):
+    call = escalated("run-n5")
+    call_claim(pk=call.pk, user=ONCALL, seen_version=call.version)
+    deliver_all()
+    assert tick(now() + timedelta(minutes=59)) == []
+    assert len(tick(now() + timedelta(minutes=61))) == 2  # level 1: webhook and mail
+    deliver_all(now() + timedelta(minutes=61))
+    assert routes.types() == ["call.escalated", "call.acknowledged", "call.escalated"]
+    assert routes.bodies[-1]["data"]["repeat"] == 1 and routes.bodies[-1]["data"]["claimed_by"] == ONCALL
+    assert len(tick(now() + timedelta(minutes=121))) == 2  # and again
+
+
+def test_a_resolution_sends_resolve_to_every_channel_that_was_triggered(routes, smtp):
+    call = escalated("run-n6")
+    tick(now() + timedelta(minutes=16))
+    deliver_all()
+    call.refresh_from_db()
+    decision_record(pk=call.pk, decision="not_happened", by=ONCALL, reason="nothing on the portal", seen_version=call.version)
+    deliver_all()
+    assert routes.types() == ["call.escalated", "call.resolved"]
+    assert routes.bodies[1]["data"]["disposition"] == "not_happened"
+    assert [(p["event_action"], p["dedup_key"]) for p in routes.pd] == [("trigger", f"reckon-call-{call.pk}"), ("resolve", f"reckon-call-{call.pk}")]
+    assert len(routes.slack) == 2 and _mail_types(smtp) == ["escalated", "resolved"]
+    assert tick(now() + timedelta(hours=5)) == []  # a resolved call climbs no more
+
+
+def test_the_digest_lists_exactly_the_overdue_irreversible_calls(routes, smtp):
+    from notify.escalation import digests_tick
+    from tests.recovery.conftest import crashed_run
+
+    late = escalated("run-n7")
+    crashed_run("run-n7b", [("c9", "read_ledger", {"tenant": "initech", "q": 1})])  # read_only: never in it
+    morning = late.deadline + timedelta(hours=24)
+    morning = morning.replace(hour=9, minute=30)  # 09:30 UTC is past 08:00 in London
+    assert len(digests_tick(now=morning)) == 2
+    assert digests_tick(now=morning + timedelta(minutes=5)) == []  # once a day
+    deliver_all()
+    (digest,) = [b for b in routes.bodies if b["type"] == "digest.overdue"]
+    assert digest["data"]["tenant"] == "initech"
+    assert [(c["run_id"], c["call_id"]) for c in digest["data"]["calls"]] == [("run-n7", "call_n2")]
+    assert "run-n7b" not in smtp.messages[-1].decode()
+
+
+def test_a_receiver_answering_500_three_times_sees_one_webhook_id_and_one_notification(routes):
+    routes.script = [500, 500, 500]
+    escalated("run-n8")
+    later = now()
+    for _ in range(4):
+        deliver_all(later)
+        later += timedelta(hours=2)  # past any backoff
+    hook = Notification.objects.get(channel="ops-webhook")
+    assert hook.state == "delivered" and hook.attempts == 4
+    assert routes.attempt_ids == [hook.delivery_id] * 4
+    assert routes.by_id == {hook.delivery_id: 1} and len(routes.bodies) == 1
+    attempts = list(DeliveryAttempt.objects.filter(notification=hook).values_list("status_code", "ok"))
+    assert attempts == [(500, False), (500, False), (500, False), (200, True)]
+
+
+def test_a_receiver_down_past_the_retry_limit_leaves_a_dead_letter(routes, settings, client, django_user_model):
+    settings.RECKON_NOTIFY_MAX_ATTEMPTS = 3
+    routes.server.shutdown()
+    routes.server.server_close()
+    escalated("run-n9")
+    later = now()
+    for _ in range(5):
+        deliver_all(later)
+        later += timedelta(hours=2)
+    hook = Notification.objects.get(channel="ops-webhook")
+    assert (hook.state, hook.attempts) == ("dead", 3)
+    assert all(a.error and a.status_code is None for a in hook.delivery_attempts.all())
+    assert Notification.objects.get(channel="oncall-mail").state == "delivered"  # one channel failing blocks no other
+    from api.metrics import metrics_text
+
+    text = metrics_text().decode()
+    assert 'reckon_notifications_dead{channel="ops-webhook"} 1.0' in text
+    admin = django_user_model.objects.create_superuser("root", password="pw-long-enough-1")
+    client.force_login(admin)
+    page = client.get("/notifications/").content.decode()
+    assert "dead" in page and hook.delivery_id in page
+
+
+def test_no_sensitive_value_appears_in_any_delivered_body(routes, smtp):
+    from recovery.policy_changes import policy_update
+
+    policy_update(tool="notify_regulator", fields={"sensitive_fields": ["recipient", "tenant"]}, by=ONCALL)
+    call = escalated("run-n10", {"tenant": "tenant-XQ-SECRET-91", "notice": "NTC-22", "recipient": "regulator-ZZ-SECRET-17"})
+    call_claim(pk=call.pk, user=ONCALL, seen_version=call.version)
+    tick(now() + timedelta(minutes=90))
+    deliver_all()
+    assert len(routes.raw) >= 3 and len(smtp.messages) >= 2
+    for raw in [*routes.raw, *smtp.messages]:
+        assert b"SECRET" not in raw
+
+
+def test_an_old_event_notifies_nobody(routes, settings):
+    settings.RECKON_NOTIFY_MAX_EVENT_AGE_S = 0
+    escalated("run-n11")
+    assert Notification.objects.count() == 0
+
+
+def test_the_outbox_row_is_written_with_its_event_or_not_at_all(routes):
+    class Undo(Exception):
+        pass
+
+    with pytest.raises(Undo), transaction.atomic():
+        escalated("run-n12")
+        assert Notification.objects.filter(run_id="run-n12").count() == 2
+        raise Undo
+    assert Notification.objects.filter(run_id="run-n12").count() == 0
+    assert not UncertainCall.objects.filter(run_id="run-n12").exists()
+
+
+def test_the_commit_of_the_escalation_hands_its_notifications_to_the_workers(routes, smtp, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        escalated("run-n13")
+    assert routes.types() == ["call.escalated"] and len(smtp.messages) == 1
+    assert set(Notification.objects.values_list("state", flat=True)) == {"delivered"}
