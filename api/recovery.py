@@ -282,8 +282,9 @@ def claim_view(request: HttpRequest, body: ClaimIn, pk: int = Path(..., ge=1, le
         raise NotDecidable(pk=row.pk, state=row.state, reason=row.decidable())
     by = principal.user if principal.user is not None else f"api:{principal.name}"
     row = call_claim(pk=row.pk, user=by, seen_version=body.seen_version)
-    mask = mask_fields(principal)
-    return _call_out(row, mask, run_sensitive_values(run_ids=[row.run_id], fields=mask))
+    # Like a decision's answer, a claim's is an acknowledgement, not a read: masked for everyone.
+    fields = sensitive_fields()
+    return _call_out(row, fields, run_sensitive_values(run_ids=[row.run_id], fields=fields))
 
 
 @router.get("/policies", response=responses({200: list[PolicyOut]}), auth=caller("read"), summary="Tool policies")

@@ -61,6 +61,7 @@ API = {
     ("get", "/api/uncertain-calls"): ("read", 200),
     ("get", "/api/uncertain-calls/{pk}"): ("read", 200),
     ("post", "/api/uncertain-calls/{pk}/decisions"): ("decide", 422),
+    ("post", "/api/uncertain-calls/{pk}/claim"): ("decide", 422),
     ("get", "/api/policies"): ("read", 200),
     ("get", "/api/policies/{tool}"): ("read", 200),
     ("patch", "/api/policies/{tool}"): ("admin", 422),

@@ -130,6 +130,17 @@ def test_a_decisions_answer_and_its_idempotent_replay_mask_the_arguments_for_eve
         assert SECRET not in resp.content.decode() and '"account": "[masked]"' in resp.content.decode().replace('":"', '": "')
 
 
+
+def test_a_claims_answer_masks_the_arguments_for_everyone_and_records_nothing(seeded):
+    # A claim is the acknowledgement that stops notifications climbing; its answer is not a read.
+    api, _ = _session(None, is_staff=True, is_superuser=True)
+    call = seeded["call"]
+    since = _last_id()
+    resp = api.post(f"/api/uncertain-calls/{call.pk}/claim", {"seen_version": call.version})
+    assert resp.status_code == 200, resp.content
+    assert SECRET not in resp.content.decode() and '"account": "[masked]"' in resp.content.decode().replace('":"', '": "')
+    assert _new_records(since) == []
+
 # --- the console ------------------------------------------------------------------------------------
 
 
