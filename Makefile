@@ -5,10 +5,12 @@ PYTHON ?= python3
 
 .PHONY: install demo test bench run clean
 
-$(VENV)/.installed: pyproject.toml
+# The server's environment also holds the agent client (clients/python, editable): the tests drive
+# it against a live server, and `bench invoke` measures agents through it.
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -e '.[test]' -e ./clients/python
 	touch $@
 
 # collectstatic on every install: the hashed, compressed files WhiteNoise serves in every mode
