@@ -147,7 +147,8 @@ class RunStateOut(Schema):
     resumptions: int
     resolutions: dict[str, str]
     key_secret: str | None = Field(
-        None, description="the run's key secret (schema version 3), for the run's agents to compute its idempotency keys on resume; masked for every caller without the append scope, null for older runs"
+        None,
+        description="the run's key secret (schema version 3), for the run's agents to compute its idempotency keys on resume; masked for every caller without the append scope, null for older runs",
     )
 
 

@@ -161,7 +161,11 @@ def test_a_proxy_killed_mid_call_leaves_it_uncertain_and_reconciliation_keeps_th
 def test_printed_policies_load_with_load_policies(mcp_bin, tmp_path):
     printed = subprocess.run(
         [str(mcp_bin / "reckon-mcp-proxy"), "--print-policies", "--", str(mcp_bin / "python"), str(HERE / "mcp_counter_server.py")],
-        cwd="/", env=_agent_env({"MCP_EFFECTS_FILE": str(tmp_path / "e.jsonl")}), capture_output=True, text=True, timeout=60,
+        cwd="/",
+        env=_agent_env({"MCP_EFFECTS_FILE": str(tmp_path / "e.jsonl")}),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert printed.returncode == 0, printed.stderr
     path = tmp_path / "policies.toml"

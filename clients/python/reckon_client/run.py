@@ -214,8 +214,7 @@ class Run:
         earlier = next((c for c in self.state.open_calls.values() if c.idempotency_key == key), None)
         if earlier is not None and not retry_uncertain:
             raise CallUncertain(
-                f"{call.name} with key {key} started at seq {earlier.start_seq} and never completed: it may have taken "
-                "effect, so it is left for reconciliation instead of being run again",
+                f"{call.name} with key {key} started at seq {earlier.start_seq} and never completed: it may have taken effect, so it is left for reconciliation instead of being run again",
                 run_id=self.run_id,
                 call_id=earlier.call_id,
                 idempotency_key=key,
