@@ -3,18 +3,25 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: install demo test bench bench-load run clean
+.PHONY: install client-envs demo test bench bench-load run clean
 
-$(VENV)/.installed: pyproject.toml
+# The server's environment also holds the agent client (clients/python, editable): the tests drive
+# it against a live server, and `bench invoke` measures agents through it.
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test,load]'
+	$(VENV)/bin/pip install -q -e '.[test,load]' -e ./clients/python
 	touch $@
 
 # collectstatic on every install: the hashed, compressed files WhiteNoise serves in every mode
 # (demo, tests, production) come from the code in this checkout.
 install: $(VENV)/.installed
 	$(PY) manage.py collectstatic --noinput -v0
+
+# Fresh environments holding only the agent client (plain, and with the mcp extra), built once per
+# version of its sources under var/client-venvs; the client tests use them (tests/clients/venvs.py).
+client-envs: install
+	$(PY) -m tests.clients.venvs plain mcp
 
 demo: install
 	$(PY) manage.py demo

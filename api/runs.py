@@ -147,6 +147,10 @@ class RunStateOut(Schema):
     memory: dict[str, Any]
     resumptions: int
     resolutions: dict[str, str]
+    key_secret: str | None = Field(
+        None,
+        description="the run's key secret (schema version 3), for the run's agents to compute its idempotency keys on resume; masked for every caller without the append scope, null for older runs",
+    )
 
 
 class RunFilters(Schema):
@@ -353,7 +357,10 @@ def run_state_view(request: HttpRequest, run_id: str, at: int | None = Query(Non
     latest = at is None or at == run.last_seq
     state = run_state_fast(run_id) if latest else run_state(run_id=run_id, at=at)
     # Sensitive argument fields are masked wherever they appear (messages, calls, results).
+    # The key secret is not part of the replay document; an agent resuming the run needs it, and
+    # masking hides it from every caller without the append scope (NEVER_REVEALED).
     mask = mask_fields(request.auth)
-    doc = masked(state.to_dict(), mask, run_sensitive_values(run_ids=[run_id], fields=mask))
+    doc = {**state.to_dict(), KEY_SECRET_FIELD: state.key_secret}
+    doc = masked(doc, mask, run_sensitive_values(run_ids=[run_id], fields=mask))
     unmasked_reads_record(who=request.auth, mask=mask, route=request_route(request), shown=[Shown(run_id, doc, prefix="state.")])
     return doc

@@ -27,7 +27,7 @@ from django.test.utils import override_settings
 from access.tokens import token_create
 from bench.api import gunicorn_start
 from bench.store import _raw_insert
-from runs.client import HttpTransport, StoreTransport, ToolCall, open_run
+from runs.client import StoreTransport, ToolCall, open_run
 from runs.pg import round_trips_count
 
 
@@ -79,7 +79,10 @@ def _statements_per_call() -> dict[str, float]:
 
 def _http_window(port: int, secret: str, agents: int, n: int, tag: str) -> float:
     """``agents`` threads, each an agent with its own run and connection, ``n`` calls each."""
-    runs = [open_run(f"bench-http-{tag}-{a}", transport=HttpTransport(f"http://127.0.0.1:{port}/api", secret), ttl=3600, renew=False) for a in range(agents)]
+    # The agents' side of the HTTP figures is the reckon-client distribution (clients/python/).
+    import reckon_client
+
+    runs = [reckon_client.open_run(f"bench-http-{tag}-{a}", transport=reckon_client.HttpTransport(f"http://127.0.0.1:{port}/api", secret), ttl=3600, renew=False) for a in range(agents)]
     barrier = threading.Barrier(agents + 1)
     errors: list[BaseException] = []
 

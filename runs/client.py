@@ -23,32 +23,28 @@ A start of the same key left open by an earlier epoch (the crashed process) is u
 client does not call the tool again, because "again" may mean "twice". Recovery (or a person)
 settles it; a tool whose receiver honours the key may opt in with ``retry_uncertain=True``.
 
-Two transports with one interface: ``HttpTransport`` talks to Reckon's API with a token and needs
-no Django; ``StoreTransport`` calls ``runs.leases`` and ``runs.store`` in-process.
-
-An append the HTTP transport had to send again (the connection dropped, or Reckon was briefly
-unavailable) may have landed the first time with only its answer lost; the repeat is then refused
-as a seq conflict. The transport reads the events at those seqs back, and takes them as its own
-append when they are exactly what it sent; anything else stays the conflict it is.
+This is the in-process client: ``StoreTransport`` calls ``runs.leases`` and ``runs.store`` directly
+(the demo agent, the benchmarks and the tests use it inside Reckon). Agents outside Reckon use the
+``reckon-client`` distribution (clients/python/, module ``reckon_client``): the same path over the
+HTTP API, with no Django. Both compute keys with the formula of runs.identity; a contract test
+keeps them equal.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
-from urllib.parse import quote, urlsplit
+from typing import Any, Protocol
 
-from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqConflict, StaleEpoch, StoreError
+from runs.errors import LeaseHeld, StaleEpoch
 from runs.fold import Event, RunState, apply, fold
-from runs.identity import KEY_SECRET_FIELD, idempotency_key, signature
+from runs.identity import idempotency_key, signature
 from runs.run_ids import run_id_check
 
 log = logging.getLogger("reckon.client")
@@ -71,36 +67,6 @@ class Transport(Protocol):
     def release(self, run_id: str, epoch: int) -> None: ...
     def append(self, run_id: str, epoch: int, expected_seq: int, events: list[dict]) -> list[Event]: ...
     def events(self, run_id: str) -> list[Event]: ...
-
-
-class ClientError(StoreError):
-    """The API refused the client itself (credentials, scope, tenant) or answered unexpectedly."""
-
-
-class BadResponse(ClientError):
-    """An answer the client cannot read (not JSON, not the expected shape): its status and the
-    first bytes of its body, so an error page from a proxy or a crashed server is named, not parsed."""
-
-    def __init__(self, what: str, *, status: int | None, body: bytes = b""):
-        self.status, self.body = status, body[:200]
-        shown = self.body.decode("utf-8", "replace")
-        super().__init__(f"{what}: HTTP {status if status is not None else 'no answer'}: {shown!r}")
-
-
-class ServerUnavailable(BadResponse):
-    """Reckon did not answer usably (connection refused, 502/503/504, an error page) until the
-    run's lease would expire: retrying longer could only be fenced."""
-
-
-# An outage: retried with backoff while the lease lasts (appends are safe to repeat: the seq fence
-# refuses a second copy of one that did land).
-_OUTAGE_STATUSES = frozenset({502, 503, 504})
-_BACKOFF_FIRST_S, _BACKOFF_MAX_S = 0.1, 1.0
-
-
-# Payload fields the store fills in when a writer leaves them out (runs.upcasters, runs.store).
-STORE_FILLED = frozenset({"tenant", "source", "operation_id", KEY_SECRET_FIELD})
-_ABSENT = object()
 
 
 class StoreTransport:
@@ -148,205 +114,6 @@ class StoreTransport:
         from django.db import connection
 
         connection.close()
-
-
-class HttpTransport:
-    """Reckon's HTTP API with a Bearer token; one keep-alive connection per thread."""
-
-    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0):
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"base_url must be http(s)://host[:port], got {base_url!r}")
-        self.scheme, self.host, self.port = parts.scheme, parts.hostname, parts.port
-        self.prefix = parts.path.rstrip("/")
-        self.token, self.timeout = token, timeout
-        self._local = threading.local()
-        self._leases: dict[str, float] = {}  # run id -> monotonic time its lease expires, as last heard
-
-    def _conn(self) -> http.client.HTTPConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-            conn = self._local.conn = cls(self.host, self.port, timeout=self.timeout)
-        return conn
-
-    def _send(self, method: str, path: str, data: bytes | None, headers: dict) -> tuple[int, bytes]:
-        for attempt in (1, 2):
-            conn = self._conn()
-            try:
-                conn.request(method, self.prefix + path, body=data, headers=headers)
-                resp = conn.getresponse()
-                return resp.status, resp.read()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                # A keep-alive connection the server closed while idle: retry once on a fresh one.
-                # (Or one dropped after the server got the request: the caller learns it was resent.)
-                conn.close()
-                self._local.conn = None
-                if attempt == 2:
-                    raise
-                self._local.resent = True
-            except (OSError, http.client.HTTPException):
-                conn.close()
-                self._local.conn = None
-                raise
-        raise AssertionError("unreachable")
-
-    def request(self, method: str, path: str, body: Any = None, *, until: float | None = None) -> tuple[int, Any]:
-        """Send and decode; an outage is retried with backoff until ``until`` (monotonic; default
-        now + timeout), then ``ServerUnavailable``. Any answer that is not JSON is ``BadResponse``."""
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        until = time.monotonic() + self.timeout if until is None else until
-        delay, what = _BACKOFF_FIRST_S, f"{method} {path}"
-        self._local.resent = False  # set when this request was sent more than once (``append``)
-        while True:
-            try:
-                status, raw = self._send(method, path, data, headers)
-            except (OSError, http.client.HTTPException) as exc:
-                status, raw, failure = None, str(exc).encode(), exc
-            else:
-                failure = None
-                try:
-                    doc = json.loads(raw) if raw else None
-                except ValueError:
-                    if status < 500:
-                        raise BadResponse(what, status=status, body=raw) from None
-                else:
-                    if status not in _OUTAGE_STATUSES:
-                        return status, doc
-            if time.monotonic() + delay >= until:
-                raise ServerUnavailable(what, status=status, body=raw) from failure
-            log.warning("reckon unavailable, retrying", extra={"what": what, "status": status, "retry_in_s": delay})
-            time.sleep(delay)
-            self._local.resent = True
-            delay = min(delay * 2, _BACKOFF_MAX_S)
-
-    def _until(self, run_id: str) -> float | None:
-        # Never retry past the lease this client last heard of: after it, the append would be fenced.
-        return self._leases.get(run_id)
-
-    def _leased(self, run_id: str, ttl: float, sent: float) -> None:
-        self._leases[run_id] = sent + float(ttl)
-
-    def _check(self, status: int, doc: Any, what: str) -> Any:
-        if status < 300:
-            return doc
-        if status == 409 and not isinstance(doc, dict):
-            raise BadResponse(what, status=status, body=json.dumps(doc).encode())
-        detail = (doc or {}).get("detail", "") if isinstance(doc, dict) else str(doc)
-        code = (doc or {}).get("code") if isinstance(doc, dict) else None
-        if status == 409:
-            run_id = doc.get("run_id") or ""
-            if code == "lease_held":
-                from datetime import datetime
-
-                expires = doc.get("expires_at")
-                expires = datetime.fromisoformat(expires.replace("Z", "+00:00")) if expires else None
-                raise LeaseHeld(run_id=run_id, holder=doc.get("holder") or "", epoch=doc.get("current_epoch") or 0, expires_at=expires)
-            cur, last = doc.get("current_epoch") or 0, doc.get("last_seq") or 0
-            if code == "stale_epoch":
-                err = StaleEpoch(run_id=run_id, epoch=-1, current_epoch=cur, last_seq=last)
-            elif code == "seq_conflict":
-                err = SeqConflict(run_id=run_id, expected_seq=-1, last_seq=last, current_epoch=cur)
-            elif code == "run_finished":
-                err = RunFinished(run_id=run_id, finished_seq=last, current_epoch=cur, last_seq=last)
-            else:
-                err = FenceError(detail, run_id=run_id, current_epoch=cur, last_seq=last)
-            err.args = (detail,)
-            raise err
-        if status == 404:
-            raise RunNotFound(what)
-        if status == 422:
-            raise InvalidEvent(detail)
-        raise ClientError(f"{what}: HTTP {status}: {detail}")
-
-    def acquire(self, run_id, holder, ttl, tenant):
-        body = {"holder": holder, "ttl_seconds": ttl, **({"tenant": tenant} if tenant else {})}
-        sent = time.monotonic()
-        doc = self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/lease", body), run_id)
-        self._leased(run_id, ttl, sent)
-        return self._lease_info(run_id, doc)
-
-    def renew(self, run_id, epoch, ttl):
-        sent = time.monotonic()
-        doc = self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/lease/renew", {"epoch": epoch, "ttl_seconds": ttl}, until=self._until(run_id)), run_id)
-        self._leased(run_id, ttl, sent)
-        return self._lease_info(run_id, doc)
-
-    def _lease_info(self, run_id: str, doc: Any) -> LeaseInfo:
-        try:
-            return LeaseInfo(run_id, doc["epoch"], doc["holder"], doc["last_seq"])
-        except (TypeError, KeyError) as exc:
-            raise BadResponse(f"lease of {run_id}: no {exc}", status=200, body=json.dumps(doc).encode()) from None
-
-    def release(self, run_id, epoch):
-        self._check(*self.request("POST", f"/runs/{quote(run_id, safe='')}/lease/release", {"epoch": epoch}, until=self._until(run_id)), run_id)
-        self._leases.pop(run_id, None)
-
-    def append(self, run_id, epoch, expected_seq, events):
-        body = {"epoch": epoch, "expected_seq": expected_seq, "events": events}
-        status, doc = self.request("POST", f"/runs/{quote(run_id, safe='')}/events", body, until=self._until(run_id))
-        if status == 409 and self._local.resent and isinstance(doc, dict) and doc.get("code") == "seq_conflict":
-            # Sent more than once (a dropped connection, an outage): the first copy may have landed
-            # and only its answer been lost. The events at those seqs, if they are exactly ours, are.
-            mine = self._appended_before(run_id, expected_seq, events)
-            if mine is not None:
-                log.info("append acknowledged by reading it back", extra={"run_id": run_id, "first_seq": expected_seq + 1})
-                return mine
-        doc = self._check(status, doc, run_id)
-        try:
-            first = doc["first_seq"]
-        except (TypeError, KeyError):
-            raise BadResponse(f"append to {run_id}: no first_seq", status=201, body=json.dumps(doc).encode()) from None
-        out = [Event(first + i, e["type"], e["payload"], None) for i, e in enumerate(events)]
-        if first == 1 and doc.get(KEY_SECRET_FIELD):
-            # The server gave the new run its key secret; the fold keeps it for this run's keys.
-            out[0] = out[0]._replace(payload={**out[0].payload, KEY_SECRET_FIELD: doc[KEY_SECRET_FIELD]})
-        return out
-
-    def _appended_before(self, run_id: str, expected_seq: int, events: list[dict]) -> list[Event] | None:
-        """The stored events at seqs ``expected_seq + 1 ...`` when they are ``events`` (same types,
-        every field sent stored unchanged, nothing added but what the store fills in), else None.
-
-        Only the holder of the run's current epoch can have appended there (a seq conflict, not a
-        stale epoch, was the answer), so identical events at those seqs are this client's own append.
-        """
-        try:
-            status, doc = self.request("GET", f"/runs/{quote(run_id, safe='')}/events?after={expected_seq}&limit={len(events)}", until=self._until(run_id))
-            stored = self._check(status, doc, run_id)["events"]
-        except (StoreError, TypeError, KeyError):
-            return None
-        if len(stored) != len(events):
-            return None
-        for sent, got in zip(events, stored):
-            mine = json.loads(json.dumps(sent["payload"]))
-            theirs = got.get("payload") if isinstance(got, dict) else None
-            if not isinstance(theirs, dict) or got.get("type") != sent["type"]:
-                return None
-            if any(theirs.get(k, _ABSENT) != v for k, v in mine.items()) or not set(theirs) - set(mine) <= STORE_FILLED:
-                return None
-        return [Event(e["seq"], e["type"], e["payload"], e["ts"], e["v"]) for e in stored]
-
-    def events(self, run_id):
-        out: list[Event] = []
-        after = 0
-        while True:
-            status, doc = self.request("GET", f"/runs/{quote(run_id, safe='')}/events?after={after}&limit=1000")
-            if status == 404:
-                return out
-            doc = self._check(status, doc, run_id)
-            out.extend(Event(e["seq"], e["type"], e["payload"], e["ts"], e["v"]) for e in doc["events"])
-            if doc["next_after"] is None:
-                return out
-            after = doc["next_after"]
-
-    def close_thread(self):
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
 
 
 # --- tools and results -----------------------------------------------------------------------
@@ -441,8 +208,7 @@ class AgentRun:
         earlier = next((c for c in self.state.open_calls.values() if c.idempotency_key == key), None)
         if earlier is not None and not retry_uncertain:
             raise CallUncertain(
-                f"{call.name} with key {key} started at seq {earlier.start_seq} and never completed: it may have taken "
-                "effect, so it is left for reconciliation instead of being run again",
+                f"{call.name} with key {key} started at seq {earlier.start_seq} and never completed: it may have taken effect, so it is left for reconciliation instead of being run again",
                 run_id=self.run_id,
                 call_id=earlier.call_id,
                 idempotency_key=key,

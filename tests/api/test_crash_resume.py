@@ -1,4 +1,6 @@
-"""The seed's regression test through the agent client and real processes (5.5, hands-on step 5).
+"""The seed's regression test through the in-process agent client and real processes (5.5, hands-on step 5).
+The same over HTTP, with the agent client installed alone in a fresh environment, is
+tests/clients/test_fresh_venv.py; this module also keeps the ``server`` fixture other tests share.
 
 An agent process posts a ledger correction and is killed with SIGKILL at one of three points: mid
 model call, mid tool execution (start recorded, effect not made), and between the side effect and
@@ -41,10 +43,8 @@ def receiver():
     r.stop()
 
 
-def _agent(run_id: str, *, api: str | None, token: str | None, effect: list[str], pause: str | None, marker, retry: bool = False):
+def _agent(run_id: str, *, effect: list[str], pause: str | None, marker, retry: bool = False):
     args = [PYTHON, "manage.py", "demo_agent", "--run-id", run_id, "--ttl", TTL, *effect]
-    if api:
-        args += ["--api", api, "--token", token]
     if retry:
         args.append("--retry-uncertain")
     env = child_env(**({"RECKON_FAULT_AT": pause, "RECKON_FAULT_FILE": str(marker)} if pause else {}))
@@ -71,11 +71,11 @@ def _finish(proc) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _crash_and_resume(run_id, point, tmp_path, *, api=None, token=None, effect, retry=False) -> dict:
+def _crash_and_resume(run_id, point, tmp_path, *, effect, retry=False) -> dict:
     marker = tmp_path / f"{run_id}.paused"
-    first = _agent(run_id, api=api, token=token, effect=effect, pause=point, marker=marker)
+    first = _agent(run_id, effect=effect, pause=point, marker=marker)
     _kill_when_paused(first, marker)
-    second = _agent(run_id, api=api, token=token, effect=effect, pause=None, marker=marker, retry=retry)
+    second = _agent(run_id, effect=effect, pause=None, marker=marker, retry=retry)
     return _finish(second)
 
 
@@ -86,43 +86,6 @@ def _starts(run_id: str) -> list[dict]:
 @pytest.fixture
 def agent_token():
     return token_create(name="crash-test agent", scopes=["append", "read"], tenants=["acme"])[1]
-
-
-def test_killed_mid_model_call_the_resumed_run_posts_the_correction_exactly_once(server, receiver, agent_token, tmp_path):
-    result = _crash_and_resume("run-crash-model", "model_call", tmp_path, api=f"{server.url}/api", token=agent_token, effect=["--effect-url", receiver.url])
-    assert result["status"] == "finished" and result["epoch"] == 2
-    assert receiver.total_effects == 1 and receiver.requests == 1
-    state = run_state(run_id="run-crash-model")
-    assert state.status == "finished" and state.resumptions == 1 and len(state.completed_calls) == 1
-
-
-def test_killed_mid_tool_execution_the_call_is_left_uncertain_and_nothing_runs(server, receiver, agent_token, tmp_path):
-    result = _crash_and_resume("run-crash-tool", "tool_execution", tmp_path, api=f"{server.url}/api", token=agent_token, effect=["--effect-url", receiver.url])
-    assert result["status"] == "uncertain"
-    assert receiver.total_effects == 0  # the effect never happened, and the resumed run did not try
-    state = run_state(run_id="run-crash-tool")
-    assert [c.idempotency_key for c in state.uncertain_calls] == [result["idempotency_key"]]
-    assert len(_starts("run-crash-tool")) == 1
-
-
-def test_killed_between_the_effect_and_its_completion_nothing_runs_twice(server, receiver, agent_token, tmp_path):
-    result = _crash_and_resume("run-crash-effect", "after_effect", tmp_path, api=f"{server.url}/api", token=agent_token, effect=["--effect-url", receiver.url])
-    assert result["status"] == "uncertain"
-    assert receiver.total_effects == 1 and receiver.requests == 1  # made once, before the kill; never again
-    state = run_state(run_id="run-crash-effect")
-    assert [c.idempotency_key for c in state.uncertain_calls] == [result["idempotency_key"]]
-
-
-@pytest.mark.parametrize("point", ["tool_execution", "after_effect"])
-def test_with_a_receiver_that_honours_the_key_a_retry_makes_the_effect_exactly_once(server, receiver, agent_token, tmp_path, point):
-    run_id = f"run-crash-retry-{point}"
-    result = _crash_and_resume(run_id, point, tmp_path, api=f"{server.url}/api", token=agent_token, effect=["--effect-url", receiver.url], retry=True)
-    assert result["status"] == "finished"
-    assert receiver.total_effects == 1 and set(receiver.effects.values()) == {1}
-    keys = {s["idempotency_key"] for s in _starts(run_id)}
-    assert len(keys) == 1 and keys == set(receiver.effects)  # the retry carried the original key
-    state = run_state(run_id=run_id)
-    assert state.status == "finished" and state.uncertain_calls == [] and len(state.completed_calls) == 1
 
 
 def test_through_the_store_directly_a_kill_after_the_effect_leaves_one_effect_and_an_uncertain_call(tmp_path):

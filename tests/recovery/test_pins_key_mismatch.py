@@ -20,7 +20,7 @@ from runs.selectors import run_state
 from runs.store import NewEvent, events_append
 from tests.recovery.conftest import correction
 from tests.recovery.test_projection import snapshot
-from tests.runs.test_pins_client import CountingTool
+from tests.clients.test_pins_client import CountingTool
 
 pytestmark = pytest.mark.django_db
 

@@ -18,10 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
+from reckon_client import HttpTransport, SeqConflict, open_run
 
 from access.tokens import token_create
-from runs.client import HttpTransport, open_run
-from runs.errors import SeqConflict
 from runs.store import events_read
 from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
 

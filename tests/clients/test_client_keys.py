@@ -6,14 +6,16 @@ served by gunicorn on 127.0.0.1."""
 from __future__ import annotations
 
 import pytest
+from reckon_client import HttpTransport
 
 from access.tokens import token_create
-from runs.client import HttpTransport, StoreTransport, ToolCall, open_run
+from runs.client import StoreTransport, ToolCall
 from runs.identity import call_key, signature
 from runs.selectors import run_key_secret
 from runs.store import events_read
 from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
-from tests.runs.test_pins_client import CountingTool
+from tests.clients.test_pins_client import CountingTool
+from tests.clients.transports import open_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,8 +13,8 @@ import threading
 import time
 
 import pytest
+from reckon_client import ClientError, HttpTransport, open_run
 
-from runs.client import ClientError, HttpTransport, open_run
 from tests.api.live import PYTHON, ROOT, Server, child_env, free_port
 
 BINS = sorted(glob.glob("/usr/lib/postgresql/*/bin"))

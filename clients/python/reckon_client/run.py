@@ -1,0 +1,454 @@
+"""Open a run, hold its lease, append events, invoke tools without repeating their effects.
+
+``open_run`` is the same call for a new and a resumed run: it takes the lease (waiting for a
+crashed holder's lease to lapse), asks Reckon for the run's folded state (the client never folds
+the log itself), and appends ``run_started`` to an empty run or ``run_resumed`` to one with events.
+There is no ``if resuming`` in the agent's loop.
+
+``Run.invoke`` is the recoverable path of one tool call:
+
+1. the key is computed from the run's key secret, the run, the call's canonical signature and its
+   operation id, if any (``reckon_client.identity``). The secret comes back to the agent that starts
+   a run (the append's answer) and to one that resumes it (the folded state, which Reckon shows only
+   to append tokens), so keys are the same across a resume;
+2. a key the run already completed returns the stored result, without calling the tool;
+3. ``tool_call_started`` is appended *before* the tool runs, so a crash from here on leaves a start
+   with no completion: detectable, never silently lost;
+4. the tool receives the key, to pass on to the receiver (``Idempotency-Key``);
+5. the completion is appended after. A tool that raises ``ToolFailed`` proved it failed: the
+   completion records ``is_error`` and a null key, so the action may be tried again. Anything else
+   it raises (a timeout, a reset connection, a bug) proves nothing: the start stays open, the call
+   is uncertain, and ``CallUncertain`` is raised. A timeout is never reported as a failure.
+
+A start of the same key left open by an earlier process is uncertain too: the client does not call
+the tool again, because "again" may mean "twice". Reconciliation (or a person) settles it; a tool
+whose receiver honours the key may opt in with ``retry_uncertain=True``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from reckon_client.errors import CallUncertain, LeaseHeld, StaleEpoch, ToolFailed
+from reckon_client.http import KEY_SECRET_FIELD, Event, HttpTransport
+from reckon_client.identity import idempotency_key, signature
+
+log = logging.getLogger("reckon_client")
+
+Tool = Callable[..., Any]  # tool(arguments, *, idempotency_key) -> content
+
+# The run a ``@tool`` function records into: set by ``with run:`` (or ``async with``).
+current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar("reckon_current_run", default=None)
+
+
+# --- what the client knows of a run ----------------------------------------------------------
+
+
+@dataclass
+class OpenCall:
+    """A tool call that started and has no completion (yet)."""
+
+    call_id: str
+    name: str
+    arguments: Any
+    idempotency_key: str
+    start_seq: int
+
+
+@dataclass
+class RunState:
+    """What ``invoke`` needs of a run: the server's folded state when the run was opened, plus the
+    events this client appended since (applied here, the way the server's fold applies them).
+
+    ``document`` is the full state Reckon returned on open (messages, trajectory, memory...)."""
+
+    run_id: str
+    last_seq: int = 0
+    status: str = "empty"
+    key_secret: str | None = None
+    completed_calls: dict[str, Any] = field(default_factory=dict)
+    open_calls: dict[int, OpenCall] = field(default_factory=dict)  # by start seq, in log order
+    document: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_document(cls, run_id: str, doc: dict | None) -> RunState:
+        if not doc:
+            return cls(run_id)
+        calls = {}
+        for c in doc.get("uncertain_calls") or []:
+            calls[c["start_seq"]] = OpenCall(c["call_id"], c.get("name", ""), c.get("arguments"), c["idempotency_key"], c["start_seq"])
+        return cls(
+            run_id,
+            last_seq=doc["last_seq"],
+            status=doc.get("status", "running"),
+            key_secret=doc.get(KEY_SECRET_FIELD),
+            completed_calls=dict(doc.get("completed_calls") or {}),
+            open_calls=calls,
+            document=doc,
+        )
+
+    @property
+    def uncertain_calls(self) -> list[OpenCall]:
+        return list(self.open_calls.values())
+
+    def apply(self, ev: Event) -> None:
+        """Fold one event this client appended (its seq is the next one)."""
+        self.last_seq = ev.seq
+        p = ev.payload
+        if ev.type == "run_started":
+            self.status = "running"
+            self.key_secret = p.get(KEY_SECRET_FIELD) or self.key_secret
+        elif ev.type == "run_resumed":
+            self.status = "running"
+        elif ev.type == "run_finished":
+            self.status = "finished"
+        elif ev.type == "tool_call_started":
+            self.open_calls[ev.seq] = OpenCall(p["call_id"], p["name"], p.get("arguments"), p["idempotency_key"], ev.seq)
+        elif ev.type == "tool_call_completed":
+            # Paired with its start by call_id first, then by key (as the server pairs them).
+            seq = next((s for s, c in self.open_calls.items() if c.call_id == p.get("call_id")), None)
+            if seq is None and p.get("idempotency_key"):
+                seq = next((s for s, c in self.open_calls.items() if c.idempotency_key == p["idempotency_key"]), None)
+            if seq is not None:
+                self.open_calls.pop(seq)
+            if not p.get("is_error") and p.get("idempotency_key"):
+                self.completed_calls[p["idempotency_key"]] = p.get("content")
+
+
+# --- tools and results -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: Any
+    # Names an intentional repeat of the same arguments as its own action (a monthly payment):
+    # part of the key, recorded as the start's operation_id. None: the arguments are the action.
+    operation_id: str | None = None
+
+    @classmethod
+    def new(cls, name: str, arguments: Any, *, operation_id: str | None = None) -> ToolCall:
+        return cls(f"call-{uuid.uuid4().hex[:12]}", name, arguments, operation_id)
+
+    def signature(self) -> str:
+        return signature(self.name, self.arguments)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call_id: str
+    name: str
+    content: Any
+    is_error: bool = False
+    replayed: bool = False  # the stored result of a key the run had already completed
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A call whose start is recorded and whose tool is about to run."""
+
+    call: ToolCall
+    key: str
+    sig: str
+    start_seq: int
+
+
+# --- a run held by this process --------------------------------------------------------------
+
+
+class Run:
+    """A run this process holds the lease of. Use it as a context manager (``with``), or call
+    ``finish``/``close``; ``AsyncRun`` offers the same with ``await``."""
+
+    def __init__(self, run_id: str, transport: Any, epoch: int, holder: str, ttl: float, state: RunState, tenant: str | None = None):
+        self.run_id, self.transport, self.epoch, self.holder, self.ttl, self.state, self.tenant = run_id, transport, epoch, holder, ttl, state, tenant
+        self.lease_lost = threading.Event()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._token: contextvars.Token | None = None
+
+    def __repr__(self) -> str:
+        return f"<Run {self.run_id} epoch {self.epoch} seq {self.state.last_seq}>"
+
+    # appending ---------------------------------------------------------------------------------
+
+    def append_many(self, events: list[tuple[str, dict]]) -> list[Event]:
+        """Append events at the next seqs under this run's epoch and apply them to ``state``."""
+        with self._lock:
+            docs = [{"type": t, "payload": p} for t, p in events]
+            appended = self.transport.append(self.run_id, self.epoch, self.state.last_seq, docs)
+            for ev in appended:
+                self.state.apply(ev)
+            return appended
+
+    def append(self, type: str, **payload: Any) -> Event:
+        return self.append_many([(type, payload)])[0]
+
+    # invoking ----------------------------------------------------------------------------------
+
+    def key_for(self, call: ToolCall) -> str:
+        """The call's idempotency key in this run (``reckon_client.identity``)."""
+        if call.operation_id is not None and not isinstance(call.operation_id, str):
+            raise TypeError(f"operation_id must be a string, got {type(call.operation_id).__name__}")
+        return idempotency_key(self.run_id, call.signature(), self.state.key_secret, call.operation_id)
+
+    def _begin(self, call: ToolCall, retry_uncertain: bool) -> ToolResult | _Pending:
+        sig = call.signature()
+        key = self.key_for(call)
+        if key in self.state.completed_calls:
+            # Replayed after a crash, or the model asked twice: the effect already happened, and
+            # returning the stored result is the only safe answer.
+            return ToolResult(call.id, call.name, self.state.completed_calls[key], replayed=True, idempotency_key=key)
+        earlier = next((c for c in self.state.open_calls.values() if c.idempotency_key == key), None)
+        if earlier is not None and not retry_uncertain:
+            raise CallUncertain(
+                f"{call.name} with key {key} started at seq {earlier.start_seq} and never completed: it may have taken effect, so it is left for reconciliation instead of being run again",
+                run_id=self.run_id,
+                call_id=earlier.call_id,
+                idempotency_key=key,
+                start_seq=earlier.start_seq,
+            )
+        if earlier is not None:
+            # Retrying an uncertain call with its original key: the open start already records the
+            # attempt, and a second start of the same action would stay open after the completion
+            # paired with the first. If this retry dies too, that one start stays uncertain.
+            return _Pending(ToolCall(earlier.call_id, call.name, call.arguments, call.operation_id), key, sig, earlier.start_seq)
+        payload = {"call_id": call.id, "name": call.name, "arguments": call.arguments, "idempotency_key": key, "signature": sig}
+        if call.operation_id is not None:
+            payload["operation_id"] = call.operation_id
+        if self.tenant:
+            payload["tenant"] = self.tenant
+        return _Pending(call, key, sig, self.append("tool_call_started", **payload).seq)
+
+    def _done(self, p: _Pending, content: Any) -> ToolResult:
+        c = p.call
+        self.append("tool_call_completed", call_id=c.id, name=c.name, content=content, is_error=False, idempotency_key=p.key, signature=p.sig, source="live")
+        return ToolResult(c.id, c.name, content, idempotency_key=p.key)
+
+    def _failed(self, p: _Pending, exc: ToolFailed) -> ToolResult:
+        # A proven failure occupies no key, but names the operation it failed to perform.
+        c = p.call
+        op = c.operation_id if c.operation_id is not None else p.key
+        self.append("tool_call_completed", call_id=c.id, name=c.name, content=str(exc), is_error=True, idempotency_key=None, signature=p.sig, source="live", operation_id=op)
+        return ToolResult(c.id, c.name, str(exc), is_error=True, idempotency_key=p.key)
+
+    def _unknown(self, p: _Pending, exc: BaseException) -> CallUncertain:
+        # Not a proof of failure: a timeout or a reset after the receiver accepted the request
+        # looks exactly like this. Leave the start open; it is uncertain from now on.
+        log.warning("tool call uncertain", extra={"run_id": self.run_id, "key": p.key, "epoch": self.epoch, "reason": repr(exc)})
+        return CallUncertain(
+            f"{p.call.name} with key {p.key} raised {type(exc).__name__}: {exc}; its effect is unknown",
+            run_id=self.run_id,
+            call_id=p.call.id,
+            idempotency_key=p.key,
+            start_seq=p.start_seq,
+        )
+
+    def invoke(self, call: ToolCall, tool: Tool, *, retry_uncertain: bool = False) -> ToolResult:
+        """Run ``tool(arguments, idempotency_key=key)`` for ``call`` at most once per logical
+        action (see the module docstring); ``CallUncertain`` when its effect is unknown."""
+        begun = self._begin(call, retry_uncertain)
+        if isinstance(begun, ToolResult):
+            return begun
+        try:
+            content = tool(call.arguments, idempotency_key=begun.key)
+        except ToolFailed as exc:
+            return self._failed(begun, exc)
+        except Exception as exc:
+            raise self._unknown(begun, exc) from exc
+        return self._done(begun, content)
+
+    def tool(self, fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False):
+        """Decorate a plain function as a tool recorded in this run (see ``reckon_client.tool``)."""
+        return tool(fn, name=name, retry_uncertain=retry_uncertain, run=self)
+
+    # the lease ---------------------------------------------------------------------------------
+
+    def _renew_loop(self) -> None:
+        interval = max(0.05, self.ttl / 3)
+        try:
+            while not self._stop.wait(interval):
+                try:
+                    self.transport.renew(self.run_id, self.epoch, self.ttl)
+                except StaleEpoch:
+                    # Someone else owns the run now; every further append will be fenced anyway.
+                    log.warning("lease lost", extra={"run_id": self.run_id, "epoch": self.epoch})
+                    self.lease_lost.set()
+                    return
+                except Exception as exc:  # a blip: try again next interval, the fence stays the judge
+                    log.warning("lease renewal failed", extra={"run_id": self.run_id, "epoch": self.epoch, "reason": repr(exc)})
+        finally:
+            close = getattr(self.transport, "close_thread", None)
+            if close:
+                close()
+
+    def _start_renewing(self) -> None:
+        self._renewer = threading.Thread(target=self._renew_loop, name=f"lease-{self.run_id}", daemon=True)
+        self._renewer.start()
+
+    def close(self, *, outcome: Any = None, release: bool = True) -> None:
+        """Stop renewing; append ``run_finished`` when ``outcome`` is given; release the lease."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        if outcome is not None:
+            self.append("run_finished", outcome=outcome)
+        if release:
+            self.transport.release(self.run_id, self.epoch)
+
+    def finish(self, outcome: Any = "completed") -> None:
+        """End the run (``run_finished``) and release the lease."""
+        self.close(outcome=outcome)
+
+    def __enter__(self) -> Run:
+        self._token = current_run.set(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._token is not None:
+            current_run.reset(self._token)
+            self._token = None
+        if not self._stop.is_set():
+            # Left by an exception (an uncertain call, say) or without finishing: release the lease
+            # so a fresh process can resume at once; the run is not finished.
+            self.close()
+
+
+def new_run_id() -> str:
+    return f"run-{uuid.uuid4().hex[:12]}"
+
+
+def default_holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _transport(url: str | None, token: str | None, transport: Any) -> Any:
+    if transport is not None:
+        return transport
+    url = url or os.environ.get("RECKON_URL")
+    token = token or os.environ.get("RECKON_TOKEN")
+    if not url:
+        raise ValueError("Reckon's URL is needed: url=... or RECKON_URL")
+    if not token:
+        raise ValueError("a Reckon API token is needed: token=... or RECKON_TOKEN")
+    return HttpTransport(url, token)
+
+
+def open_run(
+    run_id: str | None = None,
+    *,
+    url: str | None = None,
+    token: str | None = None,
+    transport: Any = None,
+    holder: str | None = None,
+    ttl: float = 30.0,
+    tenant: str | None = None,
+    wait: float | None = None,
+    renew: bool = True,
+) -> Run:
+    """Open a run for writing: the same call for a new run and for resuming one.
+
+    ``url`` and ``token`` (or ``RECKON_URL`` and ``RECKON_TOKEN``) name the Reckon server and an
+    API token with the append and read scopes. Takes the run's lease, waiting up to ``wait`` seconds
+    (default: one lease length and a bit) for a crashed holder's lease to lapse; asks the server for
+    the folded state; appends ``run_started`` when the run is empty and ``run_resumed`` otherwise;
+    then keeps the lease renewed from a background thread.
+    """
+    transport = _transport(url, token, transport)
+    rid = run_id or os.environ.get("RECKON_RUN_ID") or new_run_id()
+    holder = holder or default_holder()
+    deadline = time.monotonic() + (wait if wait is not None else ttl * 1.5 + 1)
+    while True:
+        try:
+            lease = transport.acquire(rid, holder, ttl, tenant)
+            break
+        except LeaseHeld:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+    state = RunState.from_document(rid, transport.state(rid))
+    run = Run(rid, transport, lease.epoch, holder, ttl, state, tenant=tenant)
+    if state.last_seq == 0:
+        run.append("run_started", run_id=rid, **({"tenant": tenant} if tenant else {}))
+    elif state.status != "finished":  # a finished run has nothing to resume; the caller sees its state
+        run.append("run_resumed", epoch=lease.epoch, holder=holder, after_seq=state.last_seq)
+    if renew:
+        run._start_renewing()
+    return run
+
+
+# --- the decorator ---------------------------------------------------------------------------
+
+
+def _arguments(sig: inspect.Signature, args: tuple, kwargs: dict) -> dict:
+    bound = sig.bind_partial(*args, **kwargs)
+    return dict(bound.arguments)
+
+
+def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False, run: Run | None = None):
+    """Turn a plain function into a tool whose every call is recorded in a run.
+
+    Called with keyword (or positional) arguments, the function runs through ``invoke`` in ``run``,
+    or in the run of the enclosing ``with open_run(...)`` block: a call the run already completed
+    returns its stored result, an uncertain one raises ``CallUncertain``. A function with an
+    ``idempotency_key`` parameter receives the call's key. A ``ToolFailed`` it raises is recorded
+    as a proven failure and raised again. An ``async def`` function gives an async tool (for
+    ``AsyncRun``); ``operation_id=...`` in a call gives an intentional repeat its own identity.
+    """
+
+    def wrap(fn: Callable) -> Callable:
+        tool_name = name or fn.__name__
+        sig = inspect.signature(fn)
+        wants_key = "idempotency_key" in sig.parameters
+        params = sig.replace(parameters=[p for p in sig.parameters.values() if p.name != "idempotency_key"])
+
+        def target(arguments: dict, key: str) -> Any:
+            return fn(**arguments, idempotency_key=key) if wants_key else fn(**arguments)
+
+        def active() -> Run:
+            r = run or current_run.get()
+            if r is None:
+                raise RuntimeError(f"tool {tool_name!r} was called outside a run: call it inside `with open_run(...)` or decorate with run.tool")
+            return r
+
+        if inspect.iscoroutinefunction(fn):
+
+            async def arecorded(*args: Any, operation_id: str | None = None, **kwargs: Any) -> Any:
+                from reckon_client.aio import AsyncRun
+
+                r = active()
+                ar = r if isinstance(r, AsyncRun) else AsyncRun(r)
+                call = ToolCall.new(tool_name, _arguments(params, args, kwargs), operation_id=operation_id)
+                result = await ar.invoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain)
+                if result.is_error:
+                    raise ToolFailed(result.content)
+                return result.content
+
+            arecorded.__wrapped__, arecorded.__name__, arecorded.__doc__ = fn, fn.__name__, fn.__doc__
+            arecorded.tool_name = tool_name
+            return arecorded
+
+        def recorded(*args: Any, operation_id: str | None = None, **kwargs: Any) -> Any:
+            call = ToolCall.new(tool_name, _arguments(params, args, kwargs), operation_id=operation_id)
+            result = active().invoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain)
+            if result.is_error:
+                raise ToolFailed(result.content)
+            return result.content
+
+        recorded.__wrapped__, recorded.__name__, recorded.__doc__ = fn, fn.__name__, fn.__doc__
+        recorded.tool_name = tool_name
+        return recorded
+
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,55 @@
+"""A real MCP server (stdio, built with the SDK's MCPServer) whose tool has a side effect counted in
+a file: one JSON line per correction posted, with the idempotency key it received in ``_meta``.
+
+With MCP_PAUSE_FILE set, ``post_correction`` pauses after making its effect: it writes its pid there
+and waits to be killed (the test kills the proxy in front of it at that moment, then this process).
+"""
+
+import json
+import os
+import time
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ToolAnnotations
+
+server = MCPServer("ledger")
+EFFECTS = os.environ["MCP_EFFECTS_FILE"]
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+def post_correction(account: str, amount: int, ctx: Context) -> dict:
+    """Post a ledger correction."""
+    key = (ctx.request_context.meta or {}).get("io.reckon/idempotency-key")
+    with open(EFFECTS, "a") as f:
+        f.write(json.dumps({"key": key, "account": account, "amount": amount}) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    pause = os.environ.get("MCP_PAUSE_FILE")
+    if pause:
+        with open(pause, "w") as f:
+            f.write(str(os.getpid()))
+        while True:
+            time.sleep(1)
+    return {"posted": True, "account": account, "amount": amount}
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def read_balance(account: str) -> dict:
+    """Read an account's balance."""
+    return {"account": account, "balance": 100}
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True))
+def set_limit(account: str, limit: int) -> dict:
+    """Set an account's limit (the same limit twice is one change)."""
+    return {"account": account, "limit": limit}
+
+
+@server.tool()
+def refuse(account: str) -> str:
+    """Always refuses: a proven failure."""
+    raise ValueError(f"account {account} is closed")
+
+
+if __name__ == "__main__":
+    server.run("stdio")
