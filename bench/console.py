@@ -255,6 +255,7 @@ def _plans(client: Client, pk: int) -> tuple[list[dict], list[str]]:
     plans += queue_plans(client, [(f"API /uncertain-calls?{f}", f"/api/uncertain-calls?{f}") for f in api_filters], headers=api)
     plans += queue_plans(client, [(f"API /uncertain-calls/{pk}", f"/api/uncertain-calls/{pk}"), ("/metrics", "/metrics")], headers=api)
     row = uncertain_call_get(pk=pk)
+    # The statement recovery.rows.run_rows_read prepares, with a start seq named.
     run_rows_sql = f"SELECT {CALL_COLUMNS.select()} FROM reckon_uncertain_call uc WHERE uc.run_id = %s AND (uc.state <> %s OR uc.start_seq = ANY(%s))"
     plans += statements_plans("worker: due calls (reconcile_scan)", lambda: list(due_calls().values_list("pk", "attempts")))
     plans += statement_sql_plan("worker: a call, its run and policy", _call_sql(False), [pk])

@@ -243,8 +243,9 @@ def queue_figures_by_risk(*, now: datetime | None = None, overdue_limit: int | N
     most overdue first (``overdue``: all of them, or the ``overdue_limit`` most overdue per class).
 
     Unresolved calls are counted by ``unresolved_tally`` (pass one already made to reuse it);
-    resolved ones by a count over a partial index of resolved rows; overdue ones from a partial index
-    on (risk_class, deadline) of unresolved rows: no query reads every call's row.
+    resolved ones by one grouped count over the resolved rows (the bulk of the table, so PostgreSQL
+    reads them in one sequential pass; an index of them went unused); overdue ones from a partial
+    index on (risk_class, deadline) of unresolved rows.
     """
     from django.db.models import F, Window
     from django.db.models.functions import RowNumber
