@@ -10,15 +10,10 @@ import hashlib
 import json
 from typing import Any
 
-# What ``json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` builds
-# on every call, built once: the agent computes a signature per tool call, and constructing the
-# encoder cost about as much as encoding a small argument object. The text is the same.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
 
 def signature(name: str, arguments: Any) -> str:
     """``name:`` followed by the arguments as canonical JSON (sorted keys, no spaces, raw UTF-8)."""
-    return name + ":" + _CANONICAL.encode(arguments)
+    return name + ":" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def idempotency_key(run_id: str, sig: str) -> str:
