@@ -48,9 +48,7 @@ def _runs():
     yield runs
 
     kinds = {row["kind"]: row["n"] for row in LeaseRecord.objects.values("kind").annotate(n=Count("id"))}
-    yield CounterMetricFamily(
-        "reckon_fencing_rejections", "Appends and renewals refused by the fence (stale epoch, seq conflict, second finish)", value=kinds.get("fenced", 0)
-    )
+    yield CounterMetricFamily("reckon_fencing_rejections", "Appends and renewals refused by the fence (stale epoch, seq conflict, second finish)", value=kinds.get("fenced", 0))
     leases = CounterMetricFamily("reckon_lease_events", "Lease acquisitions, takeovers, releases, refusals and fencings", labels=["kind"])
     for kind in LeaseRecord.Kind.values:
         leases.add_metric([kind], kinds.get(kind, 0))
@@ -60,7 +58,7 @@ def _runs():
 def _recovery():
     """Queue figures per risk class from recovery.selectors (the same numbers as the overview)."""
     from recovery.models import UncertainCall
-    from recovery.selectors import queue_figures_by_risk
+    from recovery.selectors import queue_figures_by_risk, uncertain_calls_count_by_state
 
     figures = queue_figures_by_risk(overdue_limit=1)  # the counts, not every overdue row
     opened = CounterMetricFamily("reckon_uncertain_calls_opened", "Tool calls that became uncertain", labels=["risk_class"])
@@ -91,9 +89,9 @@ def _recovery():
     yield outcomes
     attempts = UncertainCall.objects.aggregate(n=Sum("attempts"))["n"] or 0
     yield CounterMetricFamily("reckon_reconciliation_attempts", "Reconciliation attempts made", value=attempts)
-    states = GaugeMetricFamily("reckon_uncertain_calls_by_state", "Rows of the uncertain-call read model by state", labels=["state"])
-    for row in UncertainCall.objects.values("state").annotate(n=Count("id")):
-        states.add_metric([row["state"]], row["n"])
+    states = GaugeMetricFamily("reckon_uncertain_calls_by_state", "Tool calls by state, calls in flight included wherever they are held", labels=["state"])
+    for state, n in uncertain_calls_count_by_state().items():
+        states.add_metric([state], n)
     yield states
     yield from _lookup_latency()
 
@@ -114,9 +112,7 @@ def _lookup_latency():
 
     timed = UncertainCall.objects.filter(last_lookup_ms__isnull=False)
     buckets = {f"le{b}": Count("id", filter=Q(last_lookup_ms__lte=b)) for b in LOOKUP_BUCKETS_MS}
-    h = HistogramMetricFamily(
-        "reckon_lookup_latency_ms", "Latest adapter lookup duration per uncertain call, in milliseconds", labels=["risk_class"]
-    )
+    h = HistogramMetricFamily("reckon_lookup_latency_ms", "Latest adapter lookup duration per uncertain call, in milliseconds", labels=["risk_class"])
     for row in timed.values("risk_class").annotate(n=Count("id"), total=Sum("last_lookup_ms"), **buckets).order_by("risk_class"):
         h.add_metric(
             [row["risk_class"]],

@@ -30,8 +30,7 @@ def _load_pg(runs: int, per_run: int, calls: int, now) -> None:
     """Bulk load on PostgreSQL with generate_series: minutes instead of hours for 5M events."""
     with connection.cursor() as c:
         c.execute(
-            "INSERT INTO reckon_run (run_id, origin, source_file, created_at, last_seq, lease_epoch, lease_holder) "
-            "SELECT 'bench-' || r, 'import', '', now(), %s, 1, '' FROM generate_series(1, %s) r",
+            "INSERT INTO reckon_run (run_id, origin, source_file, created_at, last_seq, lease_epoch, lease_holder) SELECT 'bench-' || r, 'import', '', now(), %s, 1, '' FROM generate_series(1, %s) r",
             [per_run, runs],
         )
         c.execute(
@@ -59,11 +58,22 @@ def _load_calls_sql(runs: int, per_run: int, calls: int, now) -> None:
             overdue = (r * calls + k) % 100 == 0
             rows.append(
                 UncertainCall(
-                    run_id=f"bench-{r}", call_id=f"c{seq}", idempotency_key=f"k{r}-{seq}", tool=tool,
-                    arguments={"tenant": f"t{r % 20}", "account": "4020", "amount": "840.00"}, tenant=f"t{r % 20}",
-                    start_seq=seq, started_at=started, state=("open", "reconciling", "escalated")[k % 3], uncertain_seq=seq,
-                    risk_class=risk, deadline=(now - timedelta(minutes=5)) if overdue else (now + timedelta(days=2)),
-                    possible_duplicate=(r * calls + k) % 997 == 0, last_outcome="unavailable", attempts=1, version=1,
+                    run_id=f"bench-{r}",
+                    call_id=f"c{seq}",
+                    idempotency_key=f"k{r}-{seq}",
+                    tool=tool,
+                    arguments={"tenant": f"t{r % 20}", "account": "4020", "amount": "840.00"},
+                    tenant=f"t{r % 20}",
+                    start_seq=seq,
+                    started_at=started,
+                    state=("open", "reconciling", "escalated")[k % 3],
+                    uncertain_seq=seq,
+                    risk_class=risk,
+                    deadline=(now - timedelta(minutes=5)) if overdue else (now + timedelta(days=2)),
+                    possible_duplicate=(r * calls + k) % 997 == 0,
+                    last_outcome="unavailable",
+                    attempts=1,
+                    version=1,
                 )
             )
             if len(rows) >= 5000:
@@ -83,7 +93,10 @@ def _load_generic(runs: int, per_run: int, calls: int, now) -> None:
             if s == 1:
                 t, p = "run_started", {"run_id": f"bench-{r}"}
             elif s % 50 == 0:
-                t, p = "tool_call_started", {"call_id": f"c{s}", "name": "post_correction", "arguments": {"tenant": f"t{r % 20}", "account": "4020", "amount": "840.00"}, "idempotency_key": f"k{r}-{s}"}
+                t, p = (
+                    "tool_call_started",
+                    {"call_id": f"c{s}", "name": "post_correction", "arguments": {"tenant": f"t{r % 20}", "account": "4020", "amount": "840.00"}, "idempotency_key": f"k{r}-{s}"},
+                )
             else:
                 t, p = "user_message", {"content": f"message {s}"}
             batch.append(Event(run_id=f"bench-{r}", seq=s, type=t, v=2, ts=ts, payload=p, epoch=1))
@@ -92,6 +105,38 @@ def _load_generic(runs: int, per_run: int, calls: int, now) -> None:
                 batch = []
     Event.objects.bulk_create(batch)
     _load_calls_sql(runs, per_run, calls, now)
+
+
+def _load_history_pg(n: int, now) -> int:
+    """``n`` resolved calls of runs ``hist-<i>`` over the last 30 days (their events are not
+    needed by any plan), one full row in flight per 1,000 of them (flagged possible duplicates) and
+    one narrow one per 1,000; then the statistics autovacuum would gather."""
+    tools = ", ".join(f"'{t}'" for t, _ in TOOLS)
+    risks = ", ".join(f"'{r}'" for _, r in TOOLS)
+    with connection.cursor() as c:
+        c.execute(
+            "INSERT INTO reckon_uncertain_call (run_id, call_id, idempotency_key, tool, arguments, tenant, start_seq, started_at, start_epoch,"
+            " state, uncertain_seq, uncertain_reason, risk_class, unclassified, deadline, possible_duplicate, disposition, resolved_by, resolved_seq,"
+            " resolution_kind, last_outcome, last_rule, last_error, attempts, outcomes_match, outcomes_absent, outcomes_conflict, outcomes_unavailable,"
+            " escalation_reason, approval_pending, escalated_at, claimed_by_name, notes, last_seq, version, updated_at)"
+            f" SELECT 'hist-' || (i / 10), 'c' || i, md5('h' || i), (ARRAY[{tools}])[1 + i %% 4], '{{\"tenant\": \"t3\"}}'::jsonb, 't' || (i %% 20), i %% 10 + 1,"
+            "  %(now)s::timestamptz - (i %% 43200) * interval '1 minute' - interval '1 hour', 1,"
+            "  CASE WHEN i %% 1000 = 0 THEN 'in_flight' ELSE 'resolved' END, i %% 10 + 2, 'bench', (ARRAY[{risks}])[1 + i %% 4], false,"
+            "  %(now)s::timestamptz - (i %% 43200) * interval '1 minute' + interval '1 day', i %% 1000 = 0,"
+            "  CASE WHEN i %% 1000 = 0 THEN '' ELSE 'completed' END, '', i %% 10 + 3, CASE WHEN i %% 1000 = 0 THEN '' WHEN i %% 3 = 0 THEN 'person' ELSE 'automatic' END,"
+            "  'match', '', '', 1, 1, 0, 0, 0, '', false, CASE WHEN i %% 3 = 0 THEN %(now)s::timestamptz - (i %% 43200) * interval '1 minute' END, '', 0, i %% 10 + 3, 2,"
+            "  %(now)s::timestamptz - (i %% 43200) * interval '1 minute'"
+            " FROM generate_series(1, %(n)s) i".replace("{tools}", tools).replace("{risks}", risks),
+            {"now": now, "n": n},
+        )
+        c.execute(
+            "INSERT INTO reckon_in_flight_call (run_id, start_seq, id, call_id, idempotency_key, tool, tenant, started_at, start_epoch)"
+            " SELECT 'flying-' || i, 1, nextval(pg_get_serial_sequence('reckon_uncertain_call', 'id')), 'c1', md5('f' || i), 'issue_refund', 't' || (i %% 20), %(now)s, 1"
+            " FROM generate_series(1, %(n)s) i",
+            {"now": now, "n": max(1, n // 1000)},
+        )
+        c.execute("VACUUM (ANALYZE) reckon_uncertain_call")
+    return n
 
 
 def _time(client: Client, urls: list[str], n: int) -> dict:
@@ -157,10 +202,65 @@ def bench_console(*, quick: bool, out) -> dict:
             "approval": _queries(client, f"/calls/{pks[0]}/"),
         },
     }
+    if connection.vendor == "postgresql":
+        # Planned after the timing, on a table that also holds what production's does: a resolved
+        # history four times the open calls, and calls in flight in both tables.
+        figures["history_rows"] = _load_history_pg(4 * figures["open_uncertain_calls"], now)
+        figures["plans"], figures["indexes_unused"] = _plans(client, pks[0])
     if out is not None:
         out.write(f"console on {figures['engine']}: {figures['events']:,} events, {figures['open_uncertain_calls']:,} open uncertain calls (loaded in {figures['load_s']} s)")
         for page in ("queue", "overview", "approval"):
             out.write(f"  {page:<9} p50 {figures[page]['p50_ms']:>7} ms   p95 {figures[page]['p95_ms']:>7} ms   ({n} requests)")
         q = figures["queries"]
         out.write(f"  queries: queue {q['queue_25']} at 25 per page, {q['queue_200']} at 200 per page; overview {q['overview']}; approval {q['approval']}")
+        if "plans" in figures:
+            out.write("  plans of the statements that read the queue table (median of 5 EXPLAIN ANALYZE):")
+            for p in figures["plans"]:
+                out.write(f"    {p['request']:<44} {p['ms']:>8.2f} ms  {'; '.join(dict.fromkeys(p['lines']))}")
+            out.write(f"  indexes no plan uses: {', '.join(figures['indexes_unused']) or 'none'}")
     return figures
+
+
+QUEUE_FILTERS = (
+    "",
+    "risk_class=irreversible",
+    "tenant=t3",
+    "tool=issue_refund",
+    "duplicate=yes",
+    "min_age_m=600",
+    "state=escalated&risk_class=reversible",
+    "state=in_flight",
+    "state=resolved",
+    "state=resolved&risk_class=irreversible",
+    "state=resolved&tool=issue_refund",
+    "state=resolved&tenant=t3",
+)
+
+
+def _plans(client: Client, pk: int) -> tuple[list[dict], list[str]]:
+    """Every statement the screens, the API, /metrics and the worker send to the queue table,
+    planned on this data (bench/plans.py), and the table's indexes none of them uses."""
+    from access.tokens import token_create
+    from bench.plans import indexes_unused, queue_plans, statement_sql_plan, statements_plans
+    from recovery.detection import uncertain_calls_detect
+    from recovery.reconcile import _call_sql, due_calls
+    from recovery.rows import CALL_COLUMNS
+    from recovery.selectors import uncertain_call_get
+
+    _, secret = token_create(name="bench plans", scopes=["read"])
+    api = {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+    plans = queue_plans(client, [(f"console /queue/?{f}", f"/queue/?{f}") for f in QUEUE_FILTERS])
+    plans += queue_plans(client, [("console /overview/", "/overview/"), (f"console /calls/{pk}/", f"/calls/{pk}/"), ("console /decisions/?tool=issue_refund", "/decisions/?tool=issue_refund")])
+    api_filters = [f.replace("duplicate=yes", "possible_duplicate=true").replace("min_age_m=600", "min_age_s=36000") for f in QUEUE_FILTERS] + ["state=all", "state=all&tenant=t3"]
+    plans += queue_plans(client, [(f"API /uncertain-calls?{f}", f"/api/uncertain-calls?{f}") for f in api_filters], headers=api)
+    plans += queue_plans(client, [(f"API /uncertain-calls/{pk}", f"/api/uncertain-calls/{pk}"), ("/metrics", "/metrics")], headers=api)
+    row = uncertain_call_get(pk=pk)
+    # The statement recovery.rows.run_rows_read prepares, with a start seq named.
+    run_rows_sql = f"SELECT {CALL_COLUMNS.select()} FROM reckon_uncertain_call uc WHERE uc.run_id = %s AND (uc.state <> %s OR uc.start_seq = ANY(%s))"
+    plans += statements_plans("worker: due calls (reconcile_scan)", lambda: list(due_calls().values_list("pk", "attempts")))
+    plans += statement_sql_plan("worker: a call, its run and policy", _call_sql(False), [pk])
+    plans += statement_sql_plan("projection: a run's rows", run_rows_sql, [row.run_id, "resolved", [row.start_seq]])
+    plans += statements_plans("detection: runs with calls in flight", lambda: uncertain_calls_detect())
+    for p in plans:
+        p.pop("sql")
+    return plans, indexes_unused(plans)

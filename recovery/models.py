@@ -70,7 +70,9 @@ class UncertainCall(models.Model):
     id = models.BigAutoField(primary_key=True)
     run_id = models.CharField(max_length=200)
     call_id = models.CharField(max_length=200)
-    idempotency_key = models.CharField(max_length=200, db_index=True)
+    # Not indexed: the only read by key (the decision log's tool and tenant) names the run too,
+    # and the (run_id, start_seq) constraint's index finds a run's few rows.
+    idempotency_key = models.CharField(max_length=200)
     tool = models.CharField(max_length=200)
     arguments = models.JSONField(null=True)
     tenant = models.CharField(max_length=200, default="default")
@@ -109,7 +111,9 @@ class UncertainCall(models.Model):
     escalation_reason = models.CharField(max_length=32, blank=True, default="")  # conflict, policy, overdue, ...
     approval_pending = models.BooleanField(default=False)
     escalated_at = models.DateTimeField(null=True, blank=True)  # the first escalation, kept after resolution
-    claimed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # No index: no screen reads calls by who holds them (the row carries the name), and the one
+    # statement that would use it, clearing the column when a user is deleted, is rare enough to scan.
+    claimed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
     claimed_by_name = models.CharField(max_length=150, blank=True, default="")
     claimed_at = models.DateTimeField(null=True, blank=True)
     notes = models.IntegerField(default=0)
@@ -133,13 +137,16 @@ class UncertainCall(models.Model):
             models.Index(fields=["started_at", "id"], name="reckon_uc_dup_age", condition=Q(possible_duplicate=True)),
             # Overdue calls per risk class, most overdue first (the queue's rank 1, the overview).
             models.Index(fields=["risk_class", "deadline"], name="reckon_uc_open_deadline", condition=Q(state__in=UNRESOLVED_STATES)),
-            # The overview's counts of settled calls and the chart's recently resolved ones.
-            models.Index(fields=["risk_class", "resolution_kind"], name="reckon_uc_settled", condition=Q(state="resolved"), include=["escalated_at"]),
+            # The overview chart's recently resolved calls.
             models.Index(fields=["updated_at"], name="reckon_uc_settled_at", condition=Q(state="resolved")),
+            # Filters over every state (resolved, all, in flight with a risk class, tool or tenant)
+            # and the worker's due calls and detection (state first). Which index each screen's,
+            # endpoint's and the worker's statement uses, measured: docs/recovery.md "The queue
+            # table's indexes" (``manage.py bench console`` prints the plans). An index no plan
+            # used was dropped (recovery 0005): every one costs each insert and most updates.
             models.Index(fields=["risk_class", "state", "started_at"], name="reckon_uc_risk"),
             models.Index(fields=["tool", "state"], name="reckon_uc_tool"),
             models.Index(fields=["tenant", "state"], name="reckon_uc_tenant"),
-            models.Index(fields=["state", "deadline"], name="reckon_uc_deadline"),
             models.Index(fields=["state", "next_attempt_at"], name="reckon_uc_due"),
         ]
         ordering = ["-possible_duplicate", "started_at", "id"]

@@ -10,7 +10,7 @@ from django.db.models import Case, Count, IntegerField, Min, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone as djtz
 
-from recovery.models import UNRESOLVED_STATES, ToolPolicy, UncertainCall, overdue_q
+from recovery.models import UNRESOLVED_STATES, InFlightCall, ToolPolicy, UncertainCall, overdue_q
 from recovery.policies import Policy, policy_from_row, unclassified_policy
 from recovery.projection import in_flight_call_get, in_flight_calls_list
 from runs.paging import CursorError, Page, cursor_decode, cursor_encode
@@ -217,7 +217,7 @@ def edges_bucket(field: str, edges: list[datetime]):
     to exclude equality. SQLite gets the same answer from a CASE.
     """
     if connection.vendor == "postgresql":
-        col = f'{connection.ops.quote_name(UncertainCall._meta.db_table)}.{connection.ops.quote_name(field)}'
+        col = f"{connection.ops.quote_name(UncertainCall._meta.db_table)}.{connection.ops.quote_name(field)}"
         return RawSQL(f"width_bucket({col}, %s::timestamptz[])", [[e + timedelta(microseconds=1) for e in edges]], output_field=IntegerField())
     return Case(*[When(**{f"{field}__lte": e}, then=Value(i)) for i, e in enumerate(edges)], default=Value(len(edges)), output_field=IntegerField())
 
@@ -234,10 +234,7 @@ def unresolved_tally(*, edges: tuple[list[datetime], ...] = ()) -> list[dict]:
     keys = {f"b{i}": edges_bucket("started_at", e) for i, e in enumerate(edges)}
     qs = UncertainCall.objects.unresolved().annotate(**keys).values("risk_class", *keys)
     qs = qs.annotate(n=Count("id"), escalated=Count("id", filter=Q(escalated_at__isnull=False)), oldest=Min("started_at")).order_by()
-    return [
-        {"risk_class": r["risk_class"], "buckets": tuple(r[k] for k in keys), "n": r["n"], "escalated": r["escalated"], "oldest": r["oldest"]}
-        for r in qs
-    ]
+    return [{"risk_class": r["risk_class"], "buckets": tuple(r[k] for k in keys), "n": r["n"], "escalated": r["escalated"], "oldest": r["oldest"]} for r in qs]
 
 
 def queue_figures_by_risk(*, now: datetime | None = None, overdue_limit: int | None = None, tally: list[dict] | None = None) -> dict[str, dict]:
@@ -246,17 +243,15 @@ def queue_figures_by_risk(*, now: datetime | None = None, overdue_limit: int | N
     most overdue first (``overdue``: all of them, or the ``overdue_limit`` most overdue per class).
 
     Unresolved calls are counted by ``unresolved_tally`` (pass one already made to reuse it);
-    resolved ones by a count over a partial index of resolved rows; overdue ones from a partial index
-    on (risk_class, deadline) of unresolved rows: no query reads every call's row.
+    resolved ones by one grouped count over the resolved rows (the bulk of the table, so PostgreSQL
+    reads them in one sequential pass; an index of them went unused); overdue ones from a partial
+    index on (risk_class, deadline) of unresolved rows.
     """
     from django.db.models import F, Window
     from django.db.models.functions import RowNumber
 
     now = now or djtz.now()
-    out = {
-        r: {"opened": 0, "reconciled_automatically": 0, "escalated": 0, "still_open": 0, "oldest_age_s": None, "overdue_count": 0, "overdue": []}
-        for r in UncertainCall.Risk.values
-    }
+    out = {r: {"opened": 0, "reconciled_automatically": 0, "escalated": 0, "still_open": 0, "oldest_age_s": None, "overdue_count": 0, "overdue": []} for r in UncertainCall.Risk.values}
     oldest: dict[str, datetime] = {}
     for t in unresolved_tally() if tally is None else tally:
         f = out[t["risk_class"]]
@@ -267,11 +262,16 @@ def queue_figures_by_risk(*, now: datetime | None = None, overdue_limit: int | N
             oldest[t["risk_class"]] = t["oldest"]
     for risk, first in oldest.items():
         out[risk]["oldest_age_s"] = round((now - first).total_seconds(), 1)
-    settled = UncertainCall.objects.filter(state=S.RESOLVED).values("risk_class").annotate(
-        n=Count("id"),
-        reconciled=Count("id", filter=Q(resolution_kind="automatic")),
-        escalated=Count("id", filter=Q(escalated_at__isnull=False)),
-    ).order_by()
+    settled = (
+        UncertainCall.objects.filter(state=S.RESOLVED)
+        .values("risk_class")
+        .annotate(
+            n=Count("id"),
+            reconciled=Count("id", filter=Q(resolution_kind="automatic")),
+            escalated=Count("id", filter=Q(escalated_at__isnull=False)),
+        )
+        .order_by()
+    )
     for a in settled:
         f = out[a["risk_class"]]
         f["opened"] += a["n"]
@@ -297,6 +297,20 @@ def queue_figures_by_risk(*, now: datetime | None = None, overdue_limit: int | N
             }
         )
     return out
+
+
+def uncertain_calls_count_by_state() -> dict[str, int]:
+    """How many calls are in each state, every state named (0 when none).
+
+    A call in flight is held in one of two tables: the narrow ``InFlightCall`` while nothing but
+    its start has happened to it, a full ``UncertainCall`` row once anything else has (a flag, a
+    claim). Both count as ``in_flight``, so the figure is the same whichever table holds a call.
+    """
+    counts = dict.fromkeys(STATES, 0)
+    for row in UncertainCall.objects.values("state").annotate(n=Count("id")).order_by():
+        counts[row["state"]] += row["n"]
+    counts[S.IN_FLIGHT] += InFlightCall.objects.count()
+    return counts
 
 
 def uncertain_calls_export(*, state: str | list[str] | None = None) -> list[dict]:

@@ -93,10 +93,16 @@ class StoreTransport:
 
         lease_release(run_id=run_id, epoch=epoch)
 
-    def append(self, run_id, epoch, expected_seq, events):
-        from runs.store import NewEvent, events_append
+    _store = None  # (NewEvent, events_append): imported at the first append, once Django is set up
 
-        return events_append(run_id=run_id, epoch=epoch, expected_seq=expected_seq, events=[NewEvent(e["type"], e["payload"]) for e in events])
+    def append(self, run_id, epoch, expected_seq, events):
+        # Not an import per append: it cost a few microseconds between two commits, on every one.
+        if StoreTransport._store is None:
+            from runs.store import NewEvent, events_append
+
+            StoreTransport._store = (NewEvent, events_append)
+        new_event, events_append = StoreTransport._store
+        return events_append(run_id=run_id, epoch=epoch, expected_seq=expected_seq, events=[new_event(e["type"], e["payload"]) for e in events])
 
     def events(self, run_id):
         from runs.store import events_load

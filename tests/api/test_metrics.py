@@ -67,3 +67,27 @@ def test_overdue_irreversible_calls_are_counted_not_just_listed(reader):
     m = _samples(reader.get("/metrics").content.decode())
     assert m[("reckon_overdue_irreversible_calls", ())] == 2
     assert m[("reckon_uncertain_calls_overdue", (("risk_class", "irreversible"),))] == 2
+
+
+def test_calls_in_flight_are_counted_wherever_they_are_held(reader):
+    """A plain call in flight lives in the narrow table, a flagged one in the queue table: the
+    figure counts both, beside the open call detection made."""
+    from recovery.models import InFlightCall, UncertainCall
+    from runs.leases import lease_acquire as acquire
+
+    _uncertain_call("run-m-open", "acme")
+    lease = acquire(run_id="run-m-flying", holder="agent", ttl_seconds=300)
+    start = {"name": "post_correction", "arguments": {"tenant": "acme", "amount": "1"}, "idempotency_key": "k-same"}
+    events = [NewEvent("run_started", {"run_id": "run-m-flying"})]
+    events += [NewEvent("tool_call_started", {**start, "call_id": c}) for c in ("a", "b", "c")]
+    events_append(run_id="run-m-flying", epoch=lease.epoch, expected_seq=0, events=events)
+    done = {"call_id": "b", "name": "post_correction", "content": "ok", "is_error": False, "idempotency_key": "k-same"}
+    events_append(run_id="run-m-flying", epoch=lease.epoch, expected_seq=4, events=[NewEvent("tool_call_completed", done)])
+    events_append(run_id="run-m-flying", epoch=lease.epoch, expected_seq=5, events=[NewEvent("tool_call_started", {**start, "call_id": "d", "idempotency_key": "k-other"})])
+    # a and c were flagged by b's completion (full rows); d is a plain start (the narrow table).
+    assert UncertainCall.objects.filter(state="in_flight").count() == 2 and InFlightCall.objects.count() == 1
+
+    m = _samples(reader.get("/metrics").content.decode())
+    assert m[("reckon_uncertain_calls_by_state", (("state", "in_flight"),))] == 3
+    assert m[("reckon_uncertain_calls_by_state", (("state", "open"),))] == 1
+    assert m[("reckon_uncertain_calls_by_state", (("state", "resolved"),))] == 0
