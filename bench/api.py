@@ -59,7 +59,8 @@ def gunicorn_start(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
         cwd=ROOT,
         env=env,
     )
-    deadline = time.monotonic() + 30
+    # Generous: on a 2-core machine shared with other work, four workers importing Django take a while.
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"gunicorn exited with {proc.returncode}")
@@ -69,7 +70,7 @@ def gunicorn_start(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
         except OSError:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError("gunicorn did not answer within 30 s")
+    raise RuntimeError("gunicorn did not answer within 120 s")
 
 
 def _docs(events: list[NewEvent]) -> list[dict]:

@@ -19,6 +19,7 @@ from django.test.utils import override_settings
 
 from runs.fold import fold
 from runs.leases import lease_acquire
+from runs.pg import round_trips_count
 from runs.selectors import run_state
 from runs.store import _PG_APPEND_ONE_PLAIN, NewEvent, _append_cursor, chain_hashing, events_append, events_load
 from runs.synthetic import synthetic_events
@@ -114,6 +115,8 @@ def bench_store(*, quick: bool = False, out=None, routes: bool = False) -> dict:
         if out is not None:
             out.write(f"  escalation append, routes loaded {figures['escalation_append_with_routes_per_s']:>12,.0f} events/s   (the outbox rows written in the same transaction)")
             out.write(f"  ... with no routes              {figures['escalation_append_without_routes_per_s']:>12,.0f} events/s   (with routes: {figures['routes_vs_none']:.0%} of it)")
+            if "round_trips_with_routes" in figures:
+                out.write(f"  round trips per escalation append   {figures['round_trips_with_routes']:.2f} with routes, {figures['round_trips_without_routes']:.2f} without (the decision log's reads after the commit included)")
     return figures
 
 
@@ -212,6 +215,8 @@ def _bench_store(*, quick: bool, out) -> dict:
     # model are kept in the same transaction.
     batched_projected = _batch_rate("bench-batch-tools", synthetic_events("bench-batch-tools", 2, 100), seconds=seconds, windows=windows)
 
+    trips = _round_trips(conversation) if connection.vendor == "postgresql" else None
+
     run_build("bench-4k", 4000)
     replay_4k = median_ms(lambda: run_state(run_id="bench-4k"), 9)
     run_build(f"bench-{big}", big)
@@ -236,6 +241,8 @@ def _bench_store(*, quick: bool, out) -> dict:
         "replay_us_per_event": round(replay_big * 1000 / big, 3),
         "fold_us_per_event": round(fold_ms * 1000 / big, 3),
     }
+    if trips:
+        figures.update(round_trips_single=trips[0], round_trips_batch=trips[1])
     say(f"  raw single-row INSERT commits   {figures['raw_insert_per_s']:>12,.0f} /s   (physical reference: one event-shaped row, no fence)")
     say(f"  fenced single-event append      {figures['fenced_append_per_s']:>12,.0f} events/s   ({figures['fenced_vs_raw']:.0%} of raw)")
     if statement_only:
@@ -249,4 +256,13 @@ def _bench_store(*, quick: bool, out) -> dict:
     say(f"  full replay, 4,000 events       {figures['replay_4k_ms']:>12,.2f} ms")
     say(f"  full replay, {big:,} events   {replay_big:>12,.2f} ms   ({figures['replay_us_per_event']:.2f} us/event)")
     say(f"  fold alone on decoded events    {figures['fold_us_per_event']:>12,.3f} us/event")
+    if trips:
+        say(f"  round trips per append          {trips[0]:>12.2f} single, {trips[1]:.2f} per 100-event batch (libpq's trace)")
     return figures
+
+
+def _round_trips(batch: list[NewEvent]) -> tuple[float, float]:
+    """Round trips of a fenced single append and of a 100-event batch, 20 of each traced."""
+    single, many = _batch_appender("bench-trips-single", [NewEvent("user_message", {"content": "hello", "n": 1})]), _batch_appender("bench-trips-batch", batch)
+    single(), many()  # prepared
+    return round_trips_count(lambda: [single() for _ in range(20)]) / 20, round_trips_count(lambda: [many() for _ in range(20)]) / 20

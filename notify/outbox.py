@@ -34,7 +34,10 @@ from django.utils import timezone as djtz
 from notify.models import Channel, Notification, Route
 from recovery.masking import run_sensitive_values, sensitive_fields, value_mask
 from recovery.models import UncertainCall
+from recovery.projection import RELEVANT as PROJECTED_TYPES
+from runs.events import CURRENT_SCHEMA_VERSION
 from runs.fold import format_ts
+from runs.store import Rider
 
 NOTIFY_TYPES = frozenset({"approval_requested", "operator_note", "tool_call_resolved"})
 TRIGGER_TYPES = ("call.escalated", "call.overdue")
@@ -245,6 +248,109 @@ def notification_body(n: Notification) -> dict:
     if call is None:
         return {"type": n.type, "timestamp": format_ts(n.cause_at or n.created_at), "data": {"run_id": n.run_id, **n.extra}}
     return call_body(call, n.type, at=n.cause_at or n.created_at, extra=n.extra)
+
+
+# An escalation's level-1 rows as SQL riding in the append's statement (``runs.store.Rider``): the
+# call's row as it was before the append, its current episode, and the first route it matches,
+# chosen by the CASE built from the loaded routes (``_route_case``). The statement sees the call as
+# the projection found it, before the projection's own update for this event; what the outbox reads
+# of the row afterwards is stated here exactly: the projection marks that very row escalated (so it
+# is never resolved here), and its reason is the one ``recovery.projection`` keeps (see ``reason``).
+_ESCALATION_RIDER = """
+INSERT INTO reckon_notify_notification
+       (delivery_id, logical_key, type, action, channel, kind, call_pk, run_id, tenant, event_seq,
+        episode_seq, episode_at, level, repeat, extra, cause_at, state, attempts, last_error)
+SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), %b || ch.name,
+       CASE WHEN c.reason = 'overdue' THEN 'call.overdue' ELSE 'call.escalated' END, 'trigger', ch.name, ch.kind,
+       c.id, c.run_id, c.tenant, %b::bigint, COALESCE(c.ep_seq, %b::bigint), COALESCE(c.ep_at, %b), 0, 0,
+       jsonb_build_object('level', 1, 'reason', c.reason), %b, 'pending', 0, ''
+  FROM (SELECT u.id, u.run_id, u.tenant, ep.episode_seq AS ep_seq, ep.episode_at AS ep_at,
+               {reason} AS reason, {route} AS route
+          FROM reckon_uncertain_call u
+          LEFT JOIN LATERAL (SELECT n.episode_seq, n.episode_at FROM reckon_notify_notification n
+                              WHERE n.call_pk = u.id AND n.action = 'trigger' AND n.episode_seq IS NOT NULL
+                              ORDER BY n.episode_seq DESC LIMIT 1) ep ON true
+         WHERE u.run_id = %b AND u.start_seq = %b AND EXISTS (SELECT 1 FROM ev)) c
+  JOIN unnest(%b::int[], %b::text[], %b::text[]) AS ch(route, name, kind) ON ch.route = c.route
+RETURNING id
+"""
+_RIDER_RESULT = "json_build_object('found', EXISTS (SELECT 1 FROM reckon_uncertain_call WHERE run_id = %b AND start_seq = %b), 'ids', ARRAY(SELECT id FROM {cte}))"
+
+
+def _route_case(routes: list[RouteSpec]) -> tuple[str, list]:
+    """``route_for`` as SQL over the call's row ``u``: the position in ``routes`` of the first route
+    with levels that the call matches, or NULL."""
+    whens, params = [], []
+    for i, route in enumerate(routes):
+        if not route.levels:
+            continue
+        terms = []
+        for allowed, column in ((route.risk_class, "risk_class"), (route.tool, "tool"), (route.tenant, "tenant")):
+            if allowed is not None:
+                # ``value in allowed``: only a string can equal a column's text.
+                terms.append(f"u.{column} = ANY(%b::text[])")
+                params.append([a for a in allowed if isinstance(a, str)])
+        whens.append(f"WHEN {' AND '.join(terms) or 'true'} THEN {i}")
+    return ("CASE " + " ".join(whens) + " END") if whens else "NULL::int", params
+
+
+def outbox_rider(run_id: str, events: list) -> Rider | None:
+    """``outbox_project`` for an append whose one notifying event is an escalation of a call named
+    by its start, as SQL in the append's statement: its rows are written with no round trip of
+    their own. None for anything else (the Python projector does it).
+
+    Exact only where the statement's view of the call (before the append) tells what the projector
+    would read after it: no later event of the append touches the call's row (the projection would
+    move it on), and the escalation is the append's only event that notifies. When the call has no
+    full row yet (it was in flight until this append moved it there), the projector runs in Python
+    after all, in its turn."""
+    notifying = [i for i, e in enumerate(events) if e.type in NOTIFY_TYPES]
+    if len(notifying) != 1:
+        return None
+    event = events[notifying[0]]
+    if event.type != "approval_requested" or event.v != CURRENT_SCHEMA_VERSION:
+        return None
+    if any(e.type in PROJECTED_TYPES for e in events[notifying[0] + 1 :]):
+        return None
+    p = event.payload
+    start_seq = p.get("start_seq")
+    if not p.get("idempotency_key") or type(start_seq) is not int:
+        return None
+    at = _aware(event.ts)
+    if at < djtz.now() - timedelta(seconds=settings.RECKON_NOTIFY_MAX_EVENT_AGE_S):
+        return None
+    routes, kinds = routes_load()
+    if not routes:
+        return None
+    route_sql, route_params = _route_case(routes)
+    # The reason the Python path reads: the event's own, else the one the projection leaves on the
+    # row: "policy", unless this is a re-escalation of a call that already had a reason.
+    if p.get("reason"):
+        reason_sql, reason_params = "%b::text", [str(p["reason"])]
+    elif p.get("re_escalation"):
+        reason_sql, reason_params = "CASE WHEN COALESCE(u.escalation_reason, '') = '' THEN 'policy' ELSE u.escalation_reason END", []
+    else:
+        reason_sql, reason_params = "'policy'", []
+    channels = [(i, ch, kinds.get(ch, "")) for i, r in enumerate(routes) if r.levels for ch in r.levels[0]["notify"]]
+    # Parameters in the order their marks appear in the text.
+    params = [f"ev:{run_id}:{event.seq}:", event.seq, event.seq, at, at, *reason_params, *route_params, run_id, start_seq]
+    params += [[c[0] for c in channels], [c[1] for c in channels], [c[2] for c in channels]]
+
+    def then(value) -> None:
+        if not value["found"]:
+            outbox_project(run_id, events, 0)
+            return
+        ids = value["ids"]
+        if ids and settings.RECKON_NOTIFY_DELIVER_ON_COMMIT:
+            transaction.on_commit(lambda: notifications_enqueue(ids=ids), robust=True)
+
+    return Rider(
+        cte=_ESCALATION_RIDER.format(reason=reason_sql, route=route_sql),
+        cte_params=tuple(params),
+        result=_RIDER_RESULT,
+        result_params=(run_id, start_seq),
+        then=then,
+    )
 
 
 def outbox_project(run_id: str, events: list, epoch: int) -> None:

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone as djtz
 
@@ -440,6 +441,22 @@ def _save(rr: RunRows) -> None:
             row_update(row)
 
 
+_CALL_ID_SEQUENCES: dict[tuple[str, str], str] = {}
+
+
+def _call_id_sequence() -> str:
+    """The uncertain-call id sequence as a regclass literal, looked up once per database: written
+    into the prepared statement it is resolved when the statement is planned, where
+    ``pg_get_serial_sequence`` in the statement searched the catalog on every start."""
+    key = (connection.alias, str(connection.settings_dict["NAME"]))
+    found = _CALL_ID_SEQUENCES.get(key)
+    if found is None:
+        with connection.cursor() as cur:
+            cur.execute("SELECT quote_literal(pg_get_serial_sequence('reckon_uncertain_call', 'id'))")
+            found = _CALL_ID_SEQUENCES[key] = f"{cur.fetchone()[0]}::regclass"
+    return found
+
+
 def projection_statement(run_id: str, event: Event) -> StatementPart | None:
     """``projection_apply`` for the agent's two hot appends, as part of the append's statement
     (``runs.store.StatementPart``); None for anything else, which takes the Python path.
@@ -461,7 +478,7 @@ def projection_statement(run_id: str, event: Event) -> StatementPart | None:
         return StatementPart(
             cte=(
                 "INSERT INTO reckon_in_flight_call (run_id, start_seq, id, call_id, idempotency_key, tool, tenant, started_at, start_epoch)\n"
-                "SELECT ev.run_id, ev.seq, nextval(pg_get_serial_sequence('reckon_uncertain_call', 'id')), %b, %b, %b, %b, %b, ev.epoch FROM ev"
+                f"SELECT ev.run_id, ev.seq, nextval({_call_id_sequence()}), %b, %b, %b, %b, %b, ev.epoch FROM ev"
             ),
             cte_params=(str(p["call_id"]), start_key(run_id, p, secret=lambda: run_key_secret(run_id=run_id)), p["name"], tenant, _aware(event.ts)),
         )
@@ -477,11 +494,13 @@ def projection_statement(run_id: str, event: Event) -> StatementPart | None:
                 "                       AND o.start_seq <> (SELECT min(f.start_seq) FROM reckon_in_flight_call f WHERE f.run_id = reckon_run.run_id AND f.call_id = %b))"
             ),
             condition_params=(call_id, key, call_id),
+            # The run named by a parameter, not joined from ``ev``: a join let the planner read the
+            # whole narrow table (a hash join over a sequential scan) instead of its primary key.
             cte=(
-                "DELETE FROM reckon_in_flight_call o USING ev WHERE o.run_id = ev.run_id\n"
-                "   AND o.start_seq = (SELECT min(f.start_seq) FROM reckon_in_flight_call f WHERE f.run_id = ev.run_id AND f.call_id = %b)"
+                "DELETE FROM reckon_in_flight_call o WHERE o.run_id = %b AND EXISTS (SELECT 1 FROM ev)\n"
+                "   AND o.start_seq = (SELECT min(f.start_seq) FROM reckon_in_flight_call f WHERE f.run_id = %b AND f.call_id = %b)"
             ),
-            cte_params=(call_id,),
+            cte_params=(run_id, run_id, call_id),
         )
     return None
 

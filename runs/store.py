@@ -91,7 +91,37 @@ StatementForm = Callable[[str, Event], "StatementPart | None"]
 _STATEMENT_FORMS: dict[Projector, StatementForm] = {}
 
 
-def projector_register(fn: Projector, *, types: Iterable[str] | None = None, statement: StatementForm | None = None) -> Projector:
+@dataclass(frozen=True, slots=True)
+class Rider:
+    """A projector's work on one appended event, as SQL riding in the append's statement when the
+    append is a transaction anyway (another projector of the event runs in Python).
+
+    ``cte`` is one data-modifying statement, placed after the insert; it may read ``ev`` (the
+    inserted events: ``run_id``, ``seq``, ``epoch``; empty when the fence refused, and then it must
+    write nothing). Like every part of one statement it sees the tables as they were before the
+    append, so it must not depend on what the other projectors write for these events, or must
+    state exactly what they would have left. ``result`` is an SQL expression
+    evaluated once the statement has run, where ``{cte}`` names the cte's rows; ``then(value)`` is
+    called with its value in the projector's turn (after the projectors registered before it, inside
+    the append's transaction), and may do the projector's work in Python after all when the value
+    says the SQL could not. Parameters are positional (``%b``), in the order the texts are placed.
+    """
+
+    cte: str
+    cte_params: tuple
+    result: str
+    result_params: tuple
+    then: Callable[[object], None]
+
+
+# rider(run_id, events) -> Rider | None; None: the Python projector does the work.
+RiderForm = Callable[[str, list[Event]], "Rider | None"]
+_RIDER_FORMS: dict[Projector, RiderForm] = {}
+
+
+def projector_register(
+    fn: Projector, *, types: Iterable[str] | None = None, statement: StatementForm | None = None, rider: RiderForm | None = None
+) -> Projector:
     """Run ``fn(run_id, events, epoch)`` inside the transaction of every append that carries one of
     ``types`` (every append when None), after the insert; ``epoch`` is the lease epoch the fence
     just accepted, the one that wrote ``events``.
@@ -103,6 +133,10 @@ def projector_register(fn: Projector, *, types: Iterable[str] | None = None, sta
     folded into the append's one statement (``StatementPart``), so the agent's hot path (a tool
     call's start, then its completion) stays one round trip and one commit with its read models.
     It must do exactly what ``fn`` would do for that event, or return None to leave it to ``fn``.
+
+    ``rider`` (PostgreSQL, an append that does not end the run and is a transaction anyway, because
+    some projector of it has no statement form): ``fn``'s writes as SQL in the append's statement
+    (``Rider``), so a projector that only writes costs no round trip of its own.
     """
     wanted = frozenset(types) if types is not None else None
     if all(f is not fn for f, _ in _PROJECTORS):
@@ -110,6 +144,8 @@ def projector_register(fn: Projector, *, types: Iterable[str] | None = None, sta
         _PROJECTORS_BY_TYPE.clear()
     if statement is not None:
         _STATEMENT_FORMS[fn] = statement
+    if rider is not None:
+        _RIDER_FORMS[fn] = rider
     return fn
 
 
@@ -484,14 +520,22 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         # No savepoint inside a caller's transaction: a refused fence returns normally (nothing
         # was written), and any error here must undo the caller's whole transaction anyway, since
         # its read models would no longer match the log. That saves two round trips per append.
+        riders = _riders_for(projectors, run_id, appended) if postgres and _RIDER_FORMS and canons and not finishing else None
         with transaction.atomic(savepoint=False):
-            if postgres:
+            if riders:
+                results = _pg_append_riding(db, run_id, epoch, expected_seq, events, tss, encoded, canons, riders)
+                ok = results is not None
+            elif postgres:
                 ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq)
             else:
                 ok = _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq, now)
             if ok:
                 for project in projectors:
-                    project(run_id, appended, epoch)
+                    rider = riders.get(project) if riders else None
+                    if rider is None:
+                        project(run_id, appended, epoch)
+                    else:
+                        rider.then(results[project])
     if ok:
         if _AFTER_APPEND:
             _after_append(db, run_id, seqs[0], seqs[-1])
@@ -630,6 +674,62 @@ def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, enco
     with db.wrap_database_errors:
         cur.execute("".join(sql), params, prepare=True)
     return cur.rowcount == 1
+
+
+def _riders_for(projectors, run_id: str, appended: list[Event]) -> dict[Projector, Rider]:
+    found = {}
+    for project in projectors:
+        form = _RIDER_FORMS.get(project)
+        rider = form(run_id, appended) if form is not None else None
+        if rider is not None:
+            found[project] = rider
+    return found
+
+
+# The fenced batch append of ``_PG_APPEND`` with the inserted rows named ``ev`` for riders.
+_PG_APPEND_EV = _PG_APPEND.replace("\nINSERT INTO reckon_event", ", ev AS (\nINSERT INTO reckon_event") + " RETURNING run_id, seq, epoch\n)"
+
+
+def _pg_append_riding(db, run_id, epoch, expected_seq, events, tss, encoded, canons, riders: dict[Projector, Rider]) -> dict | None:
+    """The fenced append (no terminal event) with its riders' ctes in the same statement, inside
+    the append's transaction; each rider's result by projector, or None when the fence refused."""
+    n = len(events)
+    if n == 1:
+        # The single append's statement, positional parameters.
+        ev = events[0]
+        sql = [_PG_PROJECTED_HEAD, _PG_PROJECTED_EVENT]
+        params: list | dict = [canons[0], run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()]
+    else:
+        sql = [_PG_APPEND_EV]
+        params = {"new_last": expected_seq + n, "finished_seq": None, "run_id": run_id, "epoch": epoch, "expected": expected_seq, "finishing": False, "count": n}
+        params.update(binary_arrays(events, tss, encoded), canons=bytea_array(canons))
+    texts = []
+    for i, rider in enumerate(riders.values()):
+        texts.append((f", r{i} AS (\n{rider.cte}\n)", rider.cte_params))
+    results = ", ".join(rider.result.format(cte=f"r{i}") for i, rider in enumerate(riders.values()))
+    texts.append((f"\nSELECT (SELECT count(*) FROM ev), {results}", tuple(p for rider in riders.values() for p in rider.result_params)))
+    k = 0
+    for text, ps in texts:
+        if isinstance(params, list):
+            sql.append(text)
+            params.extend(ps)
+            continue
+        # The batch statement names its parameters: the riders' positional marks are named in turn.
+        pieces = text.split("%b")
+        assert len(pieces) == len(ps) + 1, "a rider's parameters must match its %b marks"
+        out = [pieces[0]]
+        for value, piece in zip(ps, pieces[1:]):
+            out.append(f"%(rider{k})b{piece}")
+            params[f"rider{k}"] = value
+            k += 1
+        sql.append("".join(out))
+    cur = _append_cursor(db)
+    with db.wrap_database_errors:
+        cur.execute("".join(sql), params, prepare=True)
+        row = cur.fetchone()
+    if row is None or row[0] != n:
+        return None
+    return dict(zip(riders, row[1:]))
 
 
 def _diagnose(*, cur_run_id: str, epoch: int, expected_seq: int, finishing: bool) -> Exception:
