@@ -10,6 +10,10 @@ ticks racing write it once.
   call. A claim stops the climb; a release starts a new episode (``notify.outbox``).
 - A claimed, unresolved call on a route with ``repeat`` notifies the highest level its episode
   reached again, every ``repeat`` after the claim.
+- A resolved call that was paged on a channel with no resolve message sent there gets one. The
+  append's projector writes them for a ``tool_call_resolved``; this covers a call the log resolves
+  otherwise (the agent's own late completion, which keeps its one-statement append and runs no
+  notification projector), and a level written by a tick racing the resolution.
 - A digest is written once per route, tenant and local day, at or after the route's time.
 """
 
@@ -19,7 +23,7 @@ import zoneinfo
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone as djtz
 
 from notify.models import Notification
@@ -76,7 +80,44 @@ def escalations_tick(*, now: datetime | None = None) -> list[int]:
         if new:
             with transaction.atomic():
                 written += rows_write(new)
-    return written
+    return written + resolutions_tick(kinds=kinds)
+
+
+def resolutions_tick(*, kinds: dict[str, str]) -> list[int]:
+    """Write ``call.resolved`` to each channel that was paged about a now resolved call and has not
+    been told; returns the ids written. The logical key is per call and channel, so a resolve the
+    projector already wrote for that channel (under its event's key) is found by the ``Exists``,
+    and two ticks racing write one row."""
+    told = Notification.objects.filter(action="resolve", call_pk=OuterRef("call_pk"), channel=OuterRef("channel"))
+    over = UncertainCall.objects.filter(pk=OuterRef("call_pk"), state=UncertainCall.State.RESOLVED)
+    missing = sorted(
+        set(
+            Notification.objects.filter(action="trigger", call_pk__isnull=False)
+            .filter(Exists(over), ~Exists(told))
+            .values_list("call_pk", "channel")
+        )
+    )
+    if not missing:
+        return []
+    calls = UncertainCall.objects.in_bulk({pk for pk, _ in missing})
+    rows = [
+        Notification(
+            logical_key=f"call:{pk}:resolved:{channel}",
+            type="call.resolved",
+            action="resolve",
+            channel=channel,
+            kind=kinds.get(channel, ""),
+            call_pk=pk,
+            run_id=calls[pk].run_id,
+            tenant=calls[pk].tenant,
+            event_seq=calls[pk].resolved_seq,
+            extra={"disposition": calls[pk].disposition, "resolved_by": calls[pk].resolved_by},
+            cause_at=calls[pk].updated_at,
+        )
+        for pk, channel in missing
+    ]
+    with transaction.atomic():
+        return rows_write(rows)
 
 
 def digest_calls(*, now: datetime) -> dict[str, list[UncertainCall]]:

@@ -195,3 +195,29 @@ def test_the_commit_of_the_escalation_hands_its_notifications_to_the_workers(rou
         escalated("run-n13")
     assert routes.types() == ["call.escalated"] and len(smtp.messages) == 1
     assert set(Notification.objects.values_list("state", flat=True)) == {"delivered"}
+
+
+def test_a_late_live_completion_by_the_agent_sends_resolve_to_every_channel_that_was_triggered(routes, smtp):
+    """The agent comes back and records the completion itself: the call resolves by the log,
+    with no tool_call_resolved, and everyone who was paged hears that it is over."""
+    from runs.leases import lease_acquire
+    from runs.models import Run
+    from runs.store import NewEvent, events_append
+
+    call = escalated("run-n14")
+    tick(now() + timedelta(minutes=16))  # level 2 too: pager and slack
+    deliver_all()
+    lease = lease_acquire(run_id="run-n14", holder="agent-7:worker-b", ttl_seconds=300)
+    last = Run.objects.get(run_id="run-n14").last_seq
+    done = {"call_id": call.call_id, "name": call.tool, "content": "filed", "is_error": False, "idempotency_key": call.idempotency_key, "source": "live"}
+    events_append(run_id="run-n14", epoch=lease.epoch, expected_seq=last, events=[NewEvent("tool_call_completed", done)])
+    call.refresh_from_db()
+    assert call.state == UncertainCall.State.RESOLVED
+    assert len(tick(now())) == 4  # one resolve per channel paged: webhook, mail, pager, slack
+    assert tick(now()) == []  # written once
+    deliver_all()
+    assert routes.types() == ["call.escalated", "call.resolved"]
+    assert routes.bodies[1]["data"]["disposition"] == "completed"
+    assert [(p["event_action"], p["dedup_key"]) for p in routes.pd] == [("trigger", f"reckon-call-{call.pk}"), ("resolve", f"reckon-call-{call.pk}")]
+    assert len(routes.slack) == 2 and "resolved" in routes.slack[1]["text"]
+    assert _mail_types(smtp) == ["escalated", "resolved"]
