@@ -233,5 +233,5 @@ def file_apply(request):
     except NotifyConfigError as exc:
         messages.error(request, f"File not loaded: {pending['source']}: {exc}")
     else:
-        _said(request, lines, what=f"File {pending['source']}")
+        _said(request, lines, what=f"Loaded {pending['source']}")
     return redirect("console:notification_config")

@@ -117,7 +117,7 @@ def test_a_file_is_previewed_then_applied_and_its_secrets_never_reach_a_page(loa
     digest = r.context["pending"]["digest"]
     r = admin.post(PAGE + "apply/", {"digest": digest}, follow=True)
     (said,) = _messages(r)
-    assert said.startswith("File pasted text: ") and "channel ops-webhook: changed (secret, url)" in said
+    assert said.startswith("Loaded pasted text: ") and "channel ops-webhook: changed (secret, url)" in said
     _secrets_absent(r.content)
     assert Channel.objects.get(name="ops-webhook").config == {"url": "http://127.0.0.1:9200/hooks", "secret": NEW_SECRET}
     assert ConfigChange.objects.first().source == "console: file pasted text"
