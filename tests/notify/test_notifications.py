@@ -228,6 +228,21 @@ def test_an_old_event_notifies_nobody(routes, settings):
     assert Notification.objects.count() == 0
 
 
+def test_rebuilding_the_projections_pages_nobody_and_the_climb_goes_on(routes):
+    from recovery.rebuild import projections_rebuild
+
+    claimed = escalated("run-n16")
+    call_claim(pk=claimed.pk, user=ONCALL, seen_version=claimed.version)
+    escalated("run-n17")
+    written = list(Notification.objects.values_list("id", flat=True))
+    assert len(written) == 6  # two escalations and an acknowledgement, on two channels each
+    projections_rebuild()
+    assert list(Notification.objects.values_list("id", flat=True)) == written
+    assert tick(now()) == []
+    later = tick(now() + timedelta(minutes=16))  # the unclaimed call still climbs to level 2
+    assert sorted(Notification.objects.filter(id__in=later).values_list("run_id", "channel")) == [("run-n17", "pager"), ("run-n17", "team-slack")]
+
+
 def test_the_outbox_row_is_written_with_its_event_or_not_at_all(routes):
     class Undo(Exception):
         pass
