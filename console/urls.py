@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from console import views
+from console import notifications, views
 
 app_name = "console"
 
@@ -31,4 +31,9 @@ urlpatterns += [
     path("access/", views.access_log, name="access"),
     path("policies/", views.policies, name="policies"),
     path("notifications/", views.notifications, name="notifications"),
+    path("notifications/config/", notifications.config_screen, name="notification_config"),
+    path("notifications/config/channel/", notifications.channel_post, name="notification_channel"),
+    path("notifications/config/route/", notifications.route_post, name="notification_route"),
+    path("notifications/config/preview/", notifications.file_preview, name="notification_config_preview"),
+    path("notifications/config/apply/", notifications.file_apply, name="notification_config_apply"),
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 import tomllib
 import zoneinfo
@@ -162,23 +163,99 @@ def _route(i: int, table: Any, channels: dict) -> dict:
     }
 
 
-def config_parse(*, text: str) -> Parsed:
-    """The channels and routes of a TOML document; NotifyConfigError on the first problem."""
+def config_parse(*, text: str, keep: dict[str, dict] | None = None) -> Parsed:
+    """The channels and routes of a TOML document; NotifyConfigError on the first problem.
+
+    ``keep``: the current channels. A webhook or PagerDuty channel whose secret (``secret``,
+    ``routing_key``) is left out or blank keeps the current one of the same name and kind, so a
+    file written from the screen's export, which never carries secrets, loads back unchanged."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise NotifyConfigError(f"not valid TOML: {exc}") from None
+    return config_check(doc, keep=keep)
+
+
+def config_check(doc: dict, *, keep: dict[str, dict] | None = None) -> Parsed:
+    """Check a configuration shaped as the TOML file is (``{"channels": {...}, "routes": [...]}``)."""
     unknown = sorted(set(doc) - {"channels", "routes"})
     if unknown:
         raise NotifyConfigError(f"unknown top-level key {unknown[0]!r}: the file has [channels.<name>] and [[routes]]")
     channels = doc.get("channels", {})
     if not isinstance(channels, dict):
         raise NotifyConfigError("channels must be tables: [channels.<name>]")
+    if keep:
+        channels = {name: _secrets_kept(table, keep.get(name)) for name, table in channels.items()}
     parsed_channels = {name: _channel(name, table) for name, table in channels.items()}
     routes = doc.get("routes", [])
     if not isinstance(routes, list):
         raise NotifyConfigError("routes must be an array of tables: [[routes]]")
     return Parsed(parsed_channels, [_route(i, r, parsed_channels) for i, r in enumerate(routes)])
+
+
+def _secrets_kept(table: Any, current: dict | None) -> Any:
+    if not isinstance(table, dict) or current is None or table.get("kind") != current["kind"]:
+        return table
+    kept = {k: current["config"][k] for k in SECRET_KEYS if k in current["config"] and not table.get(k)}
+    return {**table, **kept}
+
+
+def _duration_text(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s" if seconds else "0m"
+
+
+def config_document(channels: dict[str, dict], routes: list[dict], *, secrets: bool = False) -> dict:
+    """The configuration as the TOML file would give it (durations as "15m"); without ``secrets``
+    the channels' secrets are left out, as a file that keeps the current ones would."""
+    doc_channels = {n: {"kind": c["kind"], **{k: v for k, v in c["config"].items() if secrets or k not in SECRET_KEYS}} for n, c in channels.items()}
+    doc_routes = []
+    for r in routes:
+        table: dict[str, Any] = {k: r[k] for k in ("risk_class", "tool", "tenant") if r.get(k) is not None}
+        if r.get("levels"):
+            table["levels"] = [{"notify": list(lv["notify"]), "after": _duration_text(lv["after_s"])} for lv in r["levels"]]
+        if r.get("repeat_s") is not None:
+            table["repeat"] = _duration_text(r["repeat_s"])
+        if r.get("digest"):
+            table["digest"] = dict(r["digest"])
+        doc_routes.append(table)
+    return {"channels": doc_channels, "routes": doc_routes}
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)  # a JSON string is a TOML basic string
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def config_toml(doc: dict) -> str:
+    """``doc`` (``config_document``'s shape) as the TOML file ``load_notifications`` reads."""
+    out: list[str] = []
+    for name, table in doc.get("channels", {}).items():
+        out.append(f"[channels.{name}]")
+        out += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+        out.append("")
+    for table in doc.get("routes", []):
+        out.append("[[routes]]")
+        for k, v in table.items():
+            if k == "levels":
+                out.append("levels = [")
+                out += [f"  {_toml_value(lv)}," for lv in v]
+                out.append("]")
+            else:
+                out.append(f"{k} = {_toml_value(v)}")
+        out.append("")
+    return "\n".join(out)
 
 
 def config_masked(channels: dict[str, dict]) -> dict[str, dict]:
@@ -211,9 +288,60 @@ def _changes(old_ch: dict, new_ch: dict, old_routes: list, new_routes: list) -> 
             lines.append(f"route {i}: added")
         elif i >= len(new_routes):
             lines.append(f"route {i}: removed")
+        elif old_routes[i] == new_routes[i]:
+            lines.append(f"route {i}: unchanged")
         else:
-            lines.append(f"route {i}: {'unchanged' if old_routes[i] == new_routes[i] else 'changed'}")
+            changed = [_ROUTE_FIELD_NAMES.get(k, k) for k in _ROUTE_FIELDS if old_routes[i].get(k) != new_routes[i].get(k)]
+            lines.append(f"route {i}: changed ({', '.join(changed)})")
     return lines
+
+
+_ROUTE_FIELDS = ("risk_class", "tool", "tenant", "levels", "repeat_s", "digest")
+_ROUTE_FIELD_NAMES = {"repeat_s": "repeat"}
+
+
+def _lock() -> None:
+    """Serialise changes to the configuration: each edit reads the current one and writes it back
+    whole, so two concurrent edits (two administrators, a console edit and a file) must not
+    interleave, or the later would silently undo the earlier's other fields. On PostgreSQL a
+    transaction-scoped advisory lock; SQLite serialises writers itself."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext('reckon.notify.config'))")
+
+
+def _store(parsed: Parsed, *, old: tuple[dict, list], by: str, source: str) -> list[str]:
+    """Replace the configuration with ``parsed`` and record the change; inside the caller's
+    transaction, after ``_lock``. Returns the lines saying what changed."""
+    old_ch, old_routes = old
+    lines = _changes(old_ch, parsed.channels, old_routes, parsed.routes)
+    if old_ch == parsed.channels and old_routes == parsed.routes:
+        return lines
+    Route.objects.all().delete()
+    Channel.objects.exclude(name__in=list(parsed.channels)).delete()
+    for name, c in parsed.channels.items():
+        Channel.objects.update_or_create(name=name, defaults={"kind": c["kind"], "config": c["config"]})
+    Route.objects.bulk_create([Route(**r) for r in parsed.routes])
+    routes_forget()
+    transaction.on_commit(routes_forget)  # and again, in case this process read the old ones meanwhile
+    ConfigChange.objects.create(
+        by=by[:150],
+        source=source[:300],
+        summary="\n".join(line for line in lines if not line.endswith(": unchanged")),
+        before={"channels": config_masked(old_ch), "routes": old_routes},
+        after={"channels": config_masked(parsed.channels), "routes": parsed.routes},
+    )
+    return lines
+
+
+def notifications_preview(*, text: str) -> list[str]:
+    """What loading ``text`` would change, one line per channel and route, changing nothing.
+    Raises NotifyConfigError on a bad file."""
+    old = _current()
+    parsed = config_parse(text=text, keep=old[0])
+    return _changes(old[0], parsed.channels, old[1], parsed.routes)
 
 
 def notifications_load(*, text: str, by: str, source: str = "") -> list[str]:
@@ -221,25 +349,83 @@ def notifications_load(*, text: str, by: str, source: str = "") -> list[str]:
 
     Returns one line per channel and route saying what happened to it (added, changed with the
     fields named, removed, unchanged). Raises NotifyConfigError, loading nothing, on a bad file.
+    A channel's secret left out of the file keeps the current one (``config_parse``).
     """
-    parsed = config_parse(text=text)
     with transaction.atomic():
-        old_ch, old_routes = _current()
-        lines = _changes(old_ch, parsed.channels, old_routes, parsed.routes)
-        if old_ch == parsed.channels and old_routes == parsed.routes:
-            return lines
-        Route.objects.all().delete()
-        Channel.objects.exclude(name__in=list(parsed.channels)).delete()
-        for name, c in parsed.channels.items():
-            Channel.objects.update_or_create(name=name, defaults={"kind": c["kind"], "config": c["config"]})
-        Route.objects.bulk_create([Route(**r) for r in parsed.routes])
-        routes_forget()
-        transaction.on_commit(routes_forget)  # and again, in case this process read the old ones meanwhile
-        ConfigChange.objects.create(
-            by=by[:150],
-            source=source[:300],
-            summary="\n".join(lines),
-            before={"channels": config_masked(old_ch), "routes": old_routes},
-            after={"channels": config_masked(parsed.channels), "routes": parsed.routes},
-        )
-    return lines
+        _lock()
+        old = _current()
+        return _store(config_parse(text=text, keep=old[0]), old=old, by=by, source=source)
+
+
+def config_current() -> dict:
+    """The configuration as the file would give it, secrets left out: for the console's screen,
+    its export and its forms."""
+    return config_document(*_current())
+
+
+def _edit(change, *, by: str, source: str) -> list[str]:
+    """Apply ``change`` (a function that edits the file-shaped document in place) to the current
+    configuration under the lock, check the result as a whole file is checked, and store it.
+    The last change wins: each edit starts from what the one before it stored."""
+    with transaction.atomic():
+        _lock()
+        old = _current()
+        doc = config_document(*old, secrets=True)
+        change(doc)
+        return _store(config_check(doc), old=old, by=by, source=source)
+
+
+def channel_save(*, name: str, table: dict, by: str) -> list[str]:
+    """Add the channel ``name`` or change it to ``table`` (the file's fields). A secret
+    (``secret``, ``routing_key``) left blank keeps the current one, if the kind is unchanged."""
+    name = (name or "").strip()
+
+    def change(doc):
+        current = doc["channels"].get(name)
+        new = {k: v for k, v in table.items() if v not in (None, "", [])}
+        if current is not None and current.get("kind") == new.get("kind"):
+            new.update({k: current[k] for k in SECRET_KEYS if k in current and not new.get(k)})
+        doc["channels"][name] = new
+
+    return _edit(change, by=by, source=f"console: channel {name}")
+
+
+def channel_remove(*, name: str, by: str) -> list[str]:
+    """Remove a channel no route names; NotifyConfigError naming the route otherwise."""
+
+    def change(doc):
+        if name not in doc["channels"]:
+            raise NotifyConfigError(f"channels.{name}: there is no such channel")
+        for i, r in enumerate(doc["routes"]):
+            named = [n for lv in r.get("levels", []) for n in lv["notify"]] + list((r.get("digest") or {}).get("notify", []))
+            if name in named:
+                raise NotifyConfigError(f"channels.{name}: route {i} notifies it; change the route first")
+        del doc["channels"][name]
+
+    return _edit(change, by=by, source=f"console: channel {name} removed")
+
+
+def route_save(*, position: int | None, table: dict, by: str) -> list[str]:
+    """Change route ``position`` to ``table`` (the file's fields), or add it last when ``position``
+    is None."""
+
+    def change(doc):
+        routes = doc["routes"]
+        if position is None:
+            routes.append(table)
+        elif 0 <= position < len(routes):
+            routes[position] = table
+        else:
+            raise NotifyConfigError(f"routes[{position}]: there is no such route")
+
+    where = "new" if position is None else str(position)
+    return _edit(change, by=by, source=f"console: route {where}")
+
+
+def route_remove(*, position: int, by: str) -> list[str]:
+    def change(doc):
+        if not 0 <= position < len(doc["routes"]):
+            raise NotifyConfigError(f"routes[{position}]: there is no such route")
+        del doc["routes"][position]
+
+    return _edit(change, by=by, source=f"console: route {position} removed")

@@ -102,7 +102,7 @@ def notification_deliver(*, notification_id: int, now: datetime | None = None) -
     attempt when this one failed and another is allowed; None when there is nothing more to do
     (delivered, dead, not due, or another worker holds it)."""
     now = now or djtz.now()
-    lock = timedelta(seconds=settings.RECKON_NOTIFY_TIMEOUT_S * 2 + 30)
+    lock = timedelta(seconds=settings.RECKON_NOTIFY_LOCK_S)
     claimed = (
         Notification.objects.filter(pk=notification_id, state=N.PENDING, next_attempt_at__lte=now + timedelta(seconds=1))
         .filter(Q(locked_until__isnull=True) | Q(locked_until__lt=now))

@@ -10,7 +10,15 @@ ticks racing write it once.
   call. A claim stops the climb; a release starts a new episode (``notify.outbox``).
 - A claimed, unresolved call on a route with ``repeat`` notifies the highest level its episode
   reached again, every ``repeat`` after the claim.
+- A resolved call that was paged on a channel with no resolve message sent there gets one. The
+  append's projector writes them for a ``tool_call_resolved``; this covers a call the log resolves
+  otherwise (the agent's own late completion, which keeps its one-statement append and runs no
+  notification projector), and a level written by a tick racing the resolution.
 - A digest is written once per route, tenant and local day, at or after the route's time.
+
+Rebuilding the projections gives every uncertain call a new row id, which the outbox's rows name
+(``call_pk``). ``calls_relink`` finds the call again from the event that caused the episode (its
+``start_seq`` or key, as the projector found it), so the climb, repeats and resolves go on.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import zoneinfo
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Exists, Max, Min, OuterRef
 from django.utils import timezone as djtz
 
 from notify.models import Notification
@@ -27,6 +35,7 @@ from notify.outbox import TRIGGER_TYPES, call_url, level_rows, route_for, routes
 from recovery.masking import run_sensitive_values, sensitive_fields, value_mask
 from recovery.models import UncertainCall
 from runs.fold import format_ts
+from runs.store import events_read
 
 
 def escalations_tick(*, now: datetime | None = None) -> list[int]:
@@ -35,6 +44,7 @@ def escalations_tick(*, now: datetime | None = None) -> list[int]:
     routes, kinds = routes_load()
     if not routes:
         return []
+    calls_relink()
     episodes = Notification.objects.filter(action="trigger", type__in=TRIGGER_TYPES, call_pk__isnull=False).values("call_pk").annotate(episode_seq=Max("episode_seq"))
     latest = {e["call_pk"]: e["episode_seq"] for e in episodes}
     calls = UncertainCall.objects.unresolved().filter(pk__in=list(latest))
@@ -76,7 +86,68 @@ def escalations_tick(*, now: datetime | None = None) -> list[int]:
         if new:
             with transaction.atomic():
                 written += rows_write(new)
-    return written
+    return written + resolutions_tick(kinds=kinds)
+
+
+def calls_relink() -> int:
+    """Point outbox rows whose call row no longer exists (the projections were rebuilt) at the
+    call as it is now; returns the number of calls found again. A call is found from the first
+    event that caused one of its rows, as the projector found it then: by ``start_seq``, or by
+    idempotency key (the latest start of that key)."""
+    gone = ~Exists(UncertainCall.objects.filter(pk=OuterRef("call_pk")))
+    orphans = (
+        Notification.objects.filter(call_pk__isnull=False, event_seq__isnull=False).filter(gone).values("call_pk", "run_id").annotate(seq=Min("event_seq")).order_by()
+    )
+    found = 0
+    for o in orphans:
+        (ev,) = events_read(run_id=o["run_id"], after=o["seq"] - 1, upto=o["seq"]) or (None,)
+        p = ev.payload if ev is not None else {}
+        if p.get("start_seq") is not None:
+            call = UncertainCall.objects.filter(run_id=o["run_id"], start_seq=p["start_seq"]).first()
+        elif p.get("idempotency_key"):
+            call = UncertainCall.objects.filter(run_id=o["run_id"], idempotency_key=p["idempotency_key"]).order_by("-start_seq").first()
+        else:
+            call = None
+        if call is not None:
+            found += bool(Notification.objects.filter(call_pk=o["call_pk"], run_id=o["run_id"]).update(call_pk=call.pk))
+    return found
+
+
+def resolutions_tick(*, kinds: dict[str, str]) -> list[int]:
+    """Write ``call.resolved`` to each channel that was paged about a now resolved call and has not
+    been told; returns the ids written. The logical key is per call and channel, so a resolve the
+    projector already wrote for that channel (under its event's key) is found by the ``Exists``,
+    and two ticks racing write one row."""
+    told = Notification.objects.filter(action="resolve", call_pk=OuterRef("call_pk"), channel=OuterRef("channel"))
+    over = UncertainCall.objects.filter(pk=OuterRef("call_pk"), state=UncertainCall.State.RESOLVED)
+    missing = sorted(
+        set(
+            Notification.objects.filter(action="trigger", call_pk__isnull=False)
+            .filter(Exists(over), ~Exists(told))
+            .values_list("call_pk", "channel")
+        )
+    )
+    if not missing:
+        return []
+    calls = UncertainCall.objects.in_bulk({pk for pk, _ in missing})
+    rows = [
+        Notification(
+            logical_key=f"call:{pk}:resolved:{channel}",
+            type="call.resolved",
+            action="resolve",
+            channel=channel,
+            kind=kinds.get(channel, ""),
+            call_pk=pk,
+            run_id=calls[pk].run_id,
+            tenant=calls[pk].tenant,
+            event_seq=calls[pk].resolved_seq,
+            extra={"disposition": calls[pk].disposition, "resolved_by": calls[pk].resolved_by},
+            cause_at=calls[pk].updated_at,
+        )
+        for pk, channel in missing
+    ]
+    with transaction.atomic():
+        return rows_write(rows)
 
 
 def digest_calls(*, now: datetime) -> dict[str, list[UncertainCall]]:

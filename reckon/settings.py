@@ -308,6 +308,10 @@ RECKON_NOTIFY_BACKOFF_S = envint("RECKON_NOTIFY_BACKOFF_S", 10, minimum=0)
 RECKON_NOTIFY_BACKOFF_MAX_S = envint("RECKON_NOTIFY_BACKOFF_MAX_S", 3600, minimum=1)
 RECKON_NOTIFY_TIMEOUT_S = envint("RECKON_NOTIFY_TIMEOUT_S", 5, minimum=1)
 RECKON_NOTIFY_TICK_S = envint("RECKON_NOTIFY_TICK_S", 15, minimum=1)
+# How long a worker holds a notification it is sending; past it (the worker died mid-send) the sweep hands it to another.
+RECKON_NOTIFY_LOCK_S = envint("RECKON_NOTIFY_LOCK_S", 2 * RECKON_NOTIFY_TIMEOUT_S + 30, minimum=2)
+if RECKON_NOTIFY_LOCK_S <= RECKON_NOTIFY_TIMEOUT_S:
+    raise ImproperlyConfigured(f"RECKON_NOTIFY_LOCK_S ({RECKON_NOTIFY_LOCK_S}) must be longer than RECKON_NOTIFY_TIMEOUT_S ({RECKON_NOTIFY_TIMEOUT_S}): a send still running must not be handed to another worker")
 RECKON_NOTIFY_ROUTES_CACHE_S = envint("RECKON_NOTIFY_ROUTES_CACHE_S", 5, minimum=0)  # a route change loaded elsewhere applies within this
 RECKON_NOTIFY_DELIVER_ON_COMMIT = True  # the benchmark turns it off to time the outbox write alone
 CELERY_BEAT_SCHEDULE["notify-tick"] = {"task": "notify.tasks.notifications_tick", "schedule": float(RECKON_NOTIFY_TICK_S)}

@@ -37,6 +37,11 @@ MATRIX = [
     ("get", "console:policies", (), None, only("admin")),
     ("post", "console:policies", (), {"tool": "x"}, only("admin", ok=302)),
     ("get", "console:notifications", (), None, only("admin")),
+    ("get", "console:notification_config", (), None, only("admin")),
+    ("post", "console:notification_channel", (), {"name": "x"}, only("admin", ok=302)),
+    ("post", "console:notification_route", (), {}, only("admin", ok=302)),
+    ("post", "console:notification_config_preview", (), {"text": ""}, only("admin", ok=302)),
+    ("post", "console:notification_config_apply", (), {}, only("admin", ok=302)),
     ("get", "console:call", (CALL,), None, everyone_who_reads()),
     # Writes sent without their required fields: a permitted actor gets 400, and nothing is written.
     ("post", "console:call_decide", (CALL,), {}, only("oncall", "admin", ok=400)),

@@ -23,9 +23,14 @@ def test_loading_a_file_says_what_it_changes_and_never_shows_a_secret(tmp_path, 
     first = capsys.readouterr().out
     assert "channel ops-webhook: added (webhook)" in first and "route 0: added" in first
     path.write_text(config_text("http://127.0.0.1:9200", repeat=None))
+    call_command("load_notifications", str(path), "--dry-run")
+    preview = capsys.readouterr().out.splitlines()
+    assert "channel ops-webhook: changed (url)" in preview and "route 0: changed (repeat)" in preview and preview[-1] == "dry run: nothing was changed"
+    assert Route.objects.get().repeat_s == 3600 and ConfigChange.objects.count() == 1  # the dry run changed nothing
     call_command("load_notifications", str(path), "--by", "dana")
     second = capsys.readouterr().out.splitlines()
-    assert "channel ops-webhook: changed (url)" in second and "channel oncall-mail: unchanged" in second and "route 0: changed" in second
+    assert second == preview[:-1]
+    assert "channel ops-webhook: changed (url)" in second and "channel oncall-mail: unchanged" in second and "route 0: changed (repeat)" in second
     assert Route.objects.get().repeat_s is None and Channel.objects.get(name="pager").config["url"] == "http://127.0.0.1:9200/pd"
     history = json.dumps([(c.before, c.after, c.summary) for c in ConfigChange.objects.all()])
     assert ConfigChange.objects.count() == 2 and SECRET not in history and "R0UT1NGKEY" not in history

@@ -4,6 +4,7 @@ climb, a claim, repeats, resolution, the digest, retries with one webhook-id, de
 from __future__ import annotations
 
 import email
+import json
 from datetime import timedelta
 
 import pytest
@@ -105,20 +106,34 @@ def test_a_resolution_sends_resolve_to_every_channel_that_was_triggered(routes, 
 
 
 def test_the_digest_lists_exactly_the_overdue_irreversible_calls(routes, smtp):
+    """Per tenant, the unresolved irreversible calls past their deadline; not one due later, not
+    a resolved one, not a read-only one however late."""
     from notify.escalation import digests_tick
     from tests.recovery.conftest import crashed_run
 
-    late = escalated("run-n7")
-    crashed_run("run-n7b", [("c9", "read_ledger", {"tenant": "initech", "q": 1})])  # read_only: never in it
-    morning = late.deadline + timedelta(hours=24)
-    morning = morning.replace(hour=9, minute=30)  # 09:30 UTC is past 08:00 in London
-    assert len(digests_tick(now=morning)) == 2
+    morning = (now() + timedelta(days=1)).replace(hour=9, minute=30, second=0, microsecond=0)  # past 08:00 in London
+    regulator = "notify_regulator"  # irreversible, strategy escalate (deadline 10m)
+    late = crashed_run("run-d-late", [("c1", regulator, {"tenant": "initech", "notice": "N-1", "recipient": "fca"})], ts=morning - timedelta(hours=2))[0]
+    other = crashed_run("run-d-globex", [("c1", regulator, {"tenant": "globex", "notice": "N-2", "recipient": "fca"})], ts=morning - timedelta(hours=2))[0]
+    soon = crashed_run("run-d-soon", [("c1", regulator, {"tenant": "initech", "notice": "N-3", "recipient": "fca"})], ts=morning - timedelta(minutes=1))[0]
+    done = crashed_run("run-d-done", [("c1", regulator, {"tenant": "initech", "notice": "N-4", "recipient": "fca"})], ts=morning - timedelta(hours=2))[0]
+    crashed_run("run-d-read", [("c1", "read_ledger", {"tenant": "initech", "q": 1})], ts=morning - timedelta(hours=3))
+    decision_record(pk=done.pk, decision="not_happened", by=ONCALL, reason="nothing on the portal", seen_version=done.version)
+    assert {c.run_id for c in UncertainCall.objects.overdue(morning)} >= {"run-d-late", "run-d-globex", "run-d-read"}
+    assert soon.deadline > morning and late.deadline < morning and other.deadline < morning
+
+    assert len(digests_tick(now=morning)) == 4  # two tenants, two channels each
     assert digests_tick(now=morning + timedelta(minutes=5)) == []  # once a day
     deliver_all()
-    (digest,) = [b for b in routes.bodies if b["type"] == "digest.overdue"]
-    assert digest["data"]["tenant"] == "initech"
-    assert [(c["run_id"], c["call_id"]) for c in digest["data"]["calls"]] == [("run-n7", "call_n2")]
-    assert "run-n7b" not in smtp.messages[-1].decode()
+    digests = {b["data"]["tenant"]: b["data"] for b in routes.bodies if b["type"] == "digest.overdue"}
+    assert {t: [(c["run_id"], c["call_id"]) for c in d["calls"]] for t, d in digests.items()} == {"initech": [("run-d-late", "c1")], "globex": [("run-d-globex", "c1")]}
+    listed = digests["initech"]["calls"][0]
+    assert (listed["tool"], listed["risk_class"], listed["url"]) == (regulator, "irreversible", f"http://127.0.0.1:8000/calls/{late.pk}/")
+    mails = [email.message_from_bytes(m) for m in smtp.messages if b"overdue irreversible" in m]
+    assert len(mails) == 2
+    for m in mails:
+        text = m.get_payload(decode=True).decode()
+        assert "run-d-soon" not in text and "run-d-done" not in text and "run-d-read" not in text and "/calls/" in text
 
 
 def test_a_receiver_answering_500_three_times_sees_one_webhook_id_and_one_notification(routes):
@@ -160,22 +175,72 @@ def test_a_receiver_down_past_the_retry_limit_leaves_a_dead_letter(routes, setti
 
 
 def test_no_sensitive_value_appears_in_any_delivered_body(routes, smtp):
+    """Every kind of message on every kind of channel (escalation, both levels, acknowledgement,
+    repeat, resolution, digest), searched in the raw bytes received and in the decoded e-mail."""
+    from notify.escalation import digests_tick
     from recovery.policy_changes import policy_update
 
     policy_update(tool="notify_regulator", fields={"sensitive_fields": ["recipient", "tenant"]}, by=ONCALL)
-    call = escalated("run-n10", {"tenant": "tenant-XQ-SECRET-91", "notice": "NTC-22", "recipient": "regulator-ZZ-SECRET-17"})
-    call_claim(pk=call.pk, user=ONCALL, seen_version=call.version)
-    tick(now() + timedelta(minutes=90))
+    claimed = escalated("run-n10", {"tenant": "tenant-XQ-SECRET-91", "notice": "NTC-22", "recipient": "regulator-ZZ-SECRET-17"})
+    climbing = escalated("run-n10b", {"tenant": "tenant-XQ-SECRET-91", "notice": "NTC-23", "recipient": "regulator-ZZ-SECRET-18"})
+    call_claim(pk=claimed.pk, user=ONCALL, seen_version=claimed.version)
+    tick(now() + timedelta(minutes=90))  # the claimed one repeats, the other climbs to pager and slack
+    climbing.refresh_from_db()
+    decision_record(pk=climbing.pk, decision="not_happened", by=ONCALL, reason="nothing on the portal", seen_version=climbing.version)
+    morning = (now() + timedelta(days=1)).replace(hour=9, minute=30)
+    assert digests_tick(now=morning)
     deliver_all()
-    assert len(routes.raw) >= 3 and len(smtp.messages) >= 2
-    for raw in [*routes.raw, *smtp.messages]:
+    sent = {b["type"] for b in routes.bodies}
+    assert sent == {"call.escalated", "call.acknowledged", "call.resolved", "digest.overdue"}
+    assert len(routes.pd) == 2 and len(routes.slack) == 2 and len(smtp.messages) >= 5
+    decoded = [email.message_from_bytes(m).get_payload(decode=True) for m in smtp.messages]
+    for raw in [*routes.raw, *smtp.messages, *decoded]:
         assert b"SECRET" not in raw
+
+
+def test_every_channel_names_the_risk_class_tool_run_deadline_and_reason_and_links_to_the_call(routes, smtp):
+    call = escalated("run-n15")
+    tick(now() + timedelta(minutes=16))
+    deliver_all()
+    deadline = call.deadline.strftime("%Y-%m-%dT%H:%M:%S")
+    url = f"http://127.0.0.1:8000/calls/{call.pk}/"
+    assert call.escalation_reason  # a reason to name
+    facts = ["irreversible", "notify_regulator", "run-n15", deadline, call.escalation_reason, url]
+    (hook,) = routes.bodies
+    (pd,) = routes.pd
+    (slack,) = routes.slack
+    (mail,) = [email.message_from_bytes(m).get_payload(decode=True).decode() for m in smtp.messages]
+    texts = {
+        "webhook": json.dumps(hook["data"]),
+        "pagerduty": pd["payload"]["summary"] + json.dumps(pd["payload"]["custom_details"]) + json.dumps(pd["links"]),
+        "slack": slack["text"],
+        "email": mail,
+    }
+    for kind, text in texts.items():
+        missing = [f for f in facts if f not in text]
+        assert not missing, f"{kind} lacks {missing}: {text}"
+    assert pd["links"] == [{"href": url, "text": "Reckon console"}]
 
 
 def test_an_old_event_notifies_nobody(routes, settings):
     settings.RECKON_NOTIFY_MAX_EVENT_AGE_S = 0
     escalated("run-n11")
     assert Notification.objects.count() == 0
+
+
+def test_rebuilding_the_projections_pages_nobody_and_the_climb_goes_on(routes):
+    from recovery.rebuild import projections_rebuild
+
+    claimed = escalated("run-n16")
+    call_claim(pk=claimed.pk, user=ONCALL, seen_version=claimed.version)
+    escalated("run-n17")
+    written = list(Notification.objects.values_list("id", flat=True))
+    assert len(written) == 6  # two escalations and an acknowledgement, on two channels each
+    projections_rebuild()
+    assert list(Notification.objects.values_list("id", flat=True)) == written
+    assert tick(now()) == []
+    later = tick(now() + timedelta(minutes=16))  # the unclaimed call still climbs to level 2
+    assert sorted(Notification.objects.filter(id__in=later).values_list("run_id", "channel")) == [("run-n17", "pager"), ("run-n17", "team-slack")]
 
 
 def test_the_outbox_row_is_written_with_its_event_or_not_at_all(routes):
@@ -195,3 +260,29 @@ def test_the_commit_of_the_escalation_hands_its_notifications_to_the_workers(rou
         escalated("run-n13")
     assert routes.types() == ["call.escalated"] and len(smtp.messages) == 1
     assert set(Notification.objects.values_list("state", flat=True)) == {"delivered"}
+
+
+def test_a_late_live_completion_by_the_agent_sends_resolve_to_every_channel_that_was_triggered(routes, smtp):
+    """The agent comes back and records the completion itself: the call resolves by the log,
+    with no tool_call_resolved, and everyone who was paged hears that it is over."""
+    from runs.leases import lease_acquire
+    from runs.models import Run
+    from runs.store import NewEvent, events_append
+
+    call = escalated("run-n14")
+    tick(now() + timedelta(minutes=16))  # level 2 too: pager and slack
+    deliver_all()
+    lease = lease_acquire(run_id="run-n14", holder="agent-7:worker-b", ttl_seconds=300)
+    last = Run.objects.get(run_id="run-n14").last_seq
+    done = {"call_id": call.call_id, "name": call.tool, "content": "filed", "is_error": False, "idempotency_key": call.idempotency_key, "source": "live"}
+    events_append(run_id="run-n14", epoch=lease.epoch, expected_seq=last, events=[NewEvent("tool_call_completed", done)])
+    call.refresh_from_db()
+    assert call.state == UncertainCall.State.RESOLVED
+    assert len(tick(now())) == 4  # one resolve per channel paged: webhook, mail, pager, slack
+    assert tick(now()) == []  # written once
+    deliver_all()
+    assert routes.types() == ["call.escalated", "call.resolved"]
+    assert routes.bodies[1]["data"]["disposition"] == "completed"
+    assert [(p["event_action"], p["dedup_key"]) for p in routes.pd] == [("trigger", f"reckon-call-{call.pk}"), ("resolve", f"reckon-call-{call.pk}")]
+    assert len(routes.slack) == 2 and "resolved" in routes.slack[1]["text"]
+    assert _mail_types(smtp) == ["escalated", "resolved"]
