@@ -48,6 +48,17 @@ Tool = Callable[..., Any]  # tool(arguments, *, idempotency_key) -> content
 
 # The run a ``@tool`` function records into: set by ``with run:`` (or ``async with``).
 current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar("reckon_current_run", default=None)
+# The idempotency key of the call whose tool is running: a framework's tool (LangGraph, Pydantic AI)
+# has no parameter for it, and reads it here to pass it on to its receiver.
+current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("reckon_current_key", default=None)
+
+
+def current_idempotency_key() -> str:
+    """The idempotency key of the tool call running now (inside ``invoke`` or a recorded tool)."""
+    key = current_key.get()
+    if key is None:
+        raise RuntimeError("no recorded tool call is running: current_idempotency_key() is for a tool called through Reckon")
+    return key
 
 
 # --- what the client knows of a run ----------------------------------------------------------
@@ -122,6 +133,19 @@ class RunState:
                 self.open_calls.pop(seq)
             if not p.get("is_error") and p.get("idempotency_key"):
                 self.completed_calls[p["idempotency_key"]] = p.get("content")
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` as plain JSON data: a framework's validated arguments may hold pydantic models,
+    and the log (and the key computed from the arguments) need what the model actually sent."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value
 
 
 # --- tools and results -----------------------------------------------------------------------
@@ -262,12 +286,15 @@ class Run:
         begun = self._begin(call, retry_uncertain)
         if isinstance(begun, ToolResult):
             return begun
+        token = current_key.set(begun.key)
         try:
             content = tool(call.arguments, idempotency_key=begun.key)
         except ToolFailed as exc:
             return self._failed(begun, exc)
         except Exception as exc:
             raise self._unknown(begun, exc) from exc
+        finally:
+            current_key.reset(token)
         return self._done(begun, content)
 
     def tool(self, fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False):
@@ -346,6 +373,19 @@ def _transport(url: str | None, token: str | None, transport: Any) -> Any:
     return HttpTransport(url, token)
 
 
+def _lease_seconds(ttl: float | None) -> float:
+    if ttl is not None:
+        return float(ttl)
+    text = os.environ.get("RECKON_LEASE_SECONDS", "30")
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ValueError(f"RECKON_LEASE_SECONDS must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def open_run(
     run_id: str | None = None,
     *,
@@ -353,7 +393,7 @@ def open_run(
     token: str | None = None,
     transport: Any = None,
     holder: str | None = None,
-    ttl: float = 30.0,
+    ttl: float | None = None,
     tenant: str | None = None,
     wait: float | None = None,
     renew: bool = True,
@@ -361,12 +401,14 @@ def open_run(
     """Open a run for writing: the same call for a new run and for resuming one.
 
     ``url`` and ``token`` (or ``RECKON_URL`` and ``RECKON_TOKEN``) name the Reckon server and an
-    API token with the append and read scopes. Takes the run's lease, waiting up to ``wait`` seconds
+    API token with the append and read scopes. ``ttl`` is the lease length in seconds (or
+    ``RECKON_LEASE_SECONDS``, default 30): how long a crashed process keeps the run. Takes the run's lease, waiting up to ``wait`` seconds
     (default: one lease length and a bit) for a crashed holder's lease to lapse; asks the server for
     the folded state; appends ``run_started`` when the run is empty and ``run_resumed`` otherwise;
     then keeps the lease renewed from a background thread.
     """
     transport = _transport(url, token, transport)
+    ttl = _lease_seconds(ttl)
     rid = run_id or os.environ.get("RECKON_RUN_ID") or new_run_id()
     holder = holder or default_holder()
     deadline = time.monotonic() + (wait if wait is not None else ttl * 1.5 + 1)
