@@ -117,3 +117,32 @@ def test_a_framework_agent_killed_inside_its_second_tool_resumes_without_repeati
     assert state.resumptions == 1 and len(state.completed_calls) == 1
     assert [c.idempotency_key for c in state.uncertain_calls] == [posted_key]
     assert [(c["tool"], c["idempotency_key"]) for c in _uncertain_listed(run_id)] == [("post_correction", posted_key)]
+
+
+def test_the_ten_line_agent_posts_its_correction_once_and_finishes_its_run(agent_env):
+    ledger = LedgerProcess()
+    try:
+        done = subprocess.run([str(client_python("plain")), str(EXAMPLES / "ten_line_agent.py")], cwd="/", env={**agent_env, "LEDGER_URL": ledger.url}, capture_output=True, text=True, timeout=60)
+        stats = ledger.stats()
+    finally:
+        ledger.stop()
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[0]
+    assert list(stats["effects"].values()) == [1]
+    state = run_state(run_id=run_id)
+    assert state.status == "finished" and list(state.completed_calls) == list(stats["effects"])
+
+
+def test_the_mcp_example_records_both_calls_through_the_proxy(agent_env):
+    ledger = LedgerProcess()
+    env = {**agent_env, "LEDGER_URL": ledger.url, "RECKON_RUN_ID": "run-example-mcp"}
+    try:
+        done = subprocess.run([str(client_python("mcp")), str(EXAMPLES / "mcp" / "agent.py")], cwd="/", env=env, capture_output=True, text=True, timeout=120)
+        stats = ledger.stats()
+    finally:
+        ledger.stop()
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert stats["reads"] == 1 and list(stats["effects"].values()) == [1]
+    completions = [e.payload for e in events_read(run_id="run-example-mcp") if e.type == "tool_call_completed"]
+    assert [(c["name"], c["is_error"]) for c in completions] == [("look_up_balance", False), ("post_correction", False)]
+    assert completions[1]["idempotency_key"] == next(iter(stats["effects"]))  # the key reached the ledger through _meta
