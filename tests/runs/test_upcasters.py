@@ -31,8 +31,8 @@ def imported(path):
     return result.run_id
 
 
-def test_this_release_reads_version_three():
-    assert CURRENT_SCHEMA_VERSION == 3
+def test_this_release_reads_version_four():
+    assert CURRENT_SCHEMA_VERSION == 4
 
 
 @pytest.mark.parametrize("path", V1, ids=lambda p: p.stem)

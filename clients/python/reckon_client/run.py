@@ -35,12 +35,12 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from reckon_client.errors import CallUncertain, LeaseHeld, StaleEpoch, ToolFailed
 from reckon_client.http import KEY_SECRET_FIELD, Event, HttpTransport
-from reckon_client.identity import idempotency_key, signature
+from reckon_client.identity import idempotency_key, refresh_operation_id, signature
 
 log = logging.getLogger("reckon_client")
 
@@ -89,6 +89,9 @@ class RunState:
     completed_calls: dict[str, Any] = field(default_factory=dict)
     open_calls: dict[int, OpenCall] = field(default_factory=dict)  # by start seq, in log order
     document: dict = field(default_factory=dict)
+    # Completed reads the server found older than their tool's fresh_for when the run was opened:
+    # ``{idempotency_key, name, call_id, seq, completed_at, fresh_for_s}`` each.
+    stale_observations: list[dict] = field(default_factory=list)
 
     @classmethod
     def from_document(cls, run_id: str, doc: dict | None) -> RunState:
@@ -105,6 +108,7 @@ class RunState:
             completed_calls=dict(doc.get("completed_calls") or {}),
             open_calls=calls,
             document=doc,
+            stale_observations=list(doc.get("stale_observations") or []),
         )
 
     @property
@@ -202,6 +206,7 @@ class Run:
         self._renewer: threading.Thread | None = None
         self._lock = threading.Lock()
         self._token: contextvars.Token | None = None
+        self.stale = {o["idempotency_key"]: o["seq"] for o in state.stale_observations}
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} epoch {self.epoch} seq {self.state.last_seq}>"
@@ -231,6 +236,13 @@ class Run:
     def _begin(self, call: ToolCall, retry_uncertain: bool) -> ToolResult | _Pending:
         sig = call.signature()
         key = self.key_for(call)
+        refreshes = None
+        while key in self.stale:
+            # A read whose result was too old when the run was opened is done again, as a new
+            # operation whose identity derives from the stale completion's seq (as on the server).
+            refreshes = {"idempotency_key": key, "seq": self.stale[key]}
+            call = replace(call, operation_id=refresh_operation_id(call.operation_id, self.stale[key]))
+            key = self.key_for(call)
         if key in self.state.completed_calls:
             # Replayed after a crash, or the model asked twice: the effect already happened, and
             # returning the stored result is the only safe answer.
@@ -252,6 +264,8 @@ class Run:
         payload = {"call_id": call.id, "name": call.name, "arguments": call.arguments, "idempotency_key": key, "signature": sig}
         if call.operation_id is not None:
             payload["operation_id"] = call.operation_id
+        if refreshes is not None:
+            payload["refreshes"] = refreshes
         if self.tenant:
             payload["tenant"] = self.tenant
         return _Pending(call, key, sig, self.append("tool_call_started", **payload).seq)
@@ -425,7 +439,8 @@ def open_run(
     if state.last_seq == 0:
         run.append("run_started", run_id=rid, **({"tenant": tenant} if tenant else {}))
     elif state.status != "finished":  # a finished run has nothing to resume; the caller sees its state
-        run.append("run_resumed", epoch=lease.epoch, holder=holder, after_seq=state.last_seq)
+        stale = state.stale_observations
+        run.append("run_resumed", epoch=lease.epoch, holder=holder, after_seq=state.last_seq, **({"stale_observations": stale} if stale else {}))
     if renew:
         run._start_renewing()
     return run
