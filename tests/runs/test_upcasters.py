@@ -185,9 +185,9 @@ def test_the_v2_fixtures_say_their_version_and_cover_the_recovery_facts():
 def test_a_v2_fixture_imported_and_replayed_from_the_database_matches_its_golden_states(path):
     run_id = imported(path)
     assert set(Event.objects.filter(run_id=run_id).values_list("v", flat=True)) == {2}
-    # Version 3 changed no field of a version 2 event: each reads as version 3 with its payload unchanged.
+    # Versions 3 and 4 changed no field of a version 2 event: each reads as the current version with its payload unchanged.
     assert [(e.seq, e.type, e.payload, e.ts) for e in events_load(run_id=run_id)] == [(e.seq, e.type, e.payload, e.ts) for e in events_read(run_id=run_id)]
-    assert {e.v for e in events_load(run_id=run_id)} == {3}
+    assert {e.v for e in events_load(run_id=run_id)} == {CURRENT_SCHEMA_VERSION}
     golden = json.loads(golden_path(path).read_text())
     for seq, expected in golden.items():
         assert json.loads(json.dumps(run_state(run_id=run_id, at=int(seq)).to_dict())) == expected, f"{path.name} at seq {seq}"
