@@ -23,6 +23,10 @@ A start of the same key left open by an earlier epoch (the crashed process) is u
 client does not call the tool again, because "again" may mean "twice". Recovery (or a person)
 settles it; a tool whose receiver honours the key may opt in with ``retry_uncertain=True``.
 
+A read whose tool's policy has ``fresh_for`` and whose completion was older than that when the run
+was opened (``runs.freshness``) is not answered from the log but run again as a new operation
+(``runs.identity.refresh_operation_id``), exactly as the agent client does.
+
 This is the in-process client: ``StoreTransport`` calls ``runs.leases`` and ``runs.store`` directly
 (the demo agent, the benchmarks and the tests use it inside Reckon). Agents outside Reckon use the
 ``reckon-client`` distribution (clients/python/, module ``reckon_client``): the same path over the

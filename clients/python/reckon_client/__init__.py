@@ -29,7 +29,7 @@ from reckon_client.errors import (
     ToolFailed,
 )
 from reckon_client.http import HttpTransport, api_base
-from reckon_client.identity import call_key, idempotency_key, signature
+from reckon_client.identity import call_key, idempotency_key, refresh_operation_id, signature
 from reckon_client.run import OpenCall, Run, RunState, ToolCall, ToolResult, current_idempotency_key, new_run_id, open_run, tool
 
 __version__ = "0.1.0"
@@ -60,6 +60,7 @@ __all__ = [
     "idempotency_key",
     "new_run_id",
     "open_run",
+    "refresh_operation_id",
     "signature",
     "tool",
 ]
