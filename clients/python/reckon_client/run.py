@@ -23,6 +23,7 @@ There is no ``if resuming`` in the agent's loop.
 A start of the same key left open by an earlier process is uncertain too: the client does not call
 the tool again, because "again" may mean "twice". Reconciliation (or a person) settles it; a tool
 whose receiver honours the key may opt in with ``retry_uncertain=True``.
+
 A read whose tool's policy has ``fresh_for`` and whose completion was older than that when the run
 was opened (the state lists it in ``stale_observations``) is not answered from the log: it runs
 again as a new operation, ``operation_id = refresh@<seq of the stale completion>``, the same in
