@@ -21,7 +21,7 @@ install: $(VENV)/.installed
 # Fresh environments holding only the agent client (plain, and with the mcp extra), built once per
 # version of its sources under var/client-venvs; the client tests use them (tests/clients/venvs.py).
 client-envs: install
-	$(PY) -m tests.clients.venvs plain mcp
+	$(PY) -m tests.clients.venvs plain mcp langgraph pydantic-ai
 
 demo: install
 	$(PY) manage.py demo

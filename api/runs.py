@@ -31,6 +31,7 @@ from recovery.masking import run_sensitive_values
 from runs.errors import RunNotFound
 from runs.events import CURRENT_SCHEMA_VERSION
 from runs.fold import Event
+from runs.freshness import stale_observations
 from runs.identity import KEY_SECRET_FIELD
 from runs.leases import Lease, lease_acquire, lease_release, lease_renew
 from runs.models import Run
@@ -150,6 +151,10 @@ class RunStateOut(Schema):
     key_secret: str | None = Field(
         None,
         description="the run's key secret (schema version 3), for the run's agents to compute its idempotency keys on resume; masked for every caller without the append scope, null for older runs",
+    )
+    stale_observations: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="completed reads older than their tool's fresh_for now (schema version 4): a resuming agent reads them again as new operations; each {idempotency_key, name, call_id, seq, completed_at, fresh_for_s}. Empty for a past seq (at=...)",
     )
 
 
@@ -361,6 +366,8 @@ def run_state_view(request: HttpRequest, run_id: str, at: int | None = Query(Non
     # masking hides it from every caller without the append scope (NEVER_REVEALED).
     mask = mask_fields(request.auth)
     doc = {**state.to_dict(), KEY_SECRET_FIELD: state.key_secret}
+    if latest:
+        doc["stale_observations"] = stale_observations(run_id=run_id, state=state)
     doc = masked(doc, mask, run_sensitive_values(run_ids=[run_id], fields=mask))
     unmasked_reads_record(who=request.auth, mask=mask, route=request_route(request), shown=[Shown(run_id, doc, prefix="state.")])
     return doc

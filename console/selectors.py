@@ -308,6 +308,13 @@ def run_timeline(*, run_id: str, types: Iterable[str], before: int | None, field
     return page
 
 
+def run_stale_observations(*, run_id: str) -> list[dict]:
+    """Each resumption that found stale observations (completed reads older than their tool's
+    fresh_for, read again by the agent as new operations), oldest first: {seq, ts, observations}."""
+    rows = Event.objects.filter(run_id=run_id, type=EventType.RUN_RESUMED.value).order_by("seq").values_list("seq", "ts", "payload")
+    return [{"seq": seq, "ts": ts, "observations": p["stale_observations"]} for seq, ts, p in rows if p.get("stale_observations")]
+
+
 def run_audit(*, run_id: str, fields: frozenset[str]) -> dict:
     """The run screen's audit panels: counts by type, who decided what, and who was shown its
     sensitive values unmasked (the access record, newest first)."""

@@ -131,6 +131,7 @@ def run_detail(request, run_id: str):
             "state": state,
             "state_error": state_error,
             **selectors.run_audit(run_id=run_id, fields=fields),
+            "stale_resumptions": selectors.run_stale_observations(run_id=run_id),
             "can_export": request.user.has_perm(perm("export_run")),
             "export_masked": masks_sensitive(mask_for(request.user)),
         }

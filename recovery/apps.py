@@ -16,3 +16,8 @@ class RecoveryConfig(AppConfig):
         projector_register(projection_apply, types=RELEVANT, statement=projection_statement)
         # One JSON log line per recovery decision, logged when its append commits.
         projector_register(recovery_decisions_log, types=DECISION_TYPES)
+        # How long each tool's reads may be trusted when a run is resumed (the policies' fresh_for).
+        from recovery.selectors import fresh_for_by_tool
+        from runs.freshness import fresh_for_register
+
+        fresh_for_register(fresh_for_by_tool)

@@ -232,6 +232,8 @@ class ToolPolicy(models.Model):
     semantic_fields = models.JSONField(default=list, blank=True)
     deadline_s = models.PositiveIntegerField(default=900)
     key_retention_s = models.PositiveIntegerField(null=True, blank=True)
+    # How long a completed read may be trusted on resume (read-only and idempotent tools only).
+    fresh_for_s = models.PositiveIntegerField(null=True, blank=True)
     sensitive_fields = models.JSONField(default=list, blank=True)
     lookup = models.JSONField(null=True, blank=True)
     execute = models.JSONField(null=True, blank=True)

@@ -17,6 +17,8 @@ from typing import Any
 from recovery.models import RISK_CLASSES, STRATEGIES
 
 RISK_ORDER = {name: i for i, name in enumerate(RISK_CLASSES)}
+# Risk classes whose results may be read again when stale: reading again repeats no effect.
+FRESH_FOR_RISKS = ("read_only", "idempotent")
 ADAPTERS = ("http", "python", "demo_ledger")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -26,6 +28,7 @@ _KEYS = {
     "semantic_fields",
     "deadline",
     "key_retention",
+    "fresh_for",
     "sensitive_fields",
     "lookup",
     "execute",
@@ -56,6 +59,7 @@ class Policy:
     semantic_fields: tuple[str, ...] = ()
     deadline_s: int = 900
     key_retention_s: int | None = None
+    fresh_for_s: int | None = None
     sensitive_fields: tuple[str, ...] = ()
     lookup: dict | None = None
     execute: dict | None = None
@@ -153,6 +157,14 @@ def policy_parse(tool: str, table: Any) -> Policy:
     deadline = int(duration_parse(table.get("deadline", "15m"), what=f"tool {tool!r}: deadline"))
     retention = table.get("key_retention")
     retention_s = int(duration_parse(retention, what=f"tool {tool!r}: key_retention")) if retention is not None else None
+    fresh = table.get("fresh_for")
+    fresh_for_s = None
+    if fresh is not None:
+        if risk not in FRESH_FOR_RISKS:
+            raise PolicyError(f"tool {tool!r}: fresh_for is only for read_only and idempotent tools, not {risk} (a read done again must not repeat an effect)")
+        fresh_for_s = int(duration_parse(fresh, what=f"tool {tool!r}: fresh_for"))
+        if fresh_for_s < 1:
+            raise PolicyError(f"tool {tool!r}: fresh_for {fresh!r} must be at least 1s")
     compensate = _adapter(tool, "compensate", table.get("compensate"))
     if strategy == "compensate" and compensate is None:
         raise PolicyError(f"tool {tool!r}: strategy compensate needs a compensate adapter")
@@ -163,6 +175,7 @@ def policy_parse(tool: str, table: Any) -> Policy:
         semantic_fields=_str_list(tool, "semantic_fields", table.get("semantic_fields")),
         deadline_s=deadline,
         key_retention_s=retention_s,
+        fresh_for_s=fresh_for_s,
         sensitive_fields=_str_list(tool, "sensitive_fields", table.get("sensitive_fields")),
         lookup=_adapter(tool, "lookup", table.get("lookup")),
         execute=_adapter(tool, "execute", table.get("execute")),
@@ -194,6 +207,7 @@ def policy_from_row(row) -> Policy:
         semantic_fields=tuple(row.semantic_fields or ()),
         deadline_s=row.deadline_s,
         key_retention_s=row.key_retention_s,
+        fresh_for_s=row.fresh_for_s,
         sensitive_fields=tuple(row.sensitive_fields or ()),
         lookup=row.lookup,
         execute=row.execute,

@@ -24,6 +24,11 @@ class QueryError(ValueError):
     """A filter value that cannot be used; the message names the parameter."""
 
 
+def fresh_for_by_tool() -> dict[str, float]:
+    """Seconds a tool's result may be trusted, for every tool whose policy sets ``fresh_for``."""
+    return dict(ToolPolicy.objects.filter(fresh_for_s__isnull=False).values_list("tool", "fresh_for_s"))
+
+
 def policy_for(tool: str) -> Policy:
     """The tool's policy, or the unclassified default (irreversible, escalate)."""
     row = ToolPolicy.objects.filter(tool=tool).first()

@@ -23,6 +23,10 @@ A start of the same key left open by an earlier epoch (the crashed process) is u
 client does not call the tool again, because "again" may mean "twice". Recovery (or a person)
 settles it; a tool whose receiver honours the key may opt in with ``retry_uncertain=True``.
 
+A read whose tool's policy has ``fresh_for`` and whose completion was older than that when the run
+was opened (``runs.freshness``) is not answered from the log but run again as a new operation
+(``runs.identity.refresh_operation_id``), exactly as the agent client does.
+
 This is the in-process client: ``StoreTransport`` calls ``runs.leases`` and ``runs.store`` directly
 (the demo agent, the benchmarks and the tests use it inside Reckon). Agents outside Reckon use the
 ``reckon-client`` distribution (clients/python/, module ``reckon_client``): the same path over the
@@ -39,12 +43,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from runs.errors import LeaseHeld, StaleEpoch
 from runs.fold import Event, RunState, apply, fold
-from runs.identity import idempotency_key, signature
+from runs.identity import idempotency_key, refresh_operation_id, signature
 from runs.run_ids import run_id_check
 
 log = logging.getLogger("reckon.client")
@@ -108,6 +112,12 @@ class StoreTransport:
         from runs.store import events_load
 
         return events_load(run_id=run_id)
+
+    def stale_observations(self, run_id, state):
+        # The same list the HTTP API's state carries: completed reads older than their fresh_for.
+        from runs.freshness import stale_observations
+
+        return stale_observations(run_id=run_id, state=state)
 
     def state(self, run_id):
         # Resuming folds from the current snapshot plus its tail; any snapshot miss falls back to
@@ -174,6 +184,8 @@ class AgentRun:
     ttl: float
     state: RunState
     tenant: str | None = None
+    # Keys of completed reads found stale when the run was opened -> the seq of that completion.
+    stale: dict[str, int] = field(default_factory=dict)
     lease_lost: threading.Event = field(default_factory=threading.Event)
     _stop: threading.Event = field(default_factory=threading.Event)
     _renewer: threading.Thread | None = None
@@ -207,6 +219,13 @@ class AgentRun:
         """Run ``tool`` for ``call`` at most once per logical action (see the module docstring)."""
         sig = call.signature()
         key = self.key_for(call, sig)
+        refreshes = None
+        while key in self.stale:
+            # A read whose result was too old when the run was opened is done again, as a new
+            # operation whose identity derives from the stale completion (runs.freshness).
+            refreshes = {"idempotency_key": key, "seq": self.stale[key]}
+            call = replace(call, operation_id=refresh_operation_id(call.operation_id, self.stale[key]))
+            key = self.key_for(call, sig)
         if key in self.state.completed_calls:
             # Replayed after a crash, or the model asked twice: the effect already happened, and
             # returning the stored result is the only safe answer.
@@ -229,6 +248,8 @@ class AgentRun:
             payload = {"call_id": call.id, "name": call.name, "arguments": call.arguments, "idempotency_key": key, "signature": sig}
             if call.operation_id is not None:
                 payload["operation_id"] = call.operation_id
+            if refreshes is not None:
+                payload["refreshes"] = refreshes
             if self.tenant:
                 payload["tenant"] = self.tenant
             start_seq = self.append("tool_call_started", **payload).seq
@@ -334,11 +355,12 @@ def open_run(
     # A transport that can fold on the server side does (the store: snapshot plus tail); otherwise
     # the client folds the whole log itself. An empty log gives the empty state either way.
     state = transport.state(rid) if hasattr(transport, "state") else fold(transport.events(rid))
-    run = AgentRun(rid, transport, lease.epoch, holder, ttl, state, tenant=tenant)
+    stale = transport.stale_observations(rid, state) if hasattr(transport, "stale_observations") and state.last_seq else []
+    run = AgentRun(rid, transport, lease.epoch, holder, ttl, state, tenant=tenant, stale={o["idempotency_key"]: o["seq"] for o in stale})
     if state.last_seq == 0:
         run.append("run_started", run_id=rid, **({"tenant": tenant} if tenant else {}))
     elif state.status != "finished":  # a finished run has nothing to resume; the caller sees its state
-        run.append("run_resumed", epoch=lease.epoch, holder=holder, after_seq=state.last_seq)
+        run.append("run_resumed", epoch=lease.epoch, holder=holder, after_seq=state.last_seq, **({"stale_observations": stale} if stale else {}))
     if renew:
         run._start_renewing()
     return run

@@ -25,7 +25,11 @@ from runs.identity import key_secret_problem
 #      leaves it out), and a key is computed from it (runs/identity.py); an operation id a writer
 #      gives is part of the key. Older versions read as version 3 unchanged: a run without a secret
 #      keeps the version 1 formula.
-CURRENT_SCHEMA_VERSION = 3
+#   4: freshness: run_resumed may list ``stale_observations`` (completed reads older than their
+#      tool's fresh_for when the run was opened), and a start that reads one again names it in
+#      ``refreshes`` ({idempotency_key, seq}) with an operation id derived from that seq. Both are
+#      optional: versions 1 to 3 read as version 4 unchanged.
+CURRENT_SCHEMA_VERSION = 4
 
 # The version from which run_started carries the run's key secret.
 KEY_SECRET_SINCE = 3

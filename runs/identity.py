@@ -47,6 +47,13 @@ def call_key(run_id: str, name: str, arguments: Any, secret: str | None = None, 
     return idempotency_key(run_id, signature(name, arguments), secret, operation_id)
 
 
+def refresh_operation_id(operation_id: str | None, stale_seq: int) -> str:
+    """The operation id of a read done again because the completion at ``stale_seq`` is older than
+    its tool's ``fresh_for`` (schema version 4): a new operation with its own key, the same in every
+    process that resumes the run, and different for each stale completion it replaces."""
+    return f"refresh@{stale_seq}" if operation_id is None else f"{operation_id}|refresh@{stale_seq}"
+
+
 def key_secret_new() -> str:
     """A fresh per-run key secret: 16 random bytes as 32 lowercase hex digits."""
     return secrets.token_hex(16)

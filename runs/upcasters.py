@@ -167,7 +167,21 @@ def complete_tool_call_completed_v3(payload: dict) -> dict:
     return out
 
 
-# The defaults of a current-version payload, by type (``payload_complete``).
+def upcast_tool_call_started_v3_v4(payload: dict, run_id: str) -> dict:
+    """Version 4 adds only optional fields; a version 3 start gets version 3's defaults (a writer
+    may have left ``tenant`` and ``operation_id`` to the store, which fills them for the current
+    version only)."""
+    return complete_tool_call_started_v3(payload)
+
+
+def upcast_tool_call_completed_v3_v4(payload: dict, run_id: str) -> dict:
+    return complete_tool_call_completed_v3(payload)
+
+
+UPCASTERS[(EventType.TOOL_CALL_STARTED.value, 3)] = upcast_tool_call_started_v3_v4
+UPCASTERS[(EventType.TOOL_CALL_COMPLETED.value, 3)] = upcast_tool_call_completed_v3_v4
+
+# The defaults of a current-version payload, by type (``payload_complete``): version 4 keeps version 3's.
 CURRENT_DEFAULTS: dict[str, Callable[[dict], dict]] = {
     EventType.TOOL_CALL_STARTED.value: complete_tool_call_started_v3,
     EventType.TOOL_CALL_COMPLETED.value: complete_tool_call_completed_v3,

@@ -34,7 +34,7 @@ def _starts(path: Path):
 
 def test_there_are_recorded_starts_to_check_in_every_schema_version():
     versions = {p.parent.name for p in LOGS if any(True for _ in _starts(p))}
-    assert {"v1", "v2", "v3"} <= versions
+    assert {"v1", "v2", "v3", "v4"} <= versions
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -70,3 +70,9 @@ json_values = st.recursive(
 def test_client_and_server_compute_the_same_key_for_any_call(run_id, name, arguments, secret, operation_id):
     assert client.signature(name, arguments) == server.signature(name, arguments)
     assert client.call_key(run_id, name, arguments, secret, operation_id) == server.call_key(run_id, name, arguments, secret, operation_id)
+
+
+@settings(max_examples=200, deadline=None)
+@given(operation_id=st.none() | st.text(max_size=12), seq=st.integers(min_value=1, max_value=10**12))
+def test_client_and_server_derive_the_same_operation_id_for_a_stale_read(operation_id, seq):
+    assert client.refresh_operation_id(operation_id, seq) == server.refresh_operation_id(operation_id, seq)

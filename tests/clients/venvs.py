@@ -1,5 +1,6 @@
 """Fresh virtual environments holding only the agent client (clients/python), as an agent
-developer would install it: ``plain`` (no extras) and ``mcp`` (the MCP proxy's extra).
+developer would install it: ``plain`` (no extras), ``mcp`` (the MCP proxy's extra), ``langgraph``
+and ``pydantic-ai`` (the framework adapters' extras).
 
 Each is built once per version of the client's sources, under ``var/client-venvs/<name>-<hash>``,
 and shared by every test (and by both passes of CI, which builds them up front with
@@ -17,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "clients" / "python"
-EXTRAS = {"plain": "", "mcp": "[mcp]"}
+EXTRAS = {"plain": "", "mcp": "[mcp]", "langgraph": "[langgraph]", "pydantic-ai": "[pydantic-ai]"}
 
 
 def _sources_hash() -> str:
@@ -29,7 +30,7 @@ def _sources_hash() -> str:
 
 def client_python(name: str = "plain") -> Path:
     """The python of the ``name`` environment, built now if it is not there yet."""
-    given = os.environ.get(f"RECKON_CLIENT_VENV_{name.upper()}")
+    given = os.environ.get(f"RECKON_CLIENT_VENV_{name.upper().replace('-', '_')}")
     if given:
         return Path(given) / "bin" / "python"
     home = ROOT / "var" / "client-venvs"

@@ -67,3 +67,15 @@ def test_an_unknown_run_or_export_format_is_a_404(compliance, v1_runs):
     c = client_for(compliance)
     assert c.get("/runs/no-such-run/").status_code == 404
     assert c.get("/runs/run-q3-recon/export.xml").status_code == 404
+
+
+def test_the_run_page_shows_the_stale_observations_a_resumption_found(oncall, v1_runs):
+    from runs.importer import paths_import
+
+    from tests.console.conftest import FIXTURES
+
+    assert [r.outcome for r in paths_import([str(FIXTURES / "events" / "v4" / "run-v4-stale-read.jsonl")])] == ["imported"]
+    body = client_for(oncall).get("/runs/run-v4-stale-read/").content.decode()
+    assert "Stale observations" in body and "Resumed at seq 5" in body
+    assert "<td>read_ledger</td><td>2026-11-30T09:00:12Z</td><td>4</td><td>3600 s</td>" in body
+    assert "Stale observations" not in client_for(oncall).get(f"/runs/{v1_runs[0]}/").content.decode()

@@ -44,7 +44,7 @@ BAD = {
     "unknown type": (good() + line(4, "teleported", {}), "line 4: unknown event type 'teleported'"),
     "gap": (good() + line(5, "user_message", {"content": "x"}), "line 4: seq 5 where 4 was expected (a gap)"),
     "repeat": (good() + line(3, "user_message", {"content": "x"}), "line 4: seq 3 where 4 was expected (a repeat)"),
-    "newer version": (good() + line(4, "user_message", {"content": "x"}, v=4), "line 4: schema version 4 is newer than this reader knows"),
+    "newer version": (good() + line(4, "user_message", {"content": "x"}, v=5), "line 4: schema version 5 is newer than this reader knows"),
     "non-UTF-8": (good().encode() + b'{"seq": 4, "type": "user_message", "ts": "2026-09-08T11:00:00Z", "payload": {"content": "caf\xe9"}}\n', "line 4: bytes that are not UTF-8"),
     "missing payload field": (good() + line(4, "tool_call_started", {"call_id": "c1"}), "line 4: tool_call_started payload lacks name, arguments"),
     "non-UTC ts": (good() + line(4, "user_message", {"content": "x"}, ts="2026-09-08T13:00:00+02:00"), "line 4: ts '2026-09-08T13:00:00+02:00' is not in UTC"),

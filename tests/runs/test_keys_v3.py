@@ -159,9 +159,9 @@ def test_a_v3_payload_never_gets_a_key_computed_without_the_secret_as_its_operat
     assert recorded["operation_id"] == "k1"
 
 
-def test_a_v2_event_reads_as_v3_with_its_payload_unchanged():
+def test_a_v2_event_reads_as_the_current_version_with_its_payload_unchanged():
     from runs.upcasters import event_upcast
 
     ev = FoldEvent(4, "tool_call_started", {"call_id": "c", "name": "n", "arguments": {}, "idempotency_key": "k", "tenant": "default", "operation_id": "k"}, None, 2)
     up = event_upcast(ev, "run-a")
-    assert (up.v, up.payload) == (3, ev.payload)
+    assert (up.v, up.payload) == (4, ev.payload)  # through version 3 and version 4, both adding nothing it lacks

@@ -120,10 +120,11 @@ def test_the_api_state_at_the_latest_seq_uses_the_snapshot_and_a_past_seq_replay
     measured = Measurements()
     latest = reader.get("/api/runs/run-api-s/state").json()
     assert measured("snapshot_load_ms").count == 1
-    # The replay document plus the run's key secret, which a read token sees masked.
-    assert latest == {**run_state(run_id="run-api-s").to_dict(), "key_secret": "[masked]"}
+    # The replay document plus the run's key secret, which a read token sees masked, and its stale
+    # observations (none: no tool here has a fresh_for).
+    assert latest == {**run_state(run_id="run-api-s").to_dict(), "key_secret": "[masked]", "stale_observations": []}
     assert reader.get("/api/runs/run-api-s/state", at=25).json() == latest
     assert measured("snapshot_load_ms").count == 2
     past = reader.get("/api/runs/run-api-s/state", at=22).json()
-    assert past == {**run_state(run_id="run-api-s", at=22).to_dict(), "key_secret": "[masked]"}
+    assert past == {**run_state(run_id="run-api-s", at=22).to_dict(), "key_secret": "[masked]", "stale_observations": []}
     assert measured("snapshot_load_ms").count == 2  # the past view folded from event 1

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 import pytest
 from django.db import connection
 
+from runs.events import CURRENT_SCHEMA_VERSION
 from runs.errors import InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.leases import db_now, lease_acquire, lease_release, lease_renew
 from runs.models import AppendOnlyError, Event, LeaseRecord, Run
@@ -173,7 +174,7 @@ def test_the_writer_stores_the_current_schema_version_with_defaults_filled():
     row = Event.objects.get(run_id="r1", seq=2)
     # Version 3: the operation id defaults to the recorded key, and a start that records none gets
     # null there, not a key computed without the run's secret (which anyone could recompute).
-    assert row.v == 3 and row.payload["tenant"] == "acme" and row.payload["operation_id"] is None
+    assert row.v == CURRENT_SCHEMA_VERSION == 4 and row.payload["tenant"] == "acme" and row.payload["operation_id"] is None
     assert len(Event.objects.get(run_id="r1", seq=1).payload["key_secret"]) == 32
 
 

@@ -31,8 +31,8 @@ def imported(path):
     return result.run_id
 
 
-def test_this_release_reads_version_three():
-    assert CURRENT_SCHEMA_VERSION == 3
+def test_this_release_reads_version_four():
+    assert CURRENT_SCHEMA_VERSION == 4
 
 
 @pytest.mark.parametrize("path", V1, ids=lambda p: p.stem)
@@ -90,16 +90,16 @@ def test_upcasters_never_change_their_input_or_overwrite_what_an_event_carries()
 
 
 def test_a_current_event_passes_through_unchanged():
-    ev = FoldEvent(2, "tool_call_completed", {"call_id": "c", "name": "n", "content": 1, "source": "retry"}, None, 3)
+    ev = FoldEvent(2, "tool_call_completed", {"call_id": "c", "name": "n", "content": 1, "source": "retry"}, None, CURRENT_SCHEMA_VERSION)
     assert event_upcast(ev, "run-a") is ev
 
 
-def test_a_v4_event_is_refused_by_the_reader_naming_run_seq_and_version():
-    ev = FoldEvent(7, "user_message", {"content": "from the future"}, None, 4)
+def test_a_v5_event_is_refused_by_the_reader_naming_run_seq_and_version():
+    ev = FoldEvent(7, "user_message", {"content": "from the future"}, None, 5)
     with pytest.raises(UnsupportedVersion) as info:
         events_upcast([ev], "run-future")
-    assert (info.value.run_id, info.value.seq, info.value.version) == ("run-future", 7, 4)
-    assert "run 'run-future' seq 7 has schema version 4" in str(info.value)
+    assert (info.value.run_id, info.value.seq, info.value.version) == ("run-future", 7, 5)
+    assert "run 'run-future' seq 7 has schema version 5" in str(info.value)
     assert "upgrade Reckon" in str(info.value)
 
 
@@ -110,16 +110,16 @@ def test_a_version_below_one_is_refused_without_being_called_newer():
     assert "upgrade" not in str(info.value)
 
 
-def test_a_v4_line_is_rejected_at_import_naming_run_seq_and_version(tmp_path):
+def test_a_v5_line_is_rejected_at_import_naming_run_seq_and_version(tmp_path):
     lines = REFUND.read_text().splitlines()[:3]
-    future = {"seq": 4, "type": "user_message", "ts": "2026-09-08T11:00:12Z", "payload": {"content": "new"}, "v": 4}
+    future = {"seq": 4, "type": "user_message", "ts": "2026-09-08T11:00:12Z", "payload": {"content": "new"}, "v": 5}
     path = tmp_path / "run-from-the-future.jsonl"
     path.write_text("\n".join([*(line.replace("run-refund-retry", "run-from-the-future") for line in lines), json.dumps(future)]) + "\n")
     result = log_import(str(path), path.read_bytes())
     assert result.outcome == "rejected"
     # The run is the file's name; lines are checked in seq order, so line 4 is seq 4.
     assert "run-from-the-future.jsonl" in result.line()
-    assert "line 4: schema version 4 is newer than this reader knows (up to 3)" in result.reason
+    assert "line 4: schema version 5 is newer than this reader knows (up to 4)" in result.reason
     assert not Run.objects.filter(run_id="run-from-the-future").exists()
 
 
@@ -128,21 +128,21 @@ def _insert_raw(run_id, seq, v, type_="user_message", payload=None):
     with connection.cursor() as cur:
         cur.execute(
             "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            [run_id, seq, type_, v, "2026-09-09 10:00:00+00:00", json.dumps(payload or {"content": "written by v4"}), 1, "2026-09-09 10:00:00+00:00"],
+            [run_id, seq, type_, v, "2026-09-09 10:00:00+00:00", json.dumps(payload or {"content": "written by v5"}), 1, "2026-09-09 10:00:00+00:00"],
         )
         cur.execute("UPDATE reckon_run SET last_seq = %s WHERE run_id = %s", [seq, run_id])
 
 
-def test_a_v4_row_found_in_storage_is_refused_naming_run_seq_and_version():
+def test_a_v5_row_found_in_storage_is_refused_naming_run_seq_and_version():
     run_id = imported(REFUND)
-    _insert_raw(run_id, 11, 4)
+    _insert_raw(run_id, 11, 5)
     for read in (lambda: run_state(run_id=run_id), lambda: run_state_fast(run_id)):
         with pytest.raises(UnsupportedVersion) as info:
             read()
-        assert (info.value.run_id, info.value.seq, info.value.version) == (run_id, 11, 4)
+        assert (info.value.run_id, info.value.seq, info.value.version) == (run_id, 11, 5)
     # The prefix before it is still readable: the refusal is of the event, not of the history.
     assert run_state(run_id=run_id, at=10).status == "finished"
-    with pytest.raises(CommandError, match=r"run 'run-refund-retry' seq 11 has schema version 4"):
+    with pytest.raises(CommandError, match=r"run 'run-refund-retry' seq 11 has schema version 5"):
         call_command("replay", run_id, "--json")
 
 
@@ -185,9 +185,9 @@ def test_the_v2_fixtures_say_their_version_and_cover_the_recovery_facts():
 def test_a_v2_fixture_imported_and_replayed_from_the_database_matches_its_golden_states(path):
     run_id = imported(path)
     assert set(Event.objects.filter(run_id=run_id).values_list("v", flat=True)) == {2}
-    # Version 3 changed no field of a version 2 event: each reads as version 3 with its payload unchanged.
+    # Versions 3 and 4 changed no field of a version 2 event: each reads as the current version with its payload unchanged.
     assert [(e.seq, e.type, e.payload, e.ts) for e in events_load(run_id=run_id)] == [(e.seq, e.type, e.payload, e.ts) for e in events_read(run_id=run_id)]
-    assert {e.v for e in events_load(run_id=run_id)} == {3}
+    assert {e.v for e in events_load(run_id=run_id)} == {CURRENT_SCHEMA_VERSION}
     golden = json.loads(golden_path(path).read_text())
     for seq, expected in golden.items():
         assert json.loads(json.dumps(run_state(run_id=run_id, at=int(seq)).to_dict())) == expected, f"{path.name} at seq {seq}"

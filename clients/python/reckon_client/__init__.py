@@ -29,8 +29,8 @@ from reckon_client.errors import (
     ToolFailed,
 )
 from reckon_client.http import HttpTransport, api_base
-from reckon_client.identity import call_key, idempotency_key, signature
-from reckon_client.run import OpenCall, Run, RunState, ToolCall, ToolResult, new_run_id, open_run, tool
+from reckon_client.identity import call_key, idempotency_key, refresh_operation_id, signature
+from reckon_client.run import OpenCall, Run, RunState, ToolCall, ToolResult, current_idempotency_key, new_run_id, open_run, tool
 
 __version__ = "0.1.0"
 
@@ -56,9 +56,11 @@ __all__ = [
     "ToolResult",
     "api_base",
     "call_key",
+    "current_idempotency_key",
     "idempotency_key",
     "new_run_id",
     "open_run",
+    "refresh_operation_id",
     "signature",
     "tool",
 ]

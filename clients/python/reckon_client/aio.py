@@ -15,7 +15,7 @@ import inspect
 from typing import Any
 
 from reckon_client.errors import ToolFailed
-from reckon_client.run import Run, RunState, ToolCall, ToolResult, current_run
+from reckon_client.run import Run, RunState, ToolCall, ToolResult, current_key, current_run
 from reckon_client.run import open_run as _open_run
 
 
@@ -51,6 +51,7 @@ class AsyncRun:
         begun = await asyncio.to_thread(self.run._begin, call, retry_uncertain)
         if isinstance(begun, ToolResult):
             return begun
+        token = current_key.set(begun.key)
         try:
             content = tool(call.arguments, idempotency_key=begun.key)
             if inspect.isawaitable(content):
@@ -59,6 +60,8 @@ class AsyncRun:
             return await asyncio.to_thread(self.run._failed, begun, exc)
         except Exception as exc:
             raise self.run._unknown(begun, exc) from exc
+        finally:
+            current_key.reset(token)
         return await asyncio.to_thread(self.run._done, begun, content)
 
     def tool(self, fn=None, *, name: str | None = None, retry_uncertain: bool = False):

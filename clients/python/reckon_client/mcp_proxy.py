@@ -180,7 +180,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--token", default=os.environ.get("RECKON_TOKEN"), help="an API token with the append and read scopes (or RECKON_TOKEN)")
     p.add_argument("--run-id", default=os.environ.get("RECKON_RUN_ID"), help="the run the calls belong to (or RECKON_RUN_ID)")
     p.add_argument("--tenant", help="the tenant a new run belongs to")
-    p.add_argument("--ttl", type=float, default=30.0, help="lease length in seconds (default 30)")
+    p.add_argument("--ttl", type=float, default=None, help="lease length in seconds (or RECKON_LEASE_SECONDS, default 30)")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait for a tool's answer; past it the call is uncertain")
     p.add_argument("--print-policies", action="store_true", help="print a starting tool policy file (TOML) from the tools' annotations and exit")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]: the real MCP server")

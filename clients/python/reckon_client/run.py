@@ -23,6 +23,11 @@ There is no ``if resuming`` in the agent's loop.
 A start of the same key left open by an earlier process is uncertain too: the client does not call
 the tool again, because "again" may mean "twice". Reconciliation (or a person) settles it; a tool
 whose receiver honours the key may opt in with ``retry_uncertain=True``.
+
+A read whose tool's policy has ``fresh_for`` and whose completion was older than that when the run
+was opened (the state lists it in ``stale_observations``) is not answered from the log: it runs
+again as a new operation, ``operation_id = refresh@<seq of the stale completion>``, the same in
+every process that resumes the run (Reckon's docs/schema-versions.md, version 4).
 """
 
 from __future__ import annotations
@@ -35,12 +40,12 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from reckon_client.errors import CallUncertain, LeaseHeld, StaleEpoch, ToolFailed
 from reckon_client.http import KEY_SECRET_FIELD, Event, HttpTransport
-from reckon_client.identity import idempotency_key, signature
+from reckon_client.identity import idempotency_key, refresh_operation_id, signature
 
 log = logging.getLogger("reckon_client")
 
@@ -48,6 +53,17 @@ Tool = Callable[..., Any]  # tool(arguments, *, idempotency_key) -> content
 
 # The run a ``@tool`` function records into: set by ``with run:`` (or ``async with``).
 current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar("reckon_current_run", default=None)
+# The idempotency key of the call whose tool is running: a framework's tool (LangGraph, Pydantic AI)
+# has no parameter for it, and reads it here to pass it on to its receiver.
+current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("reckon_current_key", default=None)
+
+
+def current_idempotency_key() -> str:
+    """The idempotency key of the tool call running now (inside ``invoke`` or a recorded tool)."""
+    key = current_key.get()
+    if key is None:
+        raise RuntimeError("no recorded tool call is running: current_idempotency_key() is for a tool called through Reckon")
+    return key
 
 
 # --- what the client knows of a run ----------------------------------------------------------
@@ -78,6 +94,9 @@ class RunState:
     completed_calls: dict[str, Any] = field(default_factory=dict)
     open_calls: dict[int, OpenCall] = field(default_factory=dict)  # by start seq, in log order
     document: dict = field(default_factory=dict)
+    # Completed reads the server found older than their tool's fresh_for when the run was opened:
+    # ``{idempotency_key, name, call_id, seq, completed_at, fresh_for_s}`` each.
+    stale_observations: list[dict] = field(default_factory=list)
 
     @classmethod
     def from_document(cls, run_id: str, doc: dict | None) -> RunState:
@@ -94,6 +113,7 @@ class RunState:
             completed_calls=dict(doc.get("completed_calls") or {}),
             open_calls=calls,
             document=doc,
+            stale_observations=list(doc.get("stale_observations") or []),
         )
 
     @property
@@ -122,6 +142,19 @@ class RunState:
                 self.open_calls.pop(seq)
             if not p.get("is_error") and p.get("idempotency_key"):
                 self.completed_calls[p["idempotency_key"]] = p.get("content")
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` as plain JSON data: a framework's validated arguments may hold pydantic models,
+    and the log (and the key computed from the arguments) need what the model actually sent."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value
 
 
 # --- tools and results -----------------------------------------------------------------------
@@ -178,6 +211,7 @@ class Run:
         self._renewer: threading.Thread | None = None
         self._lock = threading.Lock()
         self._token: contextvars.Token | None = None
+        self.stale = {o["idempotency_key"]: o["seq"] for o in state.stale_observations}
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} epoch {self.epoch} seq {self.state.last_seq}>"
@@ -207,6 +241,13 @@ class Run:
     def _begin(self, call: ToolCall, retry_uncertain: bool) -> ToolResult | _Pending:
         sig = call.signature()
         key = self.key_for(call)
+        refreshes = None
+        while key in self.stale:
+            # A read whose result was too old when the run was opened is done again, as a new
+            # operation whose identity derives from the stale completion's seq (as on the server).
+            refreshes = {"idempotency_key": key, "seq": self.stale[key]}
+            call = replace(call, operation_id=refresh_operation_id(call.operation_id, self.stale[key]))
+            key = self.key_for(call)
         if key in self.state.completed_calls:
             # Replayed after a crash, or the model asked twice: the effect already happened, and
             # returning the stored result is the only safe answer.
@@ -228,6 +269,8 @@ class Run:
         payload = {"call_id": call.id, "name": call.name, "arguments": call.arguments, "idempotency_key": key, "signature": sig}
         if call.operation_id is not None:
             payload["operation_id"] = call.operation_id
+        if refreshes is not None:
+            payload["refreshes"] = refreshes
         if self.tenant:
             payload["tenant"] = self.tenant
         return _Pending(call, key, sig, self.append("tool_call_started", **payload).seq)
@@ -262,12 +305,15 @@ class Run:
         begun = self._begin(call, retry_uncertain)
         if isinstance(begun, ToolResult):
             return begun
+        token = current_key.set(begun.key)
         try:
             content = tool(call.arguments, idempotency_key=begun.key)
         except ToolFailed as exc:
             return self._failed(begun, exc)
         except Exception as exc:
             raise self._unknown(begun, exc) from exc
+        finally:
+            current_key.reset(token)
         return self._done(begun, content)
 
     def tool(self, fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False):
@@ -346,6 +392,19 @@ def _transport(url: str | None, token: str | None, transport: Any) -> Any:
     return HttpTransport(url, token)
 
 
+def _lease_seconds(ttl: float | None) -> float:
+    if ttl is not None:
+        return float(ttl)
+    text = os.environ.get("RECKON_LEASE_SECONDS", "30")
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ValueError(f"RECKON_LEASE_SECONDS must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def open_run(
     run_id: str | None = None,
     *,
@@ -353,7 +412,7 @@ def open_run(
     token: str | None = None,
     transport: Any = None,
     holder: str | None = None,
-    ttl: float = 30.0,
+    ttl: float | None = None,
     tenant: str | None = None,
     wait: float | None = None,
     renew: bool = True,
@@ -361,12 +420,14 @@ def open_run(
     """Open a run for writing: the same call for a new run and for resuming one.
 
     ``url`` and ``token`` (or ``RECKON_URL`` and ``RECKON_TOKEN``) name the Reckon server and an
-    API token with the append and read scopes. Takes the run's lease, waiting up to ``wait`` seconds
+    API token with the append and read scopes. ``ttl`` is the lease length in seconds (or
+    ``RECKON_LEASE_SECONDS``, default 30): how long a crashed process keeps the run. Takes the run's lease, waiting up to ``wait`` seconds
     (default: one lease length and a bit) for a crashed holder's lease to lapse; asks the server for
     the folded state; appends ``run_started`` when the run is empty and ``run_resumed`` otherwise;
     then keeps the lease renewed from a background thread.
     """
     transport = _transport(url, token, transport)
+    ttl = _lease_seconds(ttl)
     rid = run_id or os.environ.get("RECKON_RUN_ID") or new_run_id()
     holder = holder or default_holder()
     deadline = time.monotonic() + (wait if wait is not None else ttl * 1.5 + 1)
@@ -383,7 +444,8 @@ def open_run(
     if state.last_seq == 0:
         run.append("run_started", run_id=rid, **({"tenant": tenant} if tenant else {}))
     elif state.status != "finished":  # a finished run has nothing to resume; the caller sees its state
-        run.append("run_resumed", epoch=lease.epoch, holder=holder, after_seq=state.last_seq)
+        stale = state.stale_observations
+        run.append("run_resumed", epoch=lease.epoch, holder=holder, after_seq=state.last_seq, **({"stale_observations": stale} if stale else {}))
     if renew:
         run._start_renewing()
     return run
