@@ -16,3 +16,9 @@ class RecoveryConfig(AppConfig):
         projector_register(projection_apply, types=RELEVANT, statement=projection_statement)
         # One JSON log line per recovery decision, logged when its append commits.
         projector_register(recovery_decisions_log, types=DECISION_TYPES)
+        # The values of sensitive fields are chained as salted commitments (runs.canonical), so
+        # that a masked evidence bundle still verifies.
+        from recovery.masking import sealed_fields
+        from runs.canonical import sealed_names_provider_set
+
+        sealed_names_provider_set(sealed_fields)

@@ -1,18 +1,30 @@
-"""The canonical bytes the append path hashes for each event (docs/evidence.md), fast.
+"""The digest the append path chains for each event (docs/evidence.md), fast, and its sealed values.
 
 ``runs.verify`` holds the definition (one exact encoder, shared with the offline verifier); this
 module takes orjson's sorted output where it is provably the same bytes, and the exact encoder
 everywhere else. The store imports it; runs/chain.py builds the backfill and the check on it.
+
+Sealed values: a value stored under a sensitive field name (the policies' list, handed in by the
+recovery layer through ``sealed_names_provider_set``, and always a run's key secret) is chained as a
+salted commitment, so an evidence bundle can withhold it and still verify. Its salt is random and
+kept beside the event (``EventSeal``). Deciding that costs a few byte scans of the encoded payload;
+only a payload that names such a field takes the slower, exact path.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import orjson
 
-from runs.verify import canonical_json, event_canonical, ts_text
+from runs.identity import KEY_SECRET_FIELD
+from runs.verify import canonical_json, commitment, event_canonical, pointer_join, sealed_event_canonical, ts_text
+
+_sha256 = hashlib.sha256
 
 
 def _loads(stored: bytes):
@@ -51,11 +63,108 @@ def payload_canonical(payload: dict, stored: bytes) -> bytes:
 _last_ts: tuple = (None, "")
 
 
-def event_canonical_bytes(*, seq: int, type: str, ts: datetime, v: int, payload: dict, stored: bytes) -> bytes:
-    """An event's canonical bytes as the append hashes them (``ts`` naive means UTC)."""
+def _ts(ts: datetime) -> str:
     global _last_ts
     cached_ts, text = _last_ts
     if ts is not cached_ts:  # a batch's events mostly share one clock reading
         text = ts_text(ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC))
         _last_ts = (ts, text)
-    return event_canonical(seq=seq, type=type, ts=text, v=v, payload_canonical=payload_canonical(payload, stored))
+    return text
+
+
+def event_canonical_bytes(*, seq: int, type: str, ts: datetime, v: int, payload: dict, stored: bytes) -> bytes:
+    """An event's canonical bytes when none of its values is sealed (``ts`` naive means UTC)."""
+    return event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload_canonical=payload_canonical(payload, stored))
+
+
+# --- sealed values -------------------------------------------------------------------------------
+
+_always = frozenset({KEY_SECRET_FIELD})
+_provider: Callable[[], frozenset[str]] = lambda: _always  # noqa: E731
+_needles: tuple[frozenset[str], tuple[bytes, ...]] = (frozenset(), ())
+
+
+def sealed_names_provider_set(provider: Callable[[], frozenset[str]]) -> None:
+    """Install the function naming the sensitive fields (the recovery layer's policies). It is
+    called once per append, so it must be cheap (cached)."""
+    global _provider
+    _provider = provider
+
+
+def sealed_names() -> frozenset[str]:
+    """The field names whose values the next append seals: the sensitive ones, and the key secret."""
+    return _provider() | _always
+
+
+def _needles_for(names: frozenset[str]) -> tuple[bytes, ...]:
+    global _needles
+    cached, needles = _needles
+    if cached != names:
+        # '"name' also finds the name quoted inside JSON kept as text ('\\"name\\"').
+        needles = tuple(b'"' + n.encode() for n in sorted(names))
+        _needles = (names, needles)
+    return needles
+
+
+def seal_pointers(payload, names: frozenset[str]) -> list[str]:
+    """JSON Pointers of the values to seal: each value (not null) under a key in ``names``, and each
+    string holding JSON that names one (a call's signature), whole."""
+    out: list[str] = []
+
+    def walk(v, path):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k in names and x is not None:
+                    out.append(pointer_join((*path, k)))
+                else:
+                    walk(x, (*path, k))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                walk(x, (*path, i))
+        elif isinstance(v, str) and ("{" in v or "[" in v) and _names_in_json_text(v, names):
+            out.append(pointer_join(path))
+
+    walk(payload, ())
+    return out
+
+
+def _names_in_json_text(text: str, names: frozenset[str]) -> bool:
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    try:
+        inner, _ = json.JSONDecoder().raw_decode(text, start)
+    except ValueError:
+        return False
+    return bool(seal_pointers(inner, names))
+
+
+def event_digest(*, seq: int, type: str, ts: datetime, v: int, payload: dict, stored: bytes, sealing: tuple[frozenset[str], tuple[bytes, ...]]) -> tuple[bytes, dict[str, str] | None]:
+    """The event's chain digest, and the salts (hex, by JSON Pointer) of its sealed values or None.
+
+    ``sealing`` from ``sealing_now()``, once per append."""
+    names, needles = sealing
+    for n in needles:
+        if n in stored:
+            break
+    else:
+        return _sha256(event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload_canonical=payload_canonical(payload, stored))).digest(), None
+    # It names a sealed field (or merely contains the text): the exact path, on what a read returns.
+    decoded = _loads(stored)
+    pointers = seal_pointers(decoded, names)
+    if not pointers:
+        return _sha256(event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload_canonical=canonical_json(decoded))).digest(), None
+    salts = {p: os.urandom(16) for p in pointers}
+    canon = sealed_event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload=decoded, commitments=seal_commitments(decoded, salts))
+    return _sha256(canon).digest(), {p: s.hex() for p, s in salts.items()}
+
+
+def seal_commitments(payload, salts: dict[str, bytes]) -> dict[str, bytes]:
+    from runs.verify import pointer_get
+
+    return {p: commitment(salt, pointer_get(payload, p)) for p, salt in salts.items()}
+
+
+def sealing_now() -> tuple[frozenset[str], tuple[bytes, ...]]:
+    """The names sealed now, and the byte strings whose presence in an encoded payload sends it
+    to the sealing path."""
+    names = sealed_names()
+    return names, _needles_for(names)

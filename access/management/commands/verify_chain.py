@@ -4,13 +4,14 @@ import sys
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
+from access.chain import access_chain_verify
 from runs.chain import ChainProblem, chain_verify
 from runs.models import Run
 from runs.signing import checkpoint_check_signature
 
 
 class Command(BaseCommand):
-    help = "Recompute each run's hash chain from its stored events; non-zero naming run, seq and what broke (CONTRACTS section 6)."
+    help = "Recompute each run's hash chain from its stored events, and the chain of its access records; non-zero naming run, seq and what broke (CONTRACTS section 6)."
 
     def add_arguments(self, parser):
         parser.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="the runs to check (default: every run)")
@@ -39,6 +40,11 @@ class Command(BaseCommand):
             mark = marks.get(run_id)
             if problem is None and mark is not None:
                 problem = _against_checkpoint(run_id, mark, last, head)
+            if problem is None:
+                # Who was shown the run's sensitive values: chained the same way (access.chain).
+                aproblem, _, _ = access_chain_verify(run_id=run_id)
+                if aproblem is not None:
+                    problem = ChainProblem(run_id, None, f"access {aproblem.kind}", f"access record {aproblem.n}: {aproblem.detail}" if aproblem.n else aproblem.detail)
             if problem is not None and problem.kind == "run deleted" and mark is not None:
                 problem = ChainProblem(run_id, None, "run deleted", f"the checkpoint holds it at seq {mark['last_seq']}, the database has no such run")
             failed += problem is not None
