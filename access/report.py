@@ -18,7 +18,7 @@ table{border-collapse:collapse;width:100%;background:#fff}td,th{border:1px solid
 th{background:#f0f0f0}code,pre{font:12px/1.35 ui-monospace,monospace;white-space:pre-wrap;word-break:break-all;margin:0}
 .call{background:#fff;border:1px solid #ddd;border-radius:4px;padding:.6em;margin:.6em 0}
 .muted{color:#666}dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}dt{font-weight:600}
-@media (max-width:600px){main{padding:.5em}td,th{padding:3px}.wide{display:none}}
+@media (max-width:600px){main{padding:.5em}table,tbody,tr,td{display:block;width:auto}tr{border-bottom:2px solid #ccc}th,.wide{display:none}td{border:0;padding:2px 4px}dl{display:block}dd{margin:0 0 .4em}}
 """
 
 
