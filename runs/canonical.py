@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 import orjson
 
 from runs.identity import KEY_SECRET_FIELD
-from runs.verify import canonical_json, commitment, event_canonical, pointer_join, sealed_event_canonical, ts_text
+from runs.verify import SEALED, canonical_json, commitment, event_canonical, pointer_get, pointer_join, pointers_replace, ts_text
 
 _sha256 = hashlib.sha256
 
@@ -41,6 +41,22 @@ _SORTED = orjson.OPT_SORT_KEYS
 # U+FFFF, whose UTF-8 begins with F0-F4). Any of those marks sends the payload to the slow, exact
 # encoder; the marks may also occur inside a string, which costs time, never correctness
 # (tests/runs/test_chain.py checks every kind of double against both encoders).
+
+
+def _orjson_exact(raw: bytes) -> bool:
+    """Whether orjson's sorted output ``raw`` is certainly RFC 8785's (the marks above absent)."""
+    if b"e+" in raw or b"e-" in raw or (b".0" in raw and (b".0," in raw or b".0}" in raw or b".0]" in raw)):
+        return False
+    return raw.isascii() or not (b"\xf0" in raw or b"\xf1" in raw or b"\xf2" in raw or b"\xf3" in raw or b"\xf4" in raw)
+
+
+def canonical_fast(value) -> bytes:
+    """``canonical_json(value)`` for decoded JSON, through orjson where that is the same bytes."""
+    try:
+        raw = orjson.dumps(value, option=_SORTED)
+    except TypeError:  # an integer beyond 64 bits
+        return canonical_json(value)
+    return raw if _orjson_exact(raw) else canonical_json(value)
 
 
 def payload_canonical(payload: dict, stored: bytes) -> bytes:
@@ -153,13 +169,15 @@ def event_digest(*, seq: int, type: str, ts: datetime, v: int, payload: dict, st
     if not pointers:
         return _sha256(event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload_canonical=canonical_json(decoded))).digest(), None
     salts = {p: os.urandom(16) for p in pointers}
-    canon = sealed_event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload=decoded, commitments=seal_commitments(decoded, salts))
+    commitments = {p: _sha256(salt + canonical_fast(pointer_get(decoded, p))).digest() for p, salt in salts.items()}
+    chained = pointers_replace(decoded, sorted(commitments), SEALED)
+    sealed = canonical_json({p: c.hex() for p, c in commitments.items()})
+    canon = event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload_canonical=canonical_fast(chained), sealed_canonical=sealed)
     return _sha256(canon).digest(), {p: s.hex() for p, s in salts.items()}
 
 
 def seal_commitments(payload, salts: dict[str, bytes]) -> dict[str, bytes]:
-    from runs.verify import pointer_get
-
+    """Each sealed value's commitment, by pointer (KeyError: a pointer names no value)."""
     return {p: commitment(salt, pointer_get(payload, p)) for p, salt in salts.items()}
 
 

@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import json
 import math
+import re
 import sys
 import zipfile
 from datetime import UTC, datetime
@@ -77,7 +78,12 @@ def _number(x: float) -> str:
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 
 
+_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\\ud800-\udfff]')
+
+
 def _string(s: str) -> str:
+    if _NEEDS_ESCAPE.search(s) is None:  # the common case: nothing to escape
+        return '"' + s + '"'
     out = ['"']
     for ch in s:
         if ch in _ESCAPES:
