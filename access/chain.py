@@ -109,3 +109,8 @@ def access_chain_verify(*, run_id: str) -> tuple[AccessProblem | None, int, byte
     if expected and stored_head != prev:
         return AccessProblem(run_id, expected, "head differs", "the head's hash is not the recomputed one"), expected, prev
     return None, expected, (prev if expected else None)
+
+
+def access_heads() -> dict[str, dict]:
+    """Every run's access chain head, for signed checkpoints: run_id -> {access_count, access_head}."""
+    return {r: {"access_count": n, "access_head": bytes(h).hex()} for r, n, h in AccessHead.objects.exclude(head=None).values_list("run_id", "count", "head")}

@@ -154,3 +154,33 @@ def test_who_saw_what_cannot_be_quietly_edited_or_removed(seeded, tmp_path):
     _access_sql("DELETE FROM reckon_access_record WHERE id = %s", [first])
     (problem,) = _verify_chain("run-acme")
     assert problem["problem"] == "access record missing"
+
+
+def test_a_checkpoint_reveals_access_records_removed_from_the_end_with_the_head_rewritten(seeded, tmp_path):
+    from access.models import AccessHead
+    from runs.signing import checkpoint_write
+
+    _export(tmp_path, "--unmasked", "--reason", "first")
+    path = checkpoint_write(folder=tmp_path / "cp")
+    assert json.loads(path.read_text())["runs"][0]["access_count"] >= 1
+    call_command("verify_chain", "run-acme", "--checkpoint", str(path), stdout=StringIO())
+    # Someone with the database removes the last record and rewinds the head to match: the chain
+    # alone is consistent again, the checkpoint is not.
+    last = AccessRecord.objects.filter(run_id="run-acme").order_by("-id").first()
+    _access_sql("DELETE FROM reckon_access_record WHERE id = %s", [last.pk])
+    from access.chain import access_rows
+
+    rows = access_rows("run-acme")
+    with connection.cursor() as cur:
+        cur.execute("DELETE FROM reckon_access_chain WHERE record_id = %s", [last.pk])
+    AccessHead.objects.filter(run_id="run-acme").update(count=len(rows), head=rows[-1][1] if rows else None)
+    buf = StringIO()
+    old, sys.stdout = sys.stdout, buf
+    try:
+        call_command("verify_chain", "run-acme", "--json")  # consistent without the checkpoint
+        with pytest.raises(CommandError):
+            call_command("verify_chain", "run-acme", "--checkpoint", str(path), "--json")
+    finally:
+        sys.stdout = old
+    result = json.loads(buf.getvalue().splitlines()[-1])
+    assert result["problem"] == "access rolled back"
