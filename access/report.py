@@ -12,8 +12,8 @@ _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#fafafa}
 main{max-width:1100px;margin:0 auto;padding:1.2em}
 h1{font-size:1.4em;margin:.2em 0}h2{font-size:1.1em;margin:1.4em 0 .4em;border-bottom:1px solid #ddd}
-.ok{background:#e6f4ea;border:1px solid #8c8;padding:.6em;border-radius:4px}
-.bad{background:#fde8e8;border:1px solid #d88;padding:.6em;border-radius:4px}
+.ok{background:#e6f4ea;border:1px solid #8c8;padding:.6em;border-radius:4px;overflow-wrap:anywhere}
+.bad{background:#fde8e8;border:1px solid #d88;padding:.6em;border-radius:4px;overflow-wrap:anywhere}
 table{border-collapse:collapse;width:100%;background:#fff}td,th{border:1px solid #ddd;padding:4px 6px;vertical-align:top;text-align:left}
 th{background:#f0f0f0}code,pre{font:12px/1.35 ui-monospace,monospace;white-space:pre-wrap;word-break:break-all;margin:0}
 .call{background:#fff;border:1px solid #ddd;border-radius:4px;padding:.6em;margin:.6em 0}
@@ -56,7 +56,8 @@ def report_html(*, manifest: dict, lines: list[dict], access: list[dict], result
         "<h2>Manifest</h2><dl>",
     ]
     for k in ("run_id", "first_seq", "last_seq", "head", "encoding", "masked", "exported_at", "exported_by", "key_fingerprint", "access_count", "access_head"):
-        out.append(f"<dt>{esc(k)}</dt><dd><code>{esc(str(manifest.get(k)))}</code></dd>")
+        v = manifest.get(k)
+        out.append(f"<dt>{esc(k)}</dt><dd><code>{esc(v if isinstance(v, str) else json.dumps(v))}</code></dd>")
     out.append("</dl>")
     if manifest.get("masked"):
         out.append('<p class="muted">Masked: sensitive values are shown as <code>[masked]</code>; each is still covered by the chain through its commitment. An event shown as <em>withheld</em> is covered by its digest alone.</p>')
