@@ -120,10 +120,15 @@ def _access_sql(sql, params):
             cur.execute("ALTER TABLE reckon_access_record DISABLE TRIGGER reckon_access_record_append_only")
             cur.execute(sql, params)
             cur.execute("ALTER TABLE reckon_access_record ENABLE TRIGGER reckon_access_record_append_only")
-        else:
-            cur.execute("DROP TRIGGER IF EXISTS reckon_access_record_no_update")
-            cur.execute("DROP TRIGGER IF EXISTS reckon_access_record_no_delete")
+        else:  # SQLite: drop the two triggers for the statement, then put them back as migrated
+            import importlib
+
+            migration = importlib.import_module("access.migrations.0002_access_record")
+            for drop in migration.SQLITE_BACKWARD:
+                cur.execute(drop)
             cur.execute(sql, params)
+            for create in migration.SQLITE_FORWARD:
+                cur.execute(create)
 
 
 def _verify_chain(run_id: str) -> list[dict]:
