@@ -87,8 +87,9 @@ def evidence_build(*, run_id: str, masked: bool, who: Principal, why: str = "") 
 
 
 def _line(seq, type_, v, ts, payload, stored, salts, fields, values, masked) -> dict:
-    # Which sealed values this bundle withholds: all of them when masked, else the key secret only.
-    hidden = sorted(p for p in salts if masked or (pointer_parts(p) or [""])[-1] in NEVER_REVEALED)
+    # Which sealed values this bundle withholds: when masked, each one the console would mask (under
+    # a sensitive field name, or text that names or quotes a sensitive value); else the key secret.
+    hidden = sorted(p for p in salts if _hides(p, payload, fields, values, masked))
     view = pointers_replace(payload, hidden, MASK)
     if value_mask(view, fields, values) != view:
         # Still a sensitive value in the clear, and not sealed: the event goes by its digest.
@@ -98,6 +99,15 @@ def _line(seq, type_, v, ts, payload, stored, salts, fields, values, masked) -> 
         line["sealed"] = {p: ({"commitment": commitment(s, pointer_get(payload, p)).hex()} if p in hidden else {"salt": s.hex()}) for p, s in sorted(salts.items())}
     line["hash"] = stored.hex()
     return line
+
+
+def _hides(pointer: str, payload, fields, values, masked: bool) -> bool:
+    if (pointer_parts(pointer) or [""])[-1] in (fields if masked else NEVER_REVEALED):
+        return True
+    if not masked:
+        return False
+    value = pointer_get(payload, pointer)
+    return value_mask(value, fields, values) != value
 
 
 def _jsonl(rows: list[dict]) -> bytes:

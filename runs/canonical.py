@@ -173,7 +173,38 @@ def seal_pointers(payload, names: frozenset[str]) -> list[str]:
             out.append(pointer_join(path))
 
     walk(payload, ())
+    if out:
+        # Text elsewhere in the same payload that quotes a sealed value ("Reading ledger 4010" beside
+        # the call's account 4010) is sealed whole too, so a bundle can mask it without hiding the
+        # event. Case is ignored; a short value matches inside longer text as well (sealing more
+        # than a screen masks costs nothing: a bundle shows a sealed value wherever it may).
+        quoted = {t.lower() for t in (_text(pointer_get(payload, p)) for p in out) if t}
+        sealed = set(out)
+
+        def texts(v, path):
+            if isinstance(v, dict):
+                for k, x in v.items():
+                    texts(x, (*path, k))
+            elif isinstance(v, list):
+                for i, x in enumerate(v):
+                    texts(x, (*path, i))
+            elif isinstance(v, str):
+                low = v.lower()
+                if any(q in low for q in quoted):
+                    p = pointer_join(path)
+                    if p not in sealed and not any(p.startswith(s + "/") for s in sealed):
+                        out.append(p)
+
+        texts(payload, ())
     return out
+
+
+def _text(value) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return json.dumps(value)
+    return ""
 
 
 def _names_in_json_text(text: str, names: frozenset[str]) -> bool:

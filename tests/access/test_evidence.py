@@ -189,3 +189,18 @@ def test_a_checkpoint_reveals_access_records_removed_from_the_end_with_the_head_
         sys.stdout = old
     result = json.loads(buf.getvalue().splitlines()[-1])
     assert result["problem"] == "access rolled back"
+
+
+def test_text_quoting_a_sealed_value_of_the_same_payload_is_sealed_whole():
+    from runs.canonical import seal_pointers
+
+    turn = {
+        "text": "Ledger 4010 is consistent. Reading 4020.",
+        "tool_calls": [{"id": "c2", "name": "read_ledger", "arguments": {"tenant": "acme", "account": "4020", "period": "2026-Q3"}}],
+        "usage": {"input_tokens": 1650, "output_tokens": 70},
+    }
+    assert seal_pointers(turn, frozenset({"account"})) == ["/tool_calls/0/arguments/account", "/text"]
+    # Nothing sealed, nothing quoted: nothing else is sealed either.
+    assert seal_pointers({"text": "Reading 4020", "n": 4020}, frozenset({"account"})) == []
+    started = {"arguments": {"account": "A/1", "note": None}, "signature": 'post:{"account":"A/1"}', "other": {"account": None}}
+    assert seal_pointers(started, frozenset({"account"})) == ["/arguments/account", "/signature"]
