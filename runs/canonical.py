@@ -120,11 +120,6 @@ def _frame(seq: int, type: str, ts: str, v: int) -> bytes:
     return b',"seq":%d' % seq + tail
 
 
-def event_canonical_bytes(*, seq: int, type: str, ts: datetime, v: int, payload: dict, stored: bytes) -> bytes:
-    """An event's canonical bytes when none of its values is sealed (``ts`` naive means UTC)."""
-    return event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload_canonical=payload_canonical(payload, stored))
-
-
 # --- sealed values -------------------------------------------------------------------------------
 
 _always = frozenset({KEY_SECRET_FIELD})

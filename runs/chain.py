@@ -1,11 +1,11 @@
-"""The hash chain over each run's log: the encoding the append path hashes, the backfill of events
-stored before the chain existed, and the check that recomputes every chain from the stored events.
+"""The hash chain over each run's log: the backfill of events stored before the chain existed, and
+the check that recomputes every chain from the stored events and their seals.
 
-The definitions (canonical bytes, genesis, the link) live in ``runs.verify``, the standalone
-verifier, so the writer and an offline reviewer share one text; docs/evidence.md states them.
-The append path (runs/store.py) computes each event's canonical bytes here, in Python, and the
-database hashes them onto the run's head inside the fence's own statement: the previous hash never
-travels to the client and back.
+The definitions (canonical bytes, seals, digests, genesis, the link) live in ``runs.verify``, the
+standalone verifier, so the writer and an offline reviewer share one text; docs/evidence.md states
+them. The append path (runs/store.py) computes each event's digest in Python (runs.canonical), and
+the database hashes it onto the run's head inside the fence's own statement: the previous hash
+never travels to the client and back.
 """
 
 from __future__ import annotations

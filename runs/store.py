@@ -250,8 +250,8 @@ def _batch_check(appended: list[Event], encoded: list[bytes]) -> None:
 
 
 # The hash chain (runs/chain.py): the run row keeps the head, and the fence, which already reads
-# and moves that row under its lock, hashes the event's canonical bytes (computed by the client)
-# onto it and hands the new head to the insert as the event's hash. No extra round trip, and two
+# and moves that row under its lock, hashes the event's digest (computed by the client,
+# runs.canonical) onto it and hands the new head to the insert as the event's hash. No extra round trip, and two
 # appends cannot chain from the same head, because the second waits on the first's row lock and
 # then fails the last_seq check. A NULL head at last_seq 0 is the run's genesis; a NULL head after
 # that is a run recorded before the chain existed, whose appends stay unchained (NULL) until
@@ -278,7 +278,7 @@ WITH fence AS (
 # ``_binary_arrays``), seqs are the ordinality. Each payload is parsed once, by the json column's
 # input (a single JSON document unpacked with json_to_recordset cost the server a second parse).
 #
-# The chain of a batch is hashed by reckon_chain() (migration runs 0008) from the head the locking
+# The chain of a batch (its events' digests) is hashed by reckon_chain() (migration runs 0008) from the head the locking
 # read returns; the update then moves the head to the batch's last hash. FOR UPDATE in READ
 # COMMITTED re-reads a row another transaction changed meanwhile and re-checks the fence on it, as
 # the UPDATE alone would, so the chain always starts from the head the fence accepted.
@@ -323,7 +323,7 @@ SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoc
 # its commit, but client time between two commits counts about double on a small machine (the
 # server's side goes idle and has to wake up): measured in one process, this statement saved
 # 10-40 us a commit against the general one above.
-# The event's canonical bytes are the first parameter (the SET clause comes first).
+# The event's digest is the first parameter (the SET clause comes first).
 _PG_APPEND_ONE_PLAIN = f"""
 WITH fence AS (
     UPDATE reckon_run
