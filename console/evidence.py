@@ -45,8 +45,10 @@ def run_evidence(request, run_id: str):
             return _bad(request, f"reason: at most {MAX_REASON} characters, got {len(reason)}")
     try:
         files, _ = evidence_build(run_id=run_id, masked=not unmasked, who=principal_for_user(request.user), why=f"POST {request.path} evidence bundle, unmasked: {reason}")
-    except (ValueError, Problem, ImproperlyConfigured) as exc:
+    except (ValueError, Problem) as exc:
         return _bad(request, f"run {run_id}: {exc}")
+    except ImproperlyConfigured as exc:  # no signing key: the server's configuration, not the request
+        return HttpResponse(f"evidence bundles are unavailable: {exc}\n", status=503, content_type="text/plain; charset=utf-8")
     name = f"evidence-{run_id}-{'unmasked' if unmasked else 'masked'}"
     response = HttpResponse(evidence_zip(files=files, folder=name), content_type="application/zip")
     response["Content-Disposition"] = content_disposition_header(True, f"{name}.zip")

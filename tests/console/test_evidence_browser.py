@@ -107,3 +107,7 @@ def test_an_unmasked_bundle_without_a_reason_is_refused_and_nothing_is_recorded(
     assert r.status_code == 400 and b"needs a reason" in r.content
     assert not AccessRecord.objects.filter(front_end="export").exists()
     assert client.post("/runs/no-such-run/evidence.zip").status_code == 404
+    # No signing key configured (DEBUG off): the server says so, it is not the request's fault.
+    settings.RECKON_SIGNING_KEY = ""
+    r = client.post("/runs/run-acme/evidence.zip")
+    assert r.status_code == 503 and b"RECKON_SIGNING_KEY" in r.content
