@@ -106,3 +106,30 @@ class RunWriter(models.Model):
     class Meta:
         db_table = "reckon_run_writer"
         constraints = [models.UniqueConstraint(fields=["token_id", "run_id"], name="reckon_run_writer_once")]
+
+
+class AccessChainLink(models.Model):
+    """An access record's place in its run's chain of access records (access/chain.py): its number
+    within the run (1, 2, ...) and sha256(previous hash || sha256(canonical record)). A side table,
+    so the append-only access record table keeps its shape; written in the record's transaction."""
+
+    record_id = models.BigIntegerField(primary_key=True)
+    run_id = models.CharField(max_length=200)
+    n = models.BigIntegerField()
+    hash = models.BinaryField()
+
+    class Meta:
+        db_table = "reckon_access_chain"
+        constraints = [models.UniqueConstraint(fields=["run_id", "n"], name="reckon_access_chain_run_n")]
+
+
+class AccessHead(models.Model):
+    """The head of a run's access-record chain: how many records, and the last one's hash. Writers
+    lock this row, so a run's records are numbered and chained one at a time."""
+
+    run_id = models.CharField(max_length=200, primary_key=True)
+    count = models.BigIntegerField(default=0)
+    head = models.BinaryField(null=True)
+
+    class Meta:
+        db_table = "reckon_access_head"

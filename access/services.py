@@ -13,6 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
+
+from access.chain import access_chain_append
 from access.masking import shown_paths
 from access.models import AccessRecord, RunWriter
 from access.tokens import Principal
@@ -73,20 +76,23 @@ def access_record_write(
     if front_end not in AccessRecord.FrontEnd.values:
         raise ValueError(f"front_end must be one of {', '.join(AccessRecord.FrontEnd.values)}, got {front_end!r}")
     kind, ident = _actor(who)
-    return AccessRecord.objects.create(
-        actor_kind=kind,
-        actor_id=ident,
-        actor_name=who.name[:200],
-        front_end=front_end,
-        run_id=run_id,
-        call_id=call_id[:200],
-        idempotency_key=idempotency_key[:200],
-        seq=seq,
-        fields=_paths(fields),
-        all_fields=all_fields,
-        why=why[:MAX_WHY],
-        tenant=_tenants([run_id]).get(run_id, ""),
-    )
+    with transaction.atomic():
+        record = AccessRecord.objects.create(
+            actor_kind=kind,
+            actor_id=ident,
+            actor_name=who.name[:200],
+            front_end=front_end,
+            run_id=run_id,
+            call_id=call_id[:200],
+            idempotency_key=idempotency_key[:200],
+            seq=seq,
+            fields=_paths(fields),
+            all_fields=all_fields,
+            why=why[:MAX_WHY],
+            tenant=_tenants([run_id]).get(run_id, ""),
+        )
+        access_chain_append([record])
+    return record
 
 
 def unmasked_reads_record(*, who: Principal, mask: frozenset[str], route: str, shown: Sequence[Shown]) -> list[AccessRecord]:
@@ -133,7 +139,10 @@ def unmasked_reads_record(*, who: Principal, mask: frozenset[str], route: str, s
         )
         for s, paths in found
     ]
-    return AccessRecord.objects.bulk_create(records)
+    with transaction.atomic():
+        written = AccessRecord.objects.bulk_create(records)
+        access_chain_append(written)
+    return written
 
 
 def run_writer_note(*, who: Principal, run_id: str) -> None:

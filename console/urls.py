@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from console import notifications, views
+from console import evidence, notifications, views
 
 app_name = "console"
 
@@ -16,6 +16,7 @@ urlpatterns = [
     path("runs/<str:run_id>/export.<str:fmt>.sha256", views.run_export_digest, name="run_export_digest"),
     path("runs/<str:run_id>/export.<str:fmt>", views.run_export, name="run_export"),
     path("runs/<str:run_id>/events/<int:seq>/reveal/", views.reveal, name="reveal"),
+    path("runs/<str:run_id>/evidence.zip", evidence.run_evidence, name="run_evidence"),
 ]
 urlpatterns += [
     path("overview/", views.overview, name="overview"),

@@ -21,3 +21,9 @@ class RecoveryConfig(AppConfig):
         from runs.freshness import fresh_for_register
 
         fresh_for_register(fresh_for_by_tool)
+        # The values of sensitive fields are chained as salted commitments (runs.canonical), so
+        # that a masked evidence bundle still verifies.
+        from recovery.masking import sealed_fields
+        from runs.canonical import sealed_names_provider_set
+
+        sealed_names_provider_set(sealed_fields)

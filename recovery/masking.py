@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from functools import lru_cache
@@ -49,6 +50,30 @@ def sensitive_fields() -> frozenset[str]:
     for fields in ToolPolicy.objects.values_list("sensitive_fields", flat=True):
         names.update(fields or ())
     return frozenset(names)
+
+
+# What the append path seals (runs.canonical): the same names, read at most every few seconds, so an
+# append does not query the policies. A policy stored in this process is seen at once
+# (``sealed_fields_forget``); other processes see it within SEALED_TTL_S. A value appended meanwhile
+# unsealed is still masked in a bundle: its event is then shown by its digest alone (runs.verify).
+SEALED_TTL_S = 5.0
+_sealed: tuple[float, frozenset[str]] = (-1e9, frozenset())
+
+
+def sealed_fields() -> frozenset[str]:
+    """``sensitive_fields()``, cached for SEALED_TTL_S: the provider the store's sealing calls."""
+    global _sealed
+    at, names = _sealed
+    now = time.monotonic()
+    if now - at > SEALED_TTL_S:
+        names = sensitive_fields()
+        _sealed = (now, names)
+    return names
+
+
+def sealed_fields_forget() -> None:
+    global _sealed
+    _sealed = (-1e9, frozenset())
 
 
 # --- the values ----------------------------------------------------------------------------------

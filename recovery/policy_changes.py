@@ -11,6 +11,7 @@ from django.db import transaction
 
 from recovery.calls import person_name
 from recovery.models import PolicyChange, ToolPolicy
+from recovery.masking import sealed_fields_forget
 from recovery.policies import Policy, PolicyError, policies_parse, policy_parse
 from recovery.rebuild import terms_refresh
 
@@ -47,6 +48,7 @@ def _policy_store(p: Policy, source: dict, *, user, name: str, origin: str) -> s
         outcome = "updated"
     PolicyChange.objects.create(tool=p.tool, by=user, by_name=name, source=origin, before=before, after=source)
     terms_refresh(tool=p.tool)
+    sealed_fields_forget()
     return outcome
 
 def policies_load(*, text: str, by) -> dict[str, str]:

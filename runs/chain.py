@@ -1,46 +1,60 @@
-"""The hash chain over each run's log: the encoding the append path hashes, the backfill of events
-stored before the chain existed, and the check that recomputes every chain from the stored events.
+"""The hash chain over each run's log: the backfill of events stored before the chain existed, and
+the check that recomputes every chain from the stored events and their seals.
 
-The definitions (canonical bytes, genesis, the link) live in ``runs.verify``, the standalone
-verifier, so the writer and an offline reviewer share one text; docs/evidence.md states them.
-The append path (runs/store.py) computes each event's canonical bytes here, in Python, and the
-database hashes them onto the run's head inside the fence's own statement: the previous hash never
-travels to the client and back.
+The definitions (canonical bytes, seals, digests, genesis, the link) live in ``runs.verify``, the
+standalone verifier, so the writer and an offline reviewer share one text; docs/evidence.md states
+them. The append path (runs/store.py) computes each event's digest in Python (runs.canonical), and
+the database hashes it onto the run's head inside the fence's own statement: the previous hash
+never travels to the client and back.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connection, transaction
 
-from runs.models import EventHash, Run
+from runs.canonical import seal_commitments, seal_pointers, sealed_names
+from runs.models import EventHash, EventSeal, Run
 from runs.store import payload_loads
-from runs.verify import canonical_json, chain_link, event_canonical, genesis, ts_text
+from runs.verify import chain_link, digest, genesis, sealed_event_canonical, ts_text
 
 
 def chain_rows(run_id: str):
-    """The run's stored events as (seq, type, v, ts, payload, stored hash), in seq order; the stored
-    hash is the row's own or the backfill's."""
+    """The run's stored events as (seq, type, v, ts, payload, stored hash, salts), in seq order;
+    the stored hash is the row's own or the backfill's, the salts those of its sealed values
+    ({pointer: bytes}, empty when none)."""
     with connection.cursor() as cur:
         cur.execute(
-            "SELECT e.seq, e.type, e.v, e.ts, e.payload, COALESCE(e.hash, h.hash) FROM reckon_event e "
-            "LEFT JOIN reckon_event_hash h ON h.run_id = e.run_id AND h.seq = e.seq WHERE e.run_id = %s ORDER BY e.seq",
+            "SELECT e.seq, e.type, e.v, e.ts, e.payload, COALESCE(e.hash, h.hash), s.salts FROM reckon_event e "
+            "LEFT JOIN reckon_event_hash h ON h.run_id = e.run_id AND h.seq = e.seq "
+            "LEFT JOIN reckon_event_seal s ON s.run_id = e.run_id AND s.seq = e.seq WHERE e.run_id = %s ORDER BY e.seq",
             [run_id],
         )
-        for seq, type_, v, ts, payload, stored in cur.fetchall():
+        for seq, type_, v, ts, payload, stored, salts in cur.fetchall():
             if isinstance(ts, str):
                 ts = datetime.fromisoformat(ts)
             if ts.tzinfo is None:
                 ts = ts.replace(tzinfo=UTC)
             if isinstance(payload, (str, bytes)):
                 payload = payload_loads(payload)
-            yield seq, type_, v, ts, payload, (bytes(stored) if stored is not None else None)
+            salts = {p: bytes.fromhex(x) for p, x in json.loads(salts).items()} if salts else {}
+            yield seq, type_, v, ts, payload, (bytes(stored) if stored is not None else None), salts
 
 
-def _canon(seq: int, type_: str, v: int, ts: datetime, payload) -> bytes:
-    return event_canonical(seq=seq, type=type_, ts=ts_text(ts), v=v, payload_canonical=canonical_json(payload))
+def event_chain_digest(seq: int, type_: str, v: int, ts: datetime, payload, salts: dict[str, bytes]) -> bytes:
+    """The digest the chain links for a stored event (KeyError: a salt names no value)."""
+    return digest(sealed_event_canonical(seq=seq, type=type_, ts=ts_text(ts), v=v, payload=payload, commitments=seal_commitments(payload, salts)))
+
+
+def _digest(seq, type_, v, ts, payload, salts) -> bytes | None:
+    try:
+        return event_chain_digest(seq, type_, v, ts, payload, salts)
+    except KeyError:
+        return None  # a salt for a value the payload does not hold: not the event that was chained
 
 
 def chain_backfill(*, run_id: str) -> int:
@@ -52,11 +66,17 @@ def chain_backfill(*, run_id: str) -> int:
         if run is None or run["head"] is not None or run["last_seq"] == 0:
             return 0
         prev = genesis(run_id)
-        missing = []
-        for seq, type_, v, ts, payload, stored in chain_rows(run_id):
-            prev = chain_link(prev, _canon(seq, type_, v, ts, payload))
+        missing, seals = [], []
+        names = sealed_names()
+        for seq, type_, v, ts, payload, stored, salts in chain_rows(run_id):
+            if stored is None and not salts:
+                salts = {p: os.urandom(16) for p in seal_pointers(payload, names)}
+                if salts:
+                    seals.append(EventSeal(run_id=run_id, seq=seq, salts=json.dumps({p: x.hex() for p, x in salts.items()}, sort_keys=True)))
+            prev = chain_link(prev, event_chain_digest(seq, type_, v, ts, payload, salts))
             if stored is None:
                 missing.append(EventHash(run_id=run_id, seq=seq, hash=prev))
+        EventSeal.objects.bulk_create(seals, batch_size=1000)
         EventHash.objects.bulk_create(missing, batch_size=1000)
         Run.objects.filter(run_id=run_id).update(head=prev)
         return len(missing)
@@ -89,18 +109,20 @@ def chain_verify(*, run_id: str) -> tuple[ChainProblem | None, int, bytes | None
     prev = genesis(run_id)
     hashes: list[bytes] = []
     expected = 1
-    for i, (seq, type_, v, ts, payload, stored) in enumerate(rows):
+    for i, (seq, type_, v, ts, payload, stored, salts) in enumerate(rows):
         if seq != expected:
             return ChainProblem(run_id, expected, "event missing", f"seq {expected} is not stored (the next stored is seq {seq})"), expected - 1, prev
-        computed = chain_link(prev, _canon(seq, type_, v, ts, payload))
+        d = _digest(seq, type_, v, ts, payload, salts)
+        computed = chain_link(prev, d) if d is not None else None
         if stored is None:
             return ChainProblem(run_id, seq, "not chained", "the event has no hash: run manage.py chain_backfill"), seq - 1, prev
         if computed != stored:
             # Another stored event that hashes to its own stored hash at this position was moved here
             # from there: the order changed. Otherwise this event's content is not what was hashed.
             for later in rows[i + 1 :]:
-                lseq, ltype, lv, lts, lpayload, lstored = later
-                if lstored is not None and chain_link(prev, _canon(seq, ltype, lv, lts, lpayload)) == lstored:
+                lseq, ltype, lv, lts, lpayload, lstored, lsalts = later
+                ld = _digest(seq, ltype, lv, lts, lpayload, lsalts)
+                if lstored is not None and ld is not None and chain_link(prev, ld) == lstored:
                     return ChainProblem(run_id, seq, "order changed", f"the event stored at seq {lseq} belongs at seq {seq}"), seq - 1, prev
             return ChainProblem(run_id, seq, "payload changed", "the stored event does not match the hash recorded when it was appended"), seq - 1, prev
         prev = computed

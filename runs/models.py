@@ -119,6 +119,24 @@ class EventHash(models.Model):
         db_table = "reckon_event_hash"
 
 
+class EventSeal(models.Model):
+    """The salts of an event's sealed values (runs/canonical.py), written with the event.
+
+    ``salts`` maps each sealed value's JSON Pointer in the payload to its 16 random bytes in hex.
+    The chain covers each value as sha256(salt || canonical value), so an evidence bundle may show
+    the commitment instead of the value and still verify. Kept beside the event table, so that
+    table's rows keep exactly their shape; changing or removing a row here breaks the chain.
+    """
+
+    pk = models.CompositePrimaryKey("run_id", "seq")
+    run_id = models.CharField(max_length=200)
+    seq = models.BigIntegerField()
+    salts = models.TextField()
+
+    class Meta:
+        db_table = "reckon_event_seal"
+
+
 class LeaseRecord(models.Model):
     class Kind(models.TextChoices):
         ACQUIRED = "acquired"

@@ -40,7 +40,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 from psycopg.rows import tuple_row
 
-from runs.canonical import event_canonical_bytes
+from runs.canonical import event_digest, sealing_now
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.events import CURRENT_SCHEMA_VERSION, INTRODUCED_IN, KEY_SECRET_SINCE, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
@@ -286,13 +286,13 @@ def _batch_check(appended: list[Event], encoded: list[bytes]) -> None:
 
 
 # The hash chain (runs/chain.py): the run row keeps the head, and the fence, which already reads
-# and moves that row under its lock, hashes the event's canonical bytes (computed by the client)
-# onto it and hands the new head to the insert as the event's hash. No extra round trip, and two
+# and moves that row under its lock, hashes the event's digest (computed by the client,
+# runs.canonical) onto it and hands the new head to the insert as the event's hash. No extra round trip, and two
 # appends cannot chain from the same head, because the second waits on the first's row lock and
 # then fails the last_seq check. A NULL head at last_seq 0 is the run's genesis; a NULL head after
 # that is a run recorded before the chain existed, whose appends stay unchained (NULL) until
 # ``manage.py chain_backfill`` chains the run.
-_PG_PREV_HEAD = "COALESCE(head, CASE WHEN last_seq = 0 THEN sha256(convert_to('reckon/chain/v1' || chr(10) || run_id, 'UTF8')) END)"
+_PG_PREV_HEAD = "COALESCE(head, CASE WHEN last_seq = 0 THEN sha256(convert_to('reckon/chain/v2' || chr(10) || run_id, 'UTF8')) END)"
 
 # The fence: the run row's lock, checked and moved in the same statement as the insert.
 _PG_FENCE = f"""
@@ -314,7 +314,7 @@ WITH fence AS (
 # ``_binary_arrays``), seqs are the ordinality. Each payload is parsed once, by the json column's
 # input (a single JSON document unpacked with json_to_recordset cost the server a second parse).
 #
-# The chain of a batch is hashed by reckon_chain() (migration runs 0008) from the head the locking
+# The chain of a batch (its events' digests) is hashed by reckon_chain() (migration runs 0008) from the head the locking
 # read returns; the update then moves the head to the batch's last hash. FOR UPDATE in READ
 # COMMITTED re-reads a row another transaction changed meanwhile and re-checks the fence on it, as
 # the UPDATE alone would, so the chain always starts from the head the fence accepted.
@@ -359,7 +359,7 @@ SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoc
 # its commit, but client time between two commits counts about double on a small machine (the
 # server's side goes idle and has to wake up): measured in one process, this statement saved
 # 10-40 us a commit against the general one above.
-# The event's canonical bytes are the first parameter (the SET clause comes first).
+# The event's digest is the first parameter (the SET clause comes first).
 _PG_APPEND_ONE_PLAIN = f"""
 WITH fence AS (
     UPDATE reckon_run
@@ -466,6 +466,10 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     plain, current, completes, new_event = _PLAIN, CURRENT_SCHEMA_VERSION, _COMPLETED_TYPES, tuple.__new__
     dumps, fast = _orjson_dumps, _FAST_OPTIONS
     chained = _chain_on
+    # Each event's chain digest (runs.canonical); an event with sealed values also gets its salts,
+    # which are written beside it (EventSeal) in the same transaction.
+    sealing = sealing_now() if chained else None
+    seals: list[tuple[int, dict]] = []
     for i, ev in enumerate(events):
         seq += 1
         type_, payload, v = ev.type, ev.payload, ev.v
@@ -490,7 +494,10 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         except TypeError:
             encoded.append(_dumps_full(i, payload))
         if chained:
-            canons.append(event_canonical_bytes(seq=seq, type=type_, ts=ts, v=v, payload=payload, stored=encoded[-1]))
+            event_hash, salts = event_digest(seq=seq, type=type_, ts=ts, v=v, payload=payload, stored=encoded[-1], sealing=sealing)
+            canons.append(event_hash)
+            if salts is not None:
+                seals.append((seq, salts))
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
@@ -503,7 +510,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     postgres = db.vendor == "postgresql"
     if not chained and (not postgres or projectors or (seq == expected_seq + 1 and finishing)):
         raise InvalidEvent("an append without the hash chain (chain_hashing) is for bench store's plain PostgreSQL appends only")
-    if postgres and projectors and seq == expected_seq + 1 and not finishing:
+    if postgres and projectors and seq == expected_seq + 1 and not finishing and not seals:
         # One event whose read models all have a statement form: one statement in autocommit.
         # False when a projector's condition (or the fence) refused: then the general path below
         # decides, and diagnoses a real fence refusal as before.
@@ -512,7 +519,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
             if _AFTER_APPEND:
                 _after_append(db, run_id, seqs[0], seqs[-1])
             return appended
-    if postgres and not projectors:
+    if postgres and not projectors and not seals:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
         # commit together or not at all, with no BEGIN/COMMIT round trips.
         ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq)
@@ -529,6 +536,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
                 ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq)
             else:
                 ok = _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq, now)
+            if ok and seals:
+                _seals_write(run_id, seals)
             if ok:
                 for project in projectors:
                     rider = riders.get(project) if riders else None
@@ -543,6 +552,13 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
     _record_fenced(run_id, epoch, error)
     raise error
+
+
+def _seals_write(run_id: str, seals: list[tuple[int, dict]]) -> None:
+    # An event with sealed values is rare (a call naming a sensitive field, a run's start): its
+    # salts take one more statement, inside the append's transaction, and never touch the event row.
+    with connection.cursor() as cur:
+        cur.executemany("INSERT INTO reckon_event_seal (run_id, seq, salts) VALUES (%s, %s, %s)", [(run_id, seq, json.dumps(salts, sort_keys=True)) for seq, salts in seals])
 
 
 def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, canons, finished_seq, now) -> bool:

@@ -6,12 +6,17 @@ file (``python verify.py BUNDLE``) by a reviewer who trusts nothing else Reckon 
 imports its canonical encoding and chain functions from here, so the writer and the verifier share
 one definition (tests check it against an independent RFC 8785 implementation).
 
-The encoding, the chain and the manifest are specified in docs/evidence.md. In short::
+The encoding, the chain, sealed values and the manifest are specified in docs/evidence.md. In short::
 
-    canonical(event) = JCS({"seq": n, "type": t, "ts": "YYYY-MM-DDTHH:MM:SS.ffffffZ", "v": v, "payload": p})
-    genesis(run_id)  = sha256(b"reckon/chain/v1\\n" + run_id as UTF-8)
-    hash(1)          = sha256(genesis(run_id) + canonical(event 1))
-    hash(n)          = sha256(hash(n - 1) + canonical(event n))
+    canonical(event) = JCS({"payload": p', ["sealed": {pointer: commitment},] "seq": n, "ts": "...Z", "type": t, "v": v})
+    commitment       = sha256(salt + JCS(value)), the value at pointer in p replaced by "[sealed]" in p'
+    digest(event)    = sha256(canonical(event))
+    genesis(run_id)  = sha256(b"reckon/chain/v2\\n" + run_id as UTF-8)
+    hash(n)          = sha256(hash(n - 1) + digest(event n)), hash(0) = genesis(run_id)
+
+A masked bundle carries a sealed value's commitment instead of the value and its salt, and an
+event it cannot show even so (a sensitive value outside the sealed ones) as its digest alone: the
+chain still runs through every event.
 
 Exit status: 0 when the bundle verifies, 1 when it does not (the first problem is printed), 2 when
 the command line or a file cannot be used at all.
@@ -23,15 +28,19 @@ import argparse
 import hashlib
 import json
 import math
+import re
 import sys
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-ENCODING = "reckon-jcs-v1"
-GENESIS_PREFIX = b"reckon/chain/v1\n"
+ENCODING = "reckon-jcs-v2"
+GENESIS_PREFIX = b"reckon/chain/v2\n"
+ACCESS_GENESIS_PREFIX = b"reckon/access/v1\n"
+SEALED = "[sealed]"  # what stands in the chained payload for a sealed value
+MASKED = "[masked]"  # what a bundle shows in place of a value it withholds
 BUNDLE_FILES = ("events.jsonl", "manifest.json", "public_key.pem", "access.jsonl", "decisions.jsonl", "report.html")
-MANIFEST_FIELDS = ("run_id", "first_seq", "last_seq", "head", "encoding", "exported_at", "exported_by", "key_fingerprint")
+MANIFEST_FIELDS = ("run_id", "first_seq", "last_seq", "head", "encoding", "exported_at", "exported_by", "key_fingerprint", "masked", "access_count", "access_head")
 
 
 # --- RFC 8785 (JSON Canonicalization Scheme) ----------------------------------------------------
@@ -69,7 +78,12 @@ def _number(x: float) -> str:
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 
 
+_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\\ud800-\udfff]')
+
+
 def _string(s: str) -> str:
+    if _NEEDS_ESCAPE.search(s) is None:  # the common case: nothing to escape
+        return '"' + s + '"'
     out = ['"']
     for ch in s:
         if ch in _ESCAPES:
@@ -142,12 +156,23 @@ def ts_text(ts: datetime) -> str:
     return ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def event_canonical(*, seq: int, type: str, ts: str, v: int, payload_canonical: bytes) -> bytes:
-    """The canonical bytes of one event, given its payload's canonical bytes.
+def _plain_string(s: str) -> bytes:
+    # A timestamp or an event type never needs an escape; anything else takes the exact encoder.
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return b'"' + s.encode() + b'"'
+    return _string(s).encode()
 
-    The keys of the event object in JCS order are payload, seq, ts, type, v.
+
+def event_canonical(*, seq: int, type: str, ts: str, v: int, payload_canonical: bytes, sealed_canonical: bytes | None = None) -> bytes:
+    """The canonical bytes of one event, given its payload's canonical bytes (sealed values
+    already replaced by ``[sealed]``) and, for an event with sealed values, the canonical bytes of
+    its ``{pointer: commitment}`` object.
+
+    The keys of the event object in JCS order are payload, sealed (when present), seq, ts, type, v.
     """
-    return b'{"payload":%b,"seq":%d,"ts":%b,"type":%b,"v":%d}' % (payload_canonical, seq, _string(ts).encode(), _string(type).encode(), v)
+    if sealed_canonical is None:
+        return b'{"payload":%b,"seq":%d,"ts":%b,"type":%b,"v":%d}' % (payload_canonical, seq, _plain_string(ts), _plain_string(type), v)
+    return b'{"payload":%b,"sealed":%b,"seq":%d,"ts":%b,"type":%b,"v":%d}' % (payload_canonical, sealed_canonical, seq, _plain_string(ts), _plain_string(type), v)
 
 
 def genesis(run_id: str) -> bytes:
@@ -155,8 +180,87 @@ def genesis(run_id: str) -> bytes:
     return hashlib.sha256(GENESIS_PREFIX + run_id.encode("utf-8")).digest()
 
 
-def chain_link(prev: bytes, canonical: bytes) -> bytes:
-    return hashlib.sha256(prev + canonical).digest()
+def access_genesis(run_id: str) -> bytes:
+    """The access records' chain hash before the run's first record."""
+    return hashlib.sha256(ACCESS_GENESIS_PREFIX + run_id.encode("utf-8")).digest()
+
+
+def digest(canonical: bytes) -> bytes:
+    """An event's (or an access record's) digest: sha256 of its canonical bytes."""
+    return hashlib.sha256(canonical).digest()
+
+
+def chain_link(prev: bytes, event_digest: bytes) -> bytes:
+    """The next hash of a chain: sha256 of the previous hash's 32 bytes and the entry's digest."""
+    return hashlib.sha256(prev + event_digest).digest()
+
+
+def commitment(salt: bytes, value) -> bytes:
+    """A sealed value's commitment: sha256(salt || JCS(value))."""
+    return hashlib.sha256(salt + canonical_json(value)).digest()
+
+
+def pointer_parts(pointer: str) -> list[str]:
+    """An RFC 6901 JSON Pointer's reference tokens (``/arguments/account`` -> arguments, account)."""
+    if pointer == "":
+        return []
+    if not pointer.startswith("/"):
+        raise ValueError(f"{pointer!r} is not a JSON Pointer")
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
+
+
+def pointer_join(parts) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def pointer_get(doc, pointer: str):
+    """The value at ``pointer`` in ``doc``; KeyError when there is none."""
+    for t in pointer_parts(pointer):
+        if isinstance(doc, dict) and t in doc:
+            doc = doc[t]
+        elif isinstance(doc, list) and t.isdigit() and int(t) < len(doc) and (t == "0" or not t.startswith("0")):
+            doc = doc[int(t)]
+        else:
+            raise KeyError(pointer)
+    return doc
+
+
+def pointers_replace(doc, pointers, value):
+    """A copy of ``doc`` with the value at each pointer replaced by ``value`` (the pointers must
+    exist; KeyError otherwise). The payload is not changed."""
+    for pointer in pointers:
+        parts = pointer_parts(pointer)
+        if not parts:
+            raise KeyError(pointer)
+        doc = _replace(doc, parts, value, pointer)
+    return doc
+
+
+def _replace(doc, parts, value, pointer):
+    t, rest = parts[0], parts[1:]
+    if isinstance(doc, dict) and t in doc:
+        return {**doc, t: _replace(doc[t], rest, value, pointer) if rest else value}
+    if isinstance(doc, list) and t.isdigit() and int(t) < len(doc):
+        i = int(t)
+        return [*doc[:i], _replace(doc[i], rest, value, pointer) if rest else value, *doc[i + 1 :]]
+    raise KeyError(pointer)
+
+
+def sealed_event_canonical(*, seq: int, type: str, ts: str, v: int, payload, commitments: dict[str, bytes]) -> bytes:
+    """The canonical bytes of an event whose values at ``commitments``' pointers are sealed."""
+    if not commitments:
+        return event_canonical(seq=seq, type=type, ts=ts, v=v, payload_canonical=canonical_json(payload))
+    chained = pointers_replace(payload, sorted(commitments), SEALED)
+    sealed = canonical_json({p: c.hex() for p, c in commitments.items()})
+    return event_canonical(seq=seq, type=type, ts=ts, v=v, payload_canonical=canonical_json(chained), sealed_canonical=sealed)
+
+
+ACCESS_FIELDS = ("n", "at", "actor_kind", "actor_name", "front_end", "run_id", "call_id", "idempotency_key", "seq", "fields", "all_fields", "why")
+
+
+def access_canonical(record: dict) -> bytes:
+    """The canonical bytes of one access record: JCS of exactly ``ACCESS_FIELDS``."""
+    return canonical_json({k: record[k] for k in ACCESS_FIELDS})
 
 
 # --- the bundle ---------------------------------------------------------------------------------
@@ -216,16 +320,13 @@ def _raw(key) -> bytes:
     return key.public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
-def _payload_canonical(payload, line: int, seq: int) -> bytes:
-    try:
-        return canonical_json(payload)
-    except (TypeError, ValueError) as exc:
-        raise Problem(f"line {line}: seq {seq}: payload cannot be encoded: {exc}") from None
-
-
 def bundle_verify(path: Path, *, public_key_pem: bytes | None = None) -> str:
     """Verify the bundle at ``path``; the ``verified: ...`` line, or Problem naming the first fault."""
-    files = _bundle_files(path)
+    return files_verify(_bundle_files(path), public_key_pem=public_key_pem)
+
+
+def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None) -> str:
+    """Verify a bundle given as its files' bytes by name (see ``bundle_verify``)."""
     for name in ("manifest.json", "events.jsonl", "public_key.pem"):
         if name not in files:
             raise Problem(f"{name} missing from the bundle")
@@ -268,30 +369,30 @@ def bundle_verify(path: Path, *, public_key_pem: bytes | None = None) -> str:
     prev = genesis(run_id)
     expected = 1
     count = 0
-    data = files["events.jsonl"]
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    for lineno, raw in enumerate(lines, start=1):
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            raise Problem(f"line {lineno}: not JSON") from None
-        if not isinstance(obj, dict):
-            raise Problem(f"line {lineno}: not a JSON object")
-        missing = [k for k in ("seq", "type", "ts", "payload", "hash") if k not in obj]
-        if missing:
-            raise Problem(f"line {lineno}: lacks {', '.join(missing)}")
-        seq = obj["seq"]
+    for lineno, obj in _lines(files["events.jsonl"], ""):
+        seq = obj.get("seq")
         if not isinstance(seq, int) or isinstance(seq, bool):
             raise Problem(f"line {lineno}: seq is not a whole number")
         if seq > expected:
             raise Problem(f"missing seq {expected}")
         if seq < expected:
             raise Problem(f"line {lineno}: seq {seq} out of order (expected {expected})")
-        canon = event_canonical(seq=seq, type=str(obj["type"]), ts=str(obj["ts"]), v=int(obj.get("v", 1)), payload_canonical=_payload_canonical(obj["payload"], lineno, seq))
-        prev = chain_link(prev, canon)
-        if obj["hash"] != prev.hex():
+        if "withheld" in obj:
+            event_digest = _hex(obj, "digest", lineno, 32)
+        else:
+            missing = [k for k in ("type", "ts", "payload", "hash") if k not in obj]
+            if missing:
+                raise Problem(f"line {lineno}: lacks {', '.join(missing)}")
+            commitments = _commitments(obj, lineno)
+            try:
+                canon = sealed_event_canonical(seq=seq, type=str(obj["type"]), ts=str(obj["ts"]), v=int(obj.get("v", 1)), payload=obj["payload"], commitments=commitments)
+            except KeyError as exc:
+                raise Problem(f"line {lineno}: sealed value {exc.args[0]} is not in the payload") from None
+            except (TypeError, ValueError) as exc:
+                raise Problem(f"line {lineno}: seq {seq}: payload cannot be encoded: {exc}") from None
+            event_digest = digest(canon)
+        prev = chain_link(prev, event_digest)
+        if obj.get("hash") != prev.hex():
             raise Problem(f"line {lineno}: hash mismatch (seq {seq})")
         expected += 1
         count += 1
@@ -299,7 +400,76 @@ def bundle_verify(path: Path, *, public_key_pem: bytes | None = None) -> str:
         raise Problem(f"truncated: manifest says {last}, file has {count}")
     if manifest["head"] != prev.hex():
         raise Problem("manifest head differs")
+
+    # The access records: who was shown the run's sensitive values, chained per run the same way.
+    aprev = access_genesis(run_id)
+    n = 0
+    for lineno, rec in _lines(files.get("access.jsonl", b""), "access.jsonl "):
+        absent = [k for k in (*ACCESS_FIELDS, "hash") if k not in rec]
+        if absent:
+            raise Problem(f"access.jsonl line {lineno}: lacks {', '.join(absent)}")
+        if rec["n"] != n + 1:
+            if isinstance(rec["n"], int) and rec["n"] > n + 1:
+                raise Problem(f"missing access record {n + 1}")
+            raise Problem(f"access.jsonl line {lineno}: record {rec['n']} out of order (expected {n + 1})")
+        try:
+            aprev = chain_link(aprev, digest(access_canonical(rec)))
+        except (TypeError, ValueError) as exc:
+            raise Problem(f"access.jsonl line {lineno}: cannot be encoded: {exc}") from None
+        if rec["hash"] != aprev.hex():
+            raise Problem(f"access.jsonl line {lineno}: hash mismatch (record {rec['n']})")
+        n += 1
+    if n != manifest["access_count"]:
+        raise Problem(f"access records truncated: manifest says {manifest['access_count']}, file has {n}")
+    if (aprev.hex() if n else None) != manifest["access_head"]:
+        raise Problem("manifest access head differs")
     return f"verified: {run_id} seq 1..{last} head {prev.hex()}"
+
+
+def _lines(data: bytes, what: str):
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    for lineno, raw in enumerate(lines, start=1):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            raise Problem(f"{what}line {lineno}: not JSON") from None
+        if not isinstance(obj, dict):
+            raise Problem(f"{what}line {lineno}: not a JSON object")
+        yield lineno, obj
+
+
+def _hex(obj: dict, key: str, lineno: int, size: int) -> bytes:
+    try:
+        raw = bytes.fromhex(obj[key])
+    except (KeyError, TypeError, ValueError):
+        raw = b""
+    if len(raw) != size:
+        raise Problem(f"line {lineno}: {key} is not {size} bytes of hex")
+    return raw
+
+
+def _commitments(obj: dict, lineno: int) -> dict[str, bytes]:
+    """The line's sealed values' commitments: computed from the value and its salt where the line
+    shows the value, taken as written where it withholds it."""
+    sealed = obj.get("sealed", {})
+    if not isinstance(sealed, dict):
+        raise Problem(f"line {lineno}: sealed is not an object")
+    out = {}
+    for pointer, seal in sealed.items():
+        if not isinstance(seal, dict):
+            raise Problem(f"line {lineno}: sealed {pointer} is not an object")
+        if "salt" in seal:
+            try:
+                value = pointer_get(obj["payload"], pointer)
+                pointer_parts(pointer)
+            except (KeyError, ValueError):
+                raise Problem(f"line {lineno}: sealed value {pointer} is not in the payload") from None
+            out[pointer] = commitment(_hex(seal, "salt", lineno, 16), value)
+        else:
+            out[pointer] = _hex(seal, "commitment", lineno, 32)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -137,3 +137,16 @@ def live_server(request):
         handlers.StaticFilesHandler = original
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _signing_key():
+    """Evidence bundles and checkpoints are signed, and DEBUG is off in tests, so no key would be
+    generated: the suite signs with a throwaway Ed25519 key (tests that pin one set their own)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+    from django.conf import settings
+
+    if not settings.RECKON_SIGNING_KEY:
+        settings.RECKON_SIGNING_KEY = Ed25519PrivateKey.generate().private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
+    yield

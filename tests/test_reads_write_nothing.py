@@ -40,9 +40,14 @@ REPAIR = "runs.tasks.snapshot_repair_task"
 # The one write a GET is allowed, and why: an unmasked export hands every sensitive field of a run
 # to an administrator, and that disclosure is written to the access record (access.services) before
 # the file leaves; a disclosure nobody recorded is worse than a GET that writes. It is matched
-# narrowly: that URL, an INSERT into that table, nothing else. (API reads that show values unmasked
-# are recorded the same way; this test reads the API with a masked token, so none may write.)
-AUDITED = (re.compile(r"^/runs/[^/]+/export\.(jsonl|csv)$"), re.compile(r'^\s*INSERT INTO "?reckon_access_record"?', re.S))
+# narrowly: that URL, an INSERT into that table and the record's link in the run's chain of access
+# records (access.chain: its link, and the run's head row created or moved), nothing else. (API
+# reads that show values unmasked are recorded the same way; this test reads the API with a masked
+# token, so none may write.)
+AUDITED = (
+    re.compile(r"^/runs/[^/]+/export\.(jsonl|csv)$"),
+    re.compile(r'^\s*(INSERT INTO "?(reckon_access_record|reckon_access_chain|reckon_access_head)"?|UPDATE "?reckon_access_head"?)', re.S),
+)
 
 
 def writes_of(url: str, queries: list[dict]) -> list[str]:

@@ -30,6 +30,9 @@ MATRIX = [
     ("get", "console:run_export_digest", (RUN, "jsonl"), None, only("compliance", "admin")),
     # post_correction's policy marks account sensitive; a reveal is for holders of view_sensitive only.
     ("post", "console:reveal", (RUN, 11), {"path": "arguments.account", "reason": "audit"}, only("compliance", "admin")),
+    # The evidence bundle: masked by default, for reviewers who may export (unmasked needs a reason).
+    ("post", "console:run_evidence", (RUN,), {}, only("compliance", "admin")),
+    ("post", "console:run_evidence", (RUN,), {"unmasked": "1"}, only("compliance", "admin", ok=400)),
     ("get", "console:overview", (), None, everyone_who_reads()),
     ("get", "console:queue", (), None, everyone_who_reads()),
     ("get", "console:decisions", (), None, everyone_who_reads()),

@@ -2,6 +2,7 @@
 person with database access changed; the canonical encoding agrees with an independent RFC 8785
 implementation; the offline verifier accepts an untouched bundle and names each kind of forgery."""
 
+import hashlib
 import json
 import math
 import os
@@ -46,6 +47,9 @@ def test_the_canonicalizers_agree_with_rfc8785_on_tricky_numbers_and_escapes():
     assert canonical_json(doc) == rfc8785.dumps(doc)
     stored = orjson.dumps(doc)
     assert payload_canonical(doc, stored) == rfc8785.dumps(doc)
+    assert _digest_agrees(doc)
+    for x in TRICKY:
+        assert _digest_agrees({"x": x, "l": [x], "o": {"y": x}})
 
 
 def test_the_canonicalizers_agree_with_rfc8785_on_every_fixture_payload():
@@ -67,12 +71,26 @@ json_values = st.recursive(
 )
 
 
+def _digest_agrees(payload) -> bool:
+    """The append's inlined digest (no sealed names) is sha256 of the event framed around RFC 8785's
+    payload bytes, as an independent encoder writes them."""
+    from datetime import datetime, timezone
+
+    from runs.canonical import event_digest
+
+    ts = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    expected = hashlib.sha256(b'{"payload":' + rfc8785.dumps(payload) + b',"seq":7,"ts":"2026-11-30T12:00:00.123456Z","type":"user_message","v":2}').digest()
+    got, salts = event_digest(seq=7, type="user_message", ts=ts, v=2, payload=payload, stored=orjson.dumps(payload), sealing=(frozenset(), ()))
+    return got == expected and salts is None
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.dictionaries(st.text(max_size=6), json_values, max_size=5))
 def test_the_fast_path_and_the_exact_encoder_agree_with_rfc8785_on_any_payload(payload):
     expected = rfc8785.dumps(payload)
     assert canonical_json(payload) == expected
     assert payload_canonical(payload, orjson.dumps(payload)) == expected
+    assert _digest_agrees(payload)
 
 
 @settings(max_examples=2000, deadline=None)

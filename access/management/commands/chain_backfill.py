@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand
 
+from access.chain import access_chain_backfill
 from runs.chain import chain_backfill
 from runs.models import Run
 
@@ -12,4 +13,5 @@ class Command(BaseCommand):
         written = 0
         for run_id in runs:
             written += chain_backfill(run_id=run_id)
-        self.stdout.write(f"chained {len(runs)} runs, {written} event hashes written")
+        records = access_chain_backfill()
+        self.stdout.write(f"chained {len(runs)} runs, {written} event hashes written, {records} access records chained")

@@ -4,13 +4,14 @@ import sys
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
+from access.chain import access_chain_verify
 from runs.chain import ChainProblem, chain_verify
 from runs.models import Run
 from runs.signing import checkpoint_check_signature
 
 
 class Command(BaseCommand):
-    help = "Recompute each run's hash chain from its stored events; non-zero naming run, seq and what broke (CONTRACTS section 6)."
+    help = "Recompute each run's hash chain from its stored events, and the chain of its access records; non-zero naming run, seq and what broke (CONTRACTS section 6)."
 
     def add_arguments(self, parser):
         parser.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="the runs to check (default: every run)")
@@ -39,6 +40,13 @@ class Command(BaseCommand):
             mark = marks.get(run_id)
             if problem is None and mark is not None:
                 problem = _against_checkpoint(run_id, mark, last, head)
+            if problem is None:
+                # Who was shown the run's sensitive values: chained the same way (access.chain).
+                aproblem, acount, ahead = access_chain_verify(run_id=run_id)
+                if aproblem is not None:
+                    problem = ChainProblem(run_id, None, f"access {aproblem.kind}", f"access record {aproblem.n}: {aproblem.detail}" if aproblem.n else aproblem.detail)
+                elif mark is not None and "access_count" in mark:
+                    problem = _access_against_checkpoint(run_id, mark, acount, ahead)
             if problem is not None and problem.kind == "run deleted" and mark is not None:
                 problem = ChainProblem(run_id, None, "run deleted", f"the checkpoint holds it at seq {mark['last_seq']}, the database has no such run")
             failed += problem is not None
@@ -60,4 +68,12 @@ def _against_checkpoint(run_id: str, mark: dict, last: int, head: bytes | None) 
         return ChainProblem(run_id, last, "rolled back", f"the checkpoint holds it at seq {mark['last_seq']} head {mark['head']}, the database at seq {last}")
     if last == mark["last_seq"] and (head.hex() if head else None) != mark["head"]:
         return ChainProblem(run_id, last, "head differs from checkpoint", f"the checkpoint's head at seq {last} is {mark['head']}")
+    return None
+
+
+def _access_against_checkpoint(run_id: str, mark: dict, count: int, head: bytes | None) -> ChainProblem | None:
+    if count < mark["access_count"]:
+        return ChainProblem(run_id, None, "access rolled back", f"the checkpoint holds {mark['access_count']} access records, the database {count}")
+    if count == mark["access_count"] and (head.hex() if head else None) != mark["access_head"]:
+        return ChainProblem(run_id, None, "access head differs from checkpoint", f"the checkpoint's access head at {count} records is {mark['access_head']}")
     return None
