@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from console import views
+from console import views, views_find
 
 app_name = "console"
 
@@ -31,4 +31,6 @@ urlpatterns += [
     path("access/", views.access_log, name="access"),
     path("policies/", views.policies, name="policies"),
     path("notifications/", views.notifications, name="notifications"),
+    path("search/", views_find.search, name="search"),
+    path("nav/open-count/", views_find.open_badge, name="open_badge"),
 ]

@@ -1,0 +1,49 @@
+# Indexes for the console's search (console/search.py) and its decision log, on PostgreSQL only:
+# pg_trgm GIN indexes of UPPER(text), which serve "contains, ignoring case" (and so a key's prefix)
+# without reading the table. The expressions are the ones console/search.py writes; a different
+# spelling would not be matched by the planner. SQLite has no trigram index and scans (the console
+# search there serves small installations), so on it this migration adds only the decision log's index.
+#
+# The narrow in-flight table gets none: it is written by every tool call of every agent and holds
+# only the calls in flight, so a scan of it is cheap and an index would cost the agents' hot path.
+# The event table gets partial indexes only (the decisions, a small part of it), so an ordinary
+# append pays nothing but the check of the index's condition.
+
+from django.db import migrations
+
+INDEXES = [
+    ("reckon_run_search_id", "reckon_run", "gin (UPPER(run_id) gin_trgm_ops)", ""),
+    ("reckon_uc_search_call_id", "reckon_uncertain_call", "gin (UPPER(call_id) gin_trgm_ops)", ""),
+    ("reckon_uc_search_key", "reckon_uncertain_call", "gin (UPPER(idempotency_key) gin_trgm_ops)", ""),
+    ("reckon_uc_search_run", "reckon_uncertain_call", "gin (UPPER(run_id) gin_trgm_ops)", ""),
+    ("reckon_uc_search_args", "reckon_uncertain_call", "gin (UPPER((arguments)::text) gin_trgm_ops)", ""),
+    ("reckon_event_search_evidence", "reckon_event", "gin (UPPER(payload ->> 'evidence_ref') gin_trgm_ops)", "type = 'approval_decided'"),
+    # The decision log, newest first by the decision's own time.
+    ("reckon_event_decisions_ts", "reckon_event", "(ts DESC, run_id DESC, seq DESC)", "type IN ('approval_decided', 'tool_call_resolved')"),
+]
+
+
+def _create(apps, schema_editor):
+    if schema_editor.connection.vendor != "postgresql":
+        # The decision log's index is plain SQL both engines take.
+        name, table, body, where = INDEXES[-1]
+        schema_editor.execute(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" {body} WHERE {where}')
+        return
+    schema_editor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    for name, table, body, where in INDEXES:
+        schema_editor.execute(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" USING {body}{" WHERE " + where if where else ""}'.replace("USING (", "("))
+
+
+def _drop(apps, schema_editor):
+    for name, *_ in INDEXES:
+        schema_editor.execute(f'DROP INDEX IF EXISTS "{name}"')
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("console", "0003_models_moved"),
+        ("runs", "0008_chain"),
+        ("recovery", "0005_drop_unused_queue_indexes"),
+    ]
+
+    operations = [migrations.RunPython(_create, _drop)]
