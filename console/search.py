@@ -154,7 +154,8 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
         else:
             arg_cond = Q(arguments__icontains=q)
         candidates = list(_filter(UncertainCall.objects.exclude(pk__in=list(hits)), arg_cond)[:CANDIDATES])
-        values = run_sensitive_values(run_ids={c.run_id for c in candidates}, fields=fields) if fields else frozenset()
+        # Values are masked wherever they occur only for a searcher who does not see them anyway.
+        values = run_sensitive_values(run_ids={c.run_id for c in candidates}, fields=fields) if not may_see else frozenset()
         for row in candidates:
             paths = argument_matches(row.arguments, q, fields=fields, values=values)
             if paths:

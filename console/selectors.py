@@ -15,7 +15,7 @@ from typing import Iterable, Iterator
 
 from django.db.models import Count, Exists, OuterRef, Q, Subquery, TextField
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 
 from access.selectors import run_access_records
 from recovery.masking import MASK, masked_paths, run_sensitive_values, sensitive_fields, value_mask
@@ -211,28 +211,44 @@ DECISION_LOG_TYPES = ("approval_decided", "tool_call_resolved")
 
 
 def decision_cursor(ev) -> str:
-    """The keyset cursor that follows ``ev`` in the decision log: its recorded time, seq and run."""
-    return cursor_encode(ev.recorded_at, ev.seq, ev.run_id)
+    """The keyset cursor that follows ``ev`` in the decision log: the decision's own time, seq and run."""
+    return cursor_encode(ev.ts, ev.seq, ev.run_id)
 
 
 def decision_cursor_parse(text: str) -> tuple[datetime, int, str]:
-    """``decision_cursor``'s text back to (recorded_at, seq, run_id); ValueError names what is wrong."""
+    """``decision_cursor``'s text back to (ts, seq, run_id); ValueError names what is wrong."""
     try:
         return cursor_decode(text, (datetime, int, str))
     except CursorError as exc:
         raise ValueError(f"before must be a cursor from the decision log's 'Older decisions' link ({exc}), got {text[:80]!r}") from None
 
 
-def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposition: str = "", kind: str = "", since=None, until=None, before: str | None = None, limit: int = 50) -> Page:
-    """Every human and automatic recovery decision across runs, newest first (keyset on recorded
-    time, run and seq; ``before`` is a ``decision_cursor``).
+DECISION_LOG_PAGE = 50
 
-    People's decisions are ``approval_decided`` events (with ``decision``), and every final
-    disposition, a person's or a rule's, is a ``tool_call_resolved``. Tool and tenant come from the
-    uncertain call the event is about, matched by run and idempotency key.
+
+def decisions_count(*, cap: int = 10_000, **search) -> tuple[int, bool]:
+    """How many decisions the log's filters match, counting at most ``cap`` (then ``(cap, False)``)."""
+    qs = decisions_search(query_only=True, **search)
+    n = qs.order_by()[: cap + 1].count()
+    return (n, True) if n <= cap else (cap, False)
+
+
+def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposition: str = "", kind: str = "", since=None, until=None, before: str | None = None, limit: int = DECISION_LOG_PAGE, query_only: bool = False):
+    """Every human and automatic recovery decision across runs, newest first by the decision's own
+    time (``ts``, not when it was stored: an imported history keeps its order; keyset on time, run
+    and seq; ``before`` is a ``decision_cursor``).
+
+    People's decisions are ``approval_decided`` events (with ``decision``, or ``approved`` in a
+    version-1 log), and every final disposition, a person's or a rule's, is a ``tool_call_resolved``.
+    Tool and tenant come from the uncertain call the event is about, matched by run and idempotency
+    key, or by call id where the event has no key (version 1). ``by`` matches a person's name or a
+    rule's text containing it, ignoring case; ``tool`` and ``tenant`` likewise.
     """
+    from recovery.selectors import calls_values_containing
+
     qs = Event.objects.filter(type__in=DECISION_LOG_TYPES).annotate(
         key=KeyTextTransform("idempotency_key", "payload"),
+        p_call_id=KeyTextTransform("call_id", "payload"),
         # As plain text (Cast), so the filters below are ordinary text comparisons rather than
         # Django's JSON-aware lookups, which compile to jsonb operators on PostgreSQL.
         p_by=Cast(KeyTextTransform("by", "payload"), TextField()),
@@ -240,31 +256,34 @@ def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposit
         p_disposition=Cast(KeyTextTransform("disposition", "payload"), TextField()),
         p_decision=Cast(KeyTextTransform("decision", "payload"), TextField()),
     )
-    calls = UncertainCall.objects.filter(run_id=OuterRef("run_id"), idempotency_key=OuterRef("key"))
+    by_key = UncertainCall.objects.filter(run_id=OuterRef("run_id"), idempotency_key=OuterRef("key"))
+    by_call_id = UncertainCall.objects.filter(run_id=OuterRef("run_id"), call_id=OuterRef("p_call_id"))
     if by:
-        qs = qs.filter(Q(p_by=by) | Q(p_rule__icontains=by))
+        qs = qs.filter(Q(p_by__icontains=by) | Q(p_rule__icontains=by))
     if disposition:
         qs = qs.filter(Q(p_disposition=disposition) | Q(p_decision=disposition))
     if kind == "person":
         qs = qs.filter(p_by__isnull=False)
     elif kind == "automatic":
         qs = qs.filter(p_by__isnull=True)
-    if tool:
-        qs = qs.filter(Exists(calls.filter(tool=tool)))
-    if tenant:
-        qs = qs.filter(Exists(calls.filter(tenant=tenant)))
+    for name, text in (("tool", tool), ("tenant", tenant)):
+        if text:
+            names = calls_values_containing(column=name, text=text)
+            qs = qs.filter(Exists(by_key.filter(**{f"{name}__in": names})) | Exists(by_call_id.filter(**{f"{name}__in": names})))
     if since is not None:
         qs = qs.filter(ts__gte=since)
     if until is not None:
         qs = qs.filter(ts__lt=until)
+    if query_only:
+        return qs
     if before is not None:
         at, seq, run_id = decision_cursor_parse(before)
-        qs = qs.filter(Q(recorded_at__lt=at) | Q(recorded_at=at, run_id__lt=run_id) | Q(recorded_at=at, run_id=run_id, seq__lt=seq))
+        qs = qs.filter(Q(ts__lt=at) | Q(ts=at, run_id__lt=run_id) | Q(ts=at, run_id=run_id, seq__lt=seq))
     qs = qs.annotate(
-        tool=Subquery(calls.values("tool")[:1]),
-        tenant=Subquery(calls.values("tenant")[:1]),
-        call_pk=Subquery(calls.values("pk")[:1]),
-    ).order_by("-recorded_at", "-run_id", "-seq")
+        tool=Coalesce(Subquery(by_key.values("tool")[:1]), Subquery(by_call_id.values("tool")[:1])),
+        tenant=Coalesce(Subquery(by_key.values("tenant")[:1]), Subquery(by_call_id.values("tenant")[:1])),
+        call_pk=Coalesce(Subquery(by_key.values("pk")[:1]), Subquery(by_call_id.values("pk")[:1])),
+    ).order_by("-ts", "-run_id", "-seq")
     rows = list(qs[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
