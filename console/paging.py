@@ -8,7 +8,6 @@ trail's length plus one.
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
 
 MAX_TRAIL = 200  # pages back a link can remember; deeper than that, "previous" starts over at the first
 
