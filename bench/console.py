@@ -221,6 +221,10 @@ def bench_console(*, quick: bool, out) -> dict:
         # Planned after the timing, on a table that also holds what production's does: a resolved
         # history four times the open calls, and calls in flight in both tables.
         figures["history_rows"] = _load_history_pg(4 * figures["open_uncertain_calls"], now)
+        # The queue over the settled history too: "resolved" and "all", and "mine" and "unassigned".
+        figures["queue_history"] = _time(client, ["/queue/?state=resolved", "/queue/?state=all", "/queue/?state=all&tenant=t3", "/queue/?view=mine", "/queue/?view=unassigned"], n)
+        if out is not None:
+            out.write(f"  queue over {figures['history_rows']:,} settled calls (resolved, all, mine, unassigned): p50 {figures['queue_history']['p50_ms']} ms   p95 {figures['queue_history']['p95_ms']} ms")
         figures["plans"], figures["indexes_unused"] = _plans(client, pks[0])
     if out is not None:
         out.write(f"console on {figures['engine']}: {figures['events']:,} events, {figures['open_uncertain_calls']:,} open uncertain calls (loaded in {figures['load_s']} s)")
@@ -249,6 +253,9 @@ QUEUE_FILTERS = (
     "state=resolved&risk_class=irreversible",
     "state=resolved&tool=issue_refund",
     "state=resolved&tenant=t3",
+    "state=all",
+    "view=mine",
+    "view=unassigned",
 )
 
 

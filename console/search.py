@@ -1,10 +1,11 @@
 """Find anything: runs, calls (in doubt, settled or still in flight) and decisions by one text.
 
-What a query matches, case-insensitively and anywhere in the text (so a key's prefix finds it):
+What a query matches, ignoring case:
 
-- runs by run id;
-- calls by call id, idempotency key, run id and the values of their arguments, in the uncertain
-  call table and in the narrow in-flight table (which keeps no arguments);
+- runs by the start of their run id (the whole id, or its first characters);
+- calls by the start of their call id, idempotency key or run id, and by any part of the values
+  of their arguments, in the uncertain call table and in the narrow in-flight table (which keeps
+  no arguments of its own: a call in flight shows those of its start event);
 - decisions (``approval_decided`` and ``tool_call_resolved``) by their evidence reference and, for
   the calls found, by the call's key.
 
@@ -14,9 +15,10 @@ value, the screens' own rule), so a masked account number finds nothing. When a 
 sensitive values is shown one in a result (the argument that matched), the view records it in the
 access record before showing it.
 
-On PostgreSQL each text is matched through a ``pg_trgm`` GIN index of ``UPPER(column)`` (console
-migration 0004): the same expression is written here and in the migration, so the planner uses
-it. SQLite has no such index and scans; it serves small installations.
+On PostgreSQL ids are matched through btree indexes of ``UPPER(column)`` and texts through
+``pg_trgm`` GIN indexes of ``UPPER(text)`` (console migration 0004): the same expressions are
+written here and in the migration, so the planner uses them. SQLite has no such index and scans; it
+serves small installations.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ DECISION_TYPES = ("approval_decided", "tool_call_resolved")
 # Calls fetched before the argument check (which drops those matched only by a key name, or by a
 # value the searcher may not see); the rest are left for a narrower query.
 CANDIDATES = 200
+INDEX_BUDGET_MS = 25  # how long a trigram index may take before the text counts as common
 
 
 class SearchError(ValueError):
@@ -82,6 +85,40 @@ def query_clean(raw: str) -> str:
 
 def _like(q: str) -> str:
     return "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def starts(column_sql: str, q: str, *, lookup: str) -> Q | RawSQL:
+    """A filter: ``column`` starts with ``q`` ignoring case, in the btree-indexed spelling on PostgreSQL."""
+    if connection.vendor == "postgresql":
+        pattern = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        return RawSQL(f"UPPER({column_sql}) LIKE UPPER(%s)", [pattern], output_field=BooleanField())
+    return Q(**{f"{lookup}__istartswith": q})
+
+
+def _first(qs, n: int) -> list:
+    """At most ``n`` rows of ``qs`` (a trigram match), fast whether the text is rare or common.
+
+    A trigram index answers a rare text at once but must collect every match of a common one
+    before the first row comes back (all 100,000 calls of an amount: 400 ms). So the index gets a
+    short time; past it the text is common, and a plain scan of the table, which stops at the
+    ``n``-th match, finds them sooner.
+    """
+    if connection.vendor != "postgresql":
+        return list(qs[:n])
+    from django.db import OperationalError, transaction
+
+    with transaction.atomic():
+        with connection.cursor() as c:
+            c.execute("SET LOCAL statement_timeout = %s", [f"{INDEX_BUDGET_MS}ms"])
+        try:
+            with transaction.atomic():
+                return list(qs[:n])
+        except OperationalError:
+            pass  # cancelled: the text is common
+        with connection.cursor() as c:
+            c.execute("SET LOCAL statement_timeout = 0")
+            c.execute("SET LOCAL enable_bitmapscan = off")
+        return list(qs[:n])
 
 
 def contains(column_sql: str, q: str, *, lookup: str) -> Q | RawSQL:
@@ -132,7 +169,8 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
     res = Results(q=q)
     may_see = fields <= NEVER_REVEALED  # the searcher's mask hides nothing but the key secret
     # Runs: by id, newest activity first among the matches.
-    runs = list(_filter(Run.objects.all(), contains('"reckon_run"."run_id"', q, lookup="run_id")).order_by("-last_seq", "run_id")[: per_kind + 1])
+    # Unordered in SQL (the pattern index gives no order the screen wants), sorted once fetched.
+    runs = sorted(_filter(Run.objects.all(), starts('"reckon_run"."run_id"', q, lookup="run_id")).order_by()[: per_kind + 1], key=lambda r: r.run_id)
     res.more["runs"] = len(runs) > per_kind
     res.runs = runs[:per_kind]
     if res.runs:
@@ -144,16 +182,19 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
 
     # Calls: ids, keys and run ids first (exact identifiers), then argument values.
     t = '"reckon_uncertain_call"'
-    by_id = [contains(f"{t}.\"call_id\"", q, lookup="call_id"), contains(f"{t}.\"idempotency_key\"", q, lookup="idempotency_key"), contains(f"{t}.\"run_id\"", q, lookup="run_id")]
     hits: dict[int, CallHit] = {}
-    for row in _filter(UncertainCall.objects.all(), *by_id)[: per_kind + 1]:
-        hits[row.pk] = CallHit(call=row, in_flight=row.state == UncertainCall.State.IN_FLIGHT)
+    for col in ("idempotency_key", "call_id", "run_id"):
+        # One statement per column, each a range of its own index that stops after a page.
+        if len(hits) > per_kind:
+            break
+        for row in _filter(UncertainCall.objects.all(), starts(f"{t}.\"{col}\"", q, lookup=col)).order_by()[: per_kind + 1]:
+            hits.setdefault(row.pk, CallHit(call=row, in_flight=row.state == UncertainCall.State.IN_FLIGHT))
     if len(hits) <= per_kind:
         if connection.vendor == "postgresql":
             arg_cond = contains(f"({t}.\"arguments\")::text", q, lookup="arguments")
         else:
             arg_cond = Q(arguments__icontains=q)
-        candidates = list(_filter(UncertainCall.objects.exclude(pk__in=list(hits)), arg_cond)[:CANDIDATES])
+        candidates = [c for c in _first(_filter(UncertainCall.objects.all(), arg_cond).order_by(), CANDIDATES) if c.pk not in hits]
         # Values are masked wherever they occur only for a searcher who does not see them anyway.
         values = run_sensitive_values(run_ids={c.run_id for c in candidates}, fields=fields) if not may_see else frozenset()
         for row in candidates:
@@ -164,7 +205,7 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
                 break
     # Calls in flight in the narrow table: by id, key or run (it keeps no arguments).
     f = '"reckon_in_flight_call"'
-    flying = _filter(InFlightCall.objects.all(), contains(f"{f}.\"call_id\"", q, lookup="call_id"), contains(f"{f}.\"idempotency_key\"", q, lookup="idempotency_key"), contains(f"{f}.\"run_id\"", q, lookup="run_id"))
+    flying = _filter(InFlightCall.objects.all(), starts(f"{f}.\"call_id\"", q, lookup="call_id"), starts(f"{f}.\"idempotency_key\"", q, lookup="idempotency_key"), starts(f"{f}.\"run_id\"", q, lookup="run_id"))
     by_run: dict[str, list[InFlightCall]] = {}
     for row in flying[: per_kind + 1]:
         if row.id not in hits:
@@ -205,7 +246,7 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
         ev_ref = RawSQL("\"reckon_event\".\"type\" = 'approval_decided' AND UPPER(\"reckon_event\".\"payload\" ->> 'evidence_ref') LIKE UPPER(%s)", [_like(q)], output_field=BooleanField())
     else:
         ev_ref = Q(type="approval_decided", payload__evidence_ref__icontains=q)
-    decisions = list(_filter(Event.objects.all(), ev_ref).order_by("-ts")[: per_kind + 1])
+    decisions = sorted(_first(_filter(Event.objects.all(), ev_ref).order_by(), per_kind + 1), key=lambda e: e.ts, reverse=True)
     keys = {(h.call.run_id, h.call.idempotency_key) for h in res.calls}
     call_ids = {(h.call.run_id, h.call.call_id) for h in res.calls}
     if keys and len(decisions) <= per_kind:

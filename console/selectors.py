@@ -44,17 +44,71 @@ RECORD_ONLY_TYPES = frozenset(t.value for t in RECORD_ONLY)
 # --- runs ------------------------------------------------------------------------------------
 
 
-def runs_page(*, q: str = "", after: str | None = None, limit: int = 50) -> Page:
-    """Runs by id (keyset: ``after`` is the last run id seen), optionally those whose id contains ``q``."""
-    qs = Run.objects.order_by("run_id").only("run_id", "origin", "created_at", "last_seq", "finished_seq", "lease_holder", "lease_expires_at")
+def run_status(run: Run, *, now) -> str:
+    """A run's status in a word: finished, running (its writer holds a live lease), or stopped
+    (neither: its agent went away, or the log was imported)."""
+    if run.finished_seq:
+        return "finished"
+    if run.lease_holder and run.lease_expires_at is not None and run.lease_expires_at > now:
+        return "running"
+    return "stopped"
+
+
+def runs_open_calls(run_ids: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per run: how many of its calls are in doubt (``open``: open, reconciling, escalated) and how
+    many are in flight (``in_flight``, in either table)."""
+    from recovery.models import UNRESOLVED_STATES, InFlightCall
+
+    ids = list(set(run_ids))
+    out = {r: {"open": 0, "in_flight": 0} for r in ids}
+    for run_id, state, n in UncertainCall.objects.filter(run_id__in=ids).exclude(state=UncertainCall.State.RESOLVED).values_list("run_id", "state").annotate(n=Count("id")).order_by():
+        out[run_id]["open" if state in UNRESOLVED_STATES else "in_flight"] += n
+    for run_id, n in InFlightCall.objects.filter(run_id__in=ids).values_list("run_id").annotate(n=Count("id")).order_by():
+        out[run_id]["in_flight"] += n
+    return out
+
+
+def _activity():
+    """A run's latest activity: its last event's own time (the run's creation when it has none)."""
+    last = Event.objects.filter(run_id=OuterRef("run_id"), seq=OuterRef("last_seq")).values("ts")[:1]
+    return Coalesce(Subquery(last), "created_at")
+
+
+def runs_page(*, q: str = "", after: str | None = None, limit: int = 50, now=None) -> Page:
+    """Runs by latest activity, most recent first (keyset: ``after`` is the cursor of the last run
+    shown), optionally those whose id contains ``q``; each with ``activity``, ``status`` and
+    ``calls`` (``runs_open_calls``). ValueError names a cursor this list did not give."""
+    from django.utils import timezone as djtz
+
+    now = now or djtz.now()
+    qs = Run.objects.only("run_id", "origin", "created_at", "last_seq", "finished_seq", "lease_holder", "lease_expires_at").annotate(activity=_activity())
     if q:
         qs = qs.filter(run_id__icontains=q)
     if after:
-        qs = qs.filter(run_id__gt=after)
-    rows = list(qs[: limit + 1])
+        try:
+            at, run_id = cursor_decode(after, (datetime, str))
+        except CursorError as exc:
+            raise ValueError(f"after must be a cursor from the runs list's links ({exc}), got {after[:80]!r}") from None
+        qs = qs.filter(Q(activity__lt=at) | Q(activity=at, run_id__lt=run_id))
+    rows = list(qs.order_by("-activity", "-run_id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return Page(rows, rows[-1].run_id if more else None)
+    calls = runs_open_calls(r.run_id for r in rows)
+    for r in rows:
+        r.status = run_status(r, now=now)
+        r.calls = calls.get(r.run_id, {"open": 0, "in_flight": 0})
+    return Page(rows, cursor_encode(rows[-1].activity, rows[-1].run_id) if more else None)
+
+
+def run_calls(*, run_id: str) -> list:
+    """The run's calls that are or were uncertain, and those in flight, oldest first: the run
+    screen links each to its own screen."""
+    from recovery.models import InFlightCall
+    from recovery.projection import in_flight_rows
+
+    rows = list(UncertainCall.objects.filter(run_id=run_id).order_by("start_seq"))
+    rows += in_flight_rows(run_id, list(InFlightCall.objects.filter(run_id=run_id)))
+    return sorted(rows, key=lambda r: r.start_seq)
 
 
 def run_events_page(*, run_id: str, types: Iterable[str] = (), before: int | None = None, limit: int = 100) -> Page:

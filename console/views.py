@@ -95,9 +95,14 @@ def home(request):
 @require_GET
 def runs_list(request):
     q = request.GET.get("q", "").strip()[:200]
-    page = selectors.runs_page(q=q, after=request.GET.get("after") or None)
-    partial = "rows" if request.htmx else None
-    return _render(request, "console/runs.html", {"page": page, "q": q}, nav="runs", partial=partial)
+    after = request.GET.get("after") or None
+    try:
+        trail = paging.trail_parse(request.GET.get("trail", ""), after=after)
+        page = selectors.runs_page(q=q, after=after)
+    except ValueError as exc:
+        return _render(request, "console/runs.html", {"page": None, "q": q, "error": str(exc)}, nav="runs", status=400)
+    paging.pages_link(page, request, trail=trail, size=50, cursor_name="after")
+    return _render(request, "console/runs.html", {"page": page, "q": q}, nav="runs")
 
 
 @requires("view_console")
@@ -121,6 +126,7 @@ def run_detail(request, run_id: str):
         "types": types,
         "record_only": selectors.RECORD_ONLY_TYPES,
         "can_reveal": request.user.has_perm(perm("view_sensitive")),
+        "expand": request.GET.get("expand") == "all",
     }
     if request.htmx and before is not None:
         return _render(request, "console/run.html", ctx, partial="timeline")
@@ -131,6 +137,8 @@ def run_detail(request, run_id: str):
             "state": state,
             "state_error": state_error,
             **selectors.run_audit(run_id=run_id, fields=fields),
+            "status": selectors.run_status(run, now=timezone.now()),
+            "calls": selectors.run_calls(run_id=run_id),
             "can_export": request.user.has_perm(perm("export_run")),
             "export_masked": masks_sensitive(mask_for(request.user)),
         }

@@ -79,3 +79,13 @@ document.addEventListener("htmx:beforeRequest", function (event) {
     }
   });
 })();
+
+// "Expand all" / "collapse all" on a run's screen: fold or unfold every payload in place (the
+// links also work without JavaScript, reloading the page with every payload open or folded).
+document.addEventListener("click", function (event) {
+  var link = event.target.closest ? event.target.closest("a.expand-all") : null;
+  if (!link) return;
+  event.preventDefault();
+  var open = link.getAttribute("data-expand") === "open";
+  document.querySelectorAll("main details.payload, main .decisions details").forEach(function (d) { d.open = open; });
+});
