@@ -11,7 +11,7 @@ from access.models import AccessRecord
 from recovery.models import Decision
 
 RISK_CHOICES = [("", "any risk"), ("irreversible", "irreversible"), ("reversible", "reversible"), ("idempotent", "idempotent"), ("read_only", "read only")]
-STATE_CHOICES = [("", "not resolved"), ("open", "open"), ("reconciling", "reconciling"), ("escalated", "escalated"), ("in_flight", "in flight"), ("resolved", "resolved")]
+STATE_CHOICES = [("", "not resolved"), ("open", "open"), ("reconciling", "reconciling"), ("escalated", "escalated"), ("in_flight", "in flight"), ("resolved", "resolved"), ("all", "all, settled ones too")]
 DUP_CHOICES = [("", "either"), ("yes", "possible duplicates only"), ("no", "no possible duplicate")]
 
 
