@@ -113,3 +113,13 @@ def test_the_decision_log_filters_people_by_any_part_of_the_name(manager, v1_run
     part = name[1:4].upper()
     found = decisions_search(by=part, limit=100).items
     assert found and all(part.casefold() in (e.payload.get("by") or e.payload.get("rule") or "").casefold() for e in found)
+
+
+def test_the_access_record_filters_people_by_any_part_of_the_name(compliance, conflict_call):
+    from access.services import access_record_write
+    from access.tokens import principal_for_user
+
+    access_record_write(who=principal_for_user(compliance), front_end="console", run_id="run-conflict", why="a check", fields=["arguments.account"])
+    html = client_for(compliance).get("/access/", {"who": "COLIN"}).text
+    assert "a check" in html
+    assert "a check" not in client_for(compliance).get("/access/", {"who": "dana"}).text
