@@ -168,8 +168,8 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
     """
     res = Results(q=q)
     may_see = fields <= NEVER_REVEALED  # the searcher's mask hides nothing but the key secret
-    # Runs: by id, newest activity first among the matches.
-    # Unordered in SQL (the pattern index gives no order the screen wants), sorted once fetched.
+    # Runs by the start of their id: unordered in SQL (the pattern index gives no order the screen
+    # wants, and sorting every match would read them all), sorted once fetched.
     runs = sorted(_filter(Run.objects.all(), starts('"reckon_run"."run_id"', q, lookup="run_id")).order_by()[: per_kind + 1], key=lambda r: r.run_id)
     res.more["runs"] = len(runs) > per_kind
     res.runs = runs[:per_kind]
@@ -224,7 +224,7 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
     for h in res.calls:
         c = h.call
         for label, text in (("call id", c.call_id), ("key", c.idempotency_key), ("run", c.run_id)):
-            if needle in (text or "").casefold():
+            if (text or "").casefold().startswith(needle):
                 h.matched.insert(0, label)
         args = getattr(c, "arguments", None)
         if args is None:
