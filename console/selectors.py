@@ -378,7 +378,21 @@ def events_shown(events: list, fields: frozenset[str], values: frozenset[str] | 
     for e in events:
         e.shown = value_mask(e.payload, fields, values)
         e.masked = masked_paths(e.payload, fields)
+        e.brief = payload_brief(e.shown)
     return events
+
+
+# The entries a folded payload's one line names first: what was decided or found, and by whom.
+BRIEF_FIRST = ("decision", "disposition", "outcome", "action", "by", "rule", "name", "call_id", "reason", "text", "content")
+
+
+def payload_brief(payload, limit: int = 160) -> str:
+    """A payload in one line for its folded view: the telling entries first, then the rest, cut at ``limit``."""
+    if not isinstance(payload, dict):
+        return "" if payload is None else str(payload)[:limit]
+    keys = [k for k in BRIEF_FIRST if k in payload] + [k for k in payload if k not in BRIEF_FIRST]
+    text = ", ".join(f"{k}={payload[k] if not isinstance(payload[k], (dict, list)) else '…'}" for k in keys)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def run_timeline(*, run_id: str, types: Iterable[str], before: int | None, fields: frozenset[str], limit: int = 100, values: frozenset[str] | None = None) -> Page:
