@@ -24,11 +24,11 @@ def access_cursor_parse(text: str) -> tuple[datetime, int]:
 
 
 def access_records_search(*, who: str = "", run_id: str = "", front_end: str = "", since: datetime | None = None, until: datetime | None = None, before: str | None = None, limit: int = 50) -> Page:
-    """Access records newest first, narrowed by person or token name (exact), run id (exact), front
+    """Access records newest first, narrowed by person or token name (any part, ignoring case), run id (exact), front
     end and a time range (``since`` inclusive, ``until`` exclusive); keyset pages on (at, id)."""
     qs = AccessRecord.objects.all()
     if who:
-        qs = qs.filter(actor_name=who)
+        qs = qs.filter(actor_name__icontains=who)  # any part of the name, ignoring case, as every console filter of people
     if run_id:
         qs = qs.filter(run_id=run_id)
     if front_end:

@@ -1,4 +1,5 @@
-"""``manage.py bench console``: server time of the queue, the overview and the approval screen.
+"""``manage.py bench console``: server time of the queue, the overview, the approval screen, the
+search, the navigation's open-call badge, the decision log and the runs list.
 
 The data is loaded in bulk, straight into the tables (the suite runs in a throwaway database): runs
 of ``events_per_run`` events with ``calls_per_run`` open uncertain calls each, about 1% of them past
@@ -22,6 +23,11 @@ SIZES = {
     True: {"runs": 200, "events_per_run": 500, "calls_per_run": 10},  # 100,000 events, 2,000 calls
     False: {"runs": 10_000, "events_per_run": 500, "calls_per_run": 10},  # 5,000,000 events, 100,000 calls
 }
+def SEARCHES(runs: int) -> list[str]:
+    r = max(1, runs * 47 // 100)
+    return [f"k{r}-", "c450", f"bench-{r}", f"TKT-{r}", "840.00"]
+
+
 TOOLS = (("post_correction", "irreversible"), ("issue_refund", "reversible"), ("read_ledger", "read_only"), ("create_ticket", "idempotent"))
 
 
@@ -35,10 +41,11 @@ def _load_pg(runs: int, per_run: int, calls: int, now) -> None:
         )
         c.execute(
             "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at) "
-            "SELECT 'bench-' || r, s, CASE WHEN s = 1 THEN 'run_started' WHEN s %% 50 = 0 THEN 'tool_call_started' ELSE 'user_message' END, 2, "
+            "SELECT 'bench-' || r, s, CASE WHEN s = 1 THEN 'run_started' WHEN s %% 50 = 0 THEN 'tool_call_started' WHEN s = 499 THEN 'approval_decided' ELSE 'user_message' END, 2, "
             "  %s::timestamptz - ((%s - s) * interval '1 second') - (r %% 1440) * interval '1 minute', "
             "  CASE WHEN s = 1 THEN json_build_object('run_id', 'bench-' || r) "
             "       WHEN s %% 50 = 0 THEN json_build_object('call_id', 'c' || s, 'name', 'post_correction', 'arguments', json_build_object('tenant', 't' || (r %% 20), 'account', '4020', 'amount', '840.00'), 'idempotency_key', md5(r || '|' || s)) "
+            "       WHEN s = 499 THEN json_build_object('call_id', 'c450', 'idempotency_key', 'k' || r || '-450', 'approved', true, 'decision', 'happened', 'by', 'bench-oncall', 'reason', 'seen in the ledger', 'evidence_ref', 'TKT-' || r) "
             "       ELSE json_build_object('content', 'message ' || s) END, 1, now() "
             "FROM generate_series(1, %s) r, generate_series(1, %s) s",
             [now, per_run, runs, per_run],
@@ -97,6 +104,8 @@ def _load_generic(runs: int, per_run: int, calls: int, now) -> None:
                     "tool_call_started",
                     {"call_id": f"c{s}", "name": "post_correction", "arguments": {"tenant": f"t{r % 20}", "account": "4020", "amount": "840.00"}, "idempotency_key": f"k{r}-{s}"},
                 )
+            elif s == 499:
+                t, p = "approval_decided", {"call_id": "c450", "idempotency_key": f"k{r}-450", "approved": True, "decision": "happened", "by": "bench-oncall", "reason": "seen in the ledger", "evidence_ref": f"TKT-{r}"}
             else:
                 t, p = "user_message", {"content": f"message {s}"}
             batch.append(Event(run_id=f"bench-{r}", seq=s, type=t, v=2, ts=ts, payload=p, epoch=1))
@@ -195,6 +204,12 @@ def bench_console(*, quick: bool, out) -> dict:
         "queue": _time(client, ["/queue/", "/queue/?risk_class=irreversible", "/queue/?tenant=t3"], n),
         "overview": _time(client, ["/overview/"], n),
         "approval": _time(client, [f"/calls/{pk}/" for pk in pks], n),
+        # The navigation's search: a key's prefix, a call id (in every run), a run id, an evidence
+        # reference and an argument value (in every call); and the open-call badge it polls.
+        "search": _time(client, [f"/search/?q={q}" for q in SEARCHES(size["runs"])], n),
+        "badge": _time(client, ["/nav/open-count/"], n),
+        "decisions": _time(client, ["/decisions/", "/decisions/?by=BENCH", "/decisions/?tenant=t3"], n),
+        "runs": _time(client, ["/runs/", "/runs/?q=bench-47"], n),
         "queries": {
             "queue_25": _queries(client, "/queue/?limit=25"),
             "queue_200": _queries(client, "/queue/?limit=200"),
@@ -206,10 +221,14 @@ def bench_console(*, quick: bool, out) -> dict:
         # Planned after the timing, on a table that also holds what production's does: a resolved
         # history four times the open calls, and calls in flight in both tables.
         figures["history_rows"] = _load_history_pg(4 * figures["open_uncertain_calls"], now)
+        # The queue over the settled history too: "resolved" and "all", and "mine" and "unassigned".
+        figures["queue_history"] = _time(client, ["/queue/?state=resolved", "/queue/?state=all", "/queue/?state=all&tenant=t3", "/queue/?view=mine", "/queue/?view=unassigned"], n)
+        if out is not None:
+            out.write(f"  queue over {figures['history_rows']:,} settled calls (resolved, all, mine, unassigned): p50 {figures['queue_history']['p50_ms']} ms   p95 {figures['queue_history']['p95_ms']} ms")
         figures["plans"], figures["indexes_unused"] = _plans(client, pks[0])
     if out is not None:
         out.write(f"console on {figures['engine']}: {figures['events']:,} events, {figures['open_uncertain_calls']:,} open uncertain calls (loaded in {figures['load_s']} s)")
-        for page in ("queue", "overview", "approval"):
+        for page in ("queue", "overview", "approval", "search", "badge", "decisions", "runs"):
             out.write(f"  {page:<9} p50 {figures[page]['p50_ms']:>7} ms   p95 {figures[page]['p95_ms']:>7} ms   ({n} requests)")
         q = figures["queries"]
         out.write(f"  queries: queue {q['queue_25']} at 25 per page, {q['queue_200']} at 200 per page; overview {q['overview']}; approval {q['approval']}")
@@ -234,6 +253,9 @@ QUEUE_FILTERS = (
     "state=resolved&risk_class=irreversible",
     "state=resolved&tool=issue_refund",
     "state=resolved&tenant=t3",
+    "state=all",
+    "view=mine",
+    "view=unassigned",
 )
 
 
@@ -251,6 +273,7 @@ def _plans(client: Client, pk: int) -> tuple[list[dict], list[str]]:
     api = {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
     plans = queue_plans(client, [(f"console /queue/?{f}", f"/queue/?{f}") for f in QUEUE_FILTERS])
     plans += queue_plans(client, [("console /overview/", "/overview/"), (f"console /calls/{pk}/", f"/calls/{pk}/"), ("console /decisions/?tool=issue_refund", "/decisions/?tool=issue_refund")])
+    plans += queue_plans(client, [(f"console /search/?q={q}", f"/search/?q={q}") for q in SEARCHES(10_000)])
     api_filters = [f.replace("duplicate=yes", "possible_duplicate=true").replace("min_age_m=600", "min_age_s=36000") for f in QUEUE_FILTERS] + ["state=all", "state=all&tenant=t3"]
     plans += queue_plans(client, [(f"API /uncertain-calls?{f}", f"/api/uncertain-calls?{f}") for f in api_filters], headers=api)
     plans += queue_plans(client, [(f"API /uncertain-calls/{pk}", f"/api/uncertain-calls/{pk}"), ("/metrics", "/metrics")], headers=api)

@@ -11,31 +11,53 @@ from access.models import AccessRecord
 from recovery.models import Decision
 
 RISK_CHOICES = [("", "any risk"), ("irreversible", "irreversible"), ("reversible", "reversible"), ("idempotent", "idempotent"), ("read_only", "read only")]
-STATE_CHOICES = [("", "not resolved"), ("open", "open"), ("reconciling", "reconciling"), ("escalated", "escalated"), ("in_flight", "in flight"), ("resolved", "resolved")]
+STATE_CHOICES = [("", "not resolved"), ("open", "open"), ("reconciling", "reconciling"), ("escalated", "escalated"), ("in_flight", "in flight"), ("resolved", "resolved"), ("all", "all, settled ones too")]
 DUP_CHOICES = [("", "either"), ("yes", "possible duplicates only"), ("no", "no possible duplicate")]
 
 
+VIEW_CHOICES = [("", "everyone's"), ("mine", "mine"), ("unassigned", "unassigned")]
+QUEUE_PAGE_SIZES = (25, 50, 100, 200)
+QUEUE_DEFAULT_LIMIT = 50
+
+
 class QueueFilterForm(forms.Form):
+    view = forms.ChoiceField(choices=VIEW_CHOICES, required=False, label="Calls", error_messages={"invalid_choice": "view must be mine or unassigned, got %(value)s"})
     risk_class = forms.ChoiceField(choices=RISK_CHOICES, required=False, label="Risk class")
-    tool = forms.CharField(required=False, max_length=200)
-    tenant = forms.CharField(required=False, max_length=200)
+    tool = forms.CharField(required=False, max_length=200, label="Tool contains")
+    tenant = forms.CharField(required=False, max_length=200, label="Tenant contains")
     state = forms.ChoiceField(choices=STATE_CHOICES, required=False)
     min_age_m = forms.IntegerField(required=False, min_value=0, max_value=525600, label="Older than (minutes)")
     duplicate = forms.ChoiceField(choices=DUP_CHOICES, required=False, label="Possible duplicate")
-    limit = forms.TypedChoiceField(choices=[(25, 25), (50, 50), (100, 100), (200, 200)], coerce=int, required=False, empty_value=50, label="Per page")
+    limit = forms.TypedChoiceField(choices=[(n, n) for n in QUEUE_PAGE_SIZES], coerce=int, required=False, empty_value=QUEUE_DEFAULT_LIMIT, label="Per page")
 
-    FILTER_KEYS = ("risk_class", "tool", "tenant", "state", "min_age_m", "duplicate", "limit")
+    FILTER_KEYS = ("view", "risk_class", "tool", "tenant", "state", "min_age_m", "duplicate", "limit")
 
-    def selector_kwargs(self) -> dict:
+    def __init__(self, data=None, *args, **kwargs):
+        # The page size shown selected is the one used: without one in the address, the default.
+        if data is not None and not data.get("limit"):
+            data = data.copy()
+            data["limit"] = str(QUEUE_DEFAULT_LIMIT)
+        super().__init__(data, *args, **kwargs)
+
+    def selector_kwargs(self, user=None) -> dict:
+        """The recovery selector's arguments: "contains, ignoring case" for tool and tenant becomes
+        the exact names that contain the text; "mine" needs the signed-in ``user``."""
+        from recovery.selectors import calls_values_containing
+
         d = self.cleaned_data
         dup = {"yes": True, "no": False}.get(d.get("duplicate") or "")
+        tool = (d.get("tool") or "").strip()
+        tenant = (d.get("tenant") or "").strip()
+        view = d.get("view") or ""
         return {
             "risk_class": d.get("risk_class") or None,
-            "tool": (d.get("tool") or "").strip() or None,
-            "tenant": (d.get("tenant") or "").strip() or None,
+            "tool": calls_values_containing(column="tool", text=tool) if tool else None,
+            "tenant": calls_values_containing(column="tenant", text=tenant) if tenant else None,
             "state": d.get("state") or None,
             "min_age_s": (d["min_age_m"] * 60) if d.get("min_age_m") is not None else None,
             "possible_duplicate": dup,
+            "claimed_by_name": user.get_username() if view == "mine" else None,
+            "unclaimed": True if view == "unassigned" else None,
         }
 
 
@@ -110,21 +132,29 @@ def seen_versions(data) -> dict[int, int]:
     return {int(k[2:]): int(v) for k, v in data.items() if k.startswith("v_") and k[2:].isdigit() and v.isdigit()}
 
 
+DECISION_LOG_DISPOSITIONS = ("happened", "retry_same_key", "not_happened", "compensate", "escalate", "completed", "retried", "compensated")
+
+
 class DecisionLogForm(forms.Form):
     """The decision log's filters: who, which tool or tenant, what kind, a date range (UTC days)."""
 
     by = forms.CharField(required=False, max_length=200)
     tool = forms.CharField(required=False, max_length=200)
     tenant = forms.CharField(required=False, max_length=200)
-    disposition = forms.CharField(required=False, max_length=200)
-    kind = forms.CharField(required=False, max_length=200)
+    disposition = forms.ChoiceField(
+        required=False,
+        choices=[("", "any"), *[(d, d) for d in DECISION_LOG_DISPOSITIONS]],
+        error_messages={"invalid_choice": "disposition must be one of " + ", ".join(DECISION_LOG_DISPOSITIONS) + ", got %(value)s"},
+    )
+    kind = forms.ChoiceField(required=False, choices=[("", "any"), ("person", "person"), ("automatic", "automatic")], error_messages={"invalid_choice": "kind must be person or automatic, got %(value)s"})
     since = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "since must be a date as YYYY-MM-DD"})
     until = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "until must be a date as YYYY-MM-DD"})
 
     TEXT = ("by", "tool", "tenant", "disposition", "kind")
 
     def __init__(self, data, *args, **kwargs):
-        # Filters are free text matched as given; over-long values are cut rather than refused.
+        # People, tools and tenants are free text matched as "contains, ignoring case"; over-long
+        # values are cut rather than refused. The choices and dates are refused when unknown (400).
         data = data.copy()
         for k in self.TEXT:
             if k in data:

@@ -15,7 +15,7 @@ from typing import Iterable, Iterator
 
 from django.db.models import Count, Exists, OuterRef, Q, Subquery, TextField
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 
 from access.selectors import run_access_records
 from recovery.masking import MASK, masked_paths, run_sensitive_values, sensitive_fields, value_mask
@@ -44,17 +44,71 @@ RECORD_ONLY_TYPES = frozenset(t.value for t in RECORD_ONLY)
 # --- runs ------------------------------------------------------------------------------------
 
 
-def runs_page(*, q: str = "", after: str | None = None, limit: int = 50) -> Page:
-    """Runs by id (keyset: ``after`` is the last run id seen), optionally those whose id contains ``q``."""
-    qs = Run.objects.order_by("run_id").only("run_id", "origin", "created_at", "last_seq", "finished_seq", "lease_holder", "lease_expires_at")
+def run_status(run: Run, *, now) -> str:
+    """A run's status in a word: finished, running (its writer holds a live lease), or stopped
+    (neither: its agent went away, or the log was imported)."""
+    if run.finished_seq:
+        return "finished"
+    if run.lease_holder and run.lease_expires_at is not None and run.lease_expires_at > now:
+        return "running"
+    return "stopped"
+
+
+def runs_open_calls(run_ids: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per run: how many of its calls are in doubt (``open``: open, reconciling, escalated) and how
+    many are in flight (``in_flight``, in either table)."""
+    from recovery.models import UNRESOLVED_STATES, InFlightCall
+
+    ids = list(set(run_ids))
+    out = {r: {"open": 0, "in_flight": 0} for r in ids}
+    for run_id, state, n in UncertainCall.objects.filter(run_id__in=ids).exclude(state=UncertainCall.State.RESOLVED).values_list("run_id", "state").annotate(n=Count("id")).order_by():
+        out[run_id]["open" if state in UNRESOLVED_STATES else "in_flight"] += n
+    for run_id, n in InFlightCall.objects.filter(run_id__in=ids).values_list("run_id").annotate(n=Count("id")).order_by():
+        out[run_id]["in_flight"] += n
+    return out
+
+
+def _activity():
+    """A run's latest activity: its last event's own time (the run's creation when it has none)."""
+    last = Event.objects.filter(run_id=OuterRef("run_id"), seq=OuterRef("last_seq")).values("ts")[:1]
+    return Coalesce(Subquery(last), "created_at")
+
+
+def runs_page(*, q: str = "", after: str | None = None, limit: int = 50, now=None) -> Page:
+    """Runs by latest activity, most recent first (keyset: ``after`` is the cursor of the last run
+    shown), optionally those whose id contains ``q``; each with ``activity``, ``status`` and
+    ``calls`` (``runs_open_calls``). ValueError names a cursor this list did not give."""
+    from django.utils import timezone as djtz
+
+    now = now or djtz.now()
+    qs = Run.objects.only("run_id", "origin", "created_at", "last_seq", "finished_seq", "lease_holder", "lease_expires_at").annotate(activity=_activity())
     if q:
         qs = qs.filter(run_id__icontains=q)
     if after:
-        qs = qs.filter(run_id__gt=after)
-    rows = list(qs[: limit + 1])
+        try:
+            at, run_id = cursor_decode(after, (datetime, str))
+        except CursorError as exc:
+            raise ValueError(f"after must be a cursor from the runs list's links ({exc}), got {after[:80]!r}") from None
+        qs = qs.filter(Q(activity__lt=at) | Q(activity=at, run_id__lt=run_id))
+    rows = list(qs.order_by("-activity", "-run_id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return Page(rows, rows[-1].run_id if more else None)
+    calls = runs_open_calls(r.run_id for r in rows)
+    for r in rows:
+        r.status = run_status(r, now=now)
+        r.calls = calls.get(r.run_id, {"open": 0, "in_flight": 0})
+    return Page(rows, cursor_encode(rows[-1].activity, rows[-1].run_id) if more else None)
+
+
+def run_calls(*, run_id: str) -> list:
+    """The run's calls that are or were uncertain, and those in flight, oldest first: the run
+    screen links each to its own screen."""
+    from recovery.models import InFlightCall
+    from recovery.projection import in_flight_rows
+
+    rows = list(UncertainCall.objects.filter(run_id=run_id).order_by("start_seq"))
+    rows += in_flight_rows(run_id, list(InFlightCall.objects.filter(run_id=run_id)))
+    return sorted(rows, key=lambda r: r.start_seq)
 
 
 def run_events_page(*, run_id: str, types: Iterable[str] = (), before: int | None = None, limit: int = 100) -> Page:
@@ -211,28 +265,50 @@ DECISION_LOG_TYPES = ("approval_decided", "tool_call_resolved")
 
 
 def decision_cursor(ev) -> str:
-    """The keyset cursor that follows ``ev`` in the decision log: its recorded time, seq and run."""
-    return cursor_encode(ev.recorded_at, ev.seq, ev.run_id)
+    """The keyset cursor that follows ``ev`` in the decision log: the decision's own time, seq and run."""
+    return cursor_encode(ev.ts, ev.seq, ev.run_id)
 
 
 def decision_cursor_parse(text: str) -> tuple[datetime, int, str]:
-    """``decision_cursor``'s text back to (recorded_at, seq, run_id); ValueError names what is wrong."""
+    """``decision_cursor``'s text back to (ts, seq, run_id); ValueError names what is wrong."""
     try:
         return cursor_decode(text, (datetime, int, str))
     except CursorError as exc:
         raise ValueError(f"before must be a cursor from the decision log's 'Older decisions' link ({exc}), got {text[:80]!r}") from None
 
 
-def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposition: str = "", kind: str = "", since=None, until=None, before: str | None = None, limit: int = 50) -> Page:
-    """Every human and automatic recovery decision across runs, newest first (keyset on recorded
-    time, run and seq; ``before`` is a ``decision_cursor``).
+DECISION_LOG_PAGE = 50
 
-    People's decisions are ``approval_decided`` events (with ``decision``), and every final
-    disposition, a person's or a rule's, is a ``tool_call_resolved``. Tool and tenant come from the
-    uncertain call the event is about, matched by run and idempotency key.
+
+def decisions_count(*, cap: int = 10_000, **search) -> tuple[int, bool]:
+    """How many decisions the log's filters match, counting at most ``cap`` (then ``(cap, False)``).
+
+    ``(None, False)`` with a tool or tenant filter: each decision's call is looked up to test it,
+    and counting 10,000 of them that way took most of a second (``bench console``), where the page
+    itself needs only its fifty."""
+    if search.get("tool") or search.get("tenant"):
+        return None, False
+    qs = decisions_search(query_only=True, **search)
+    n = qs.order_by()[: cap + 1].count()
+    return (n, True) if n <= cap else (cap, False)
+
+
+def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposition: str = "", kind: str = "", since=None, until=None, before: str | None = None, limit: int = DECISION_LOG_PAGE, query_only: bool = False):
+    """Every human and automatic recovery decision across runs, newest first by the decision's own
+    time (``ts``, not when it was stored: an imported history keeps its order; keyset on time, run
+    and seq; ``before`` is a ``decision_cursor``).
+
+    People's decisions are ``approval_decided`` events (with ``decision``, or ``approved`` in a
+    version-1 log), and every final disposition, a person's or a rule's, is a ``tool_call_resolved``.
+    Tool and tenant come from the uncertain call the event is about, matched by run and idempotency
+    key, or by call id where the event has no key (version 1). ``by`` matches a person's name or a
+    rule's text containing it, ignoring case; ``tool`` and ``tenant`` likewise.
     """
+    from recovery.selectors import calls_values_containing
+
     qs = Event.objects.filter(type__in=DECISION_LOG_TYPES).annotate(
         key=KeyTextTransform("idempotency_key", "payload"),
+        p_call_id=KeyTextTransform("call_id", "payload"),
         # As plain text (Cast), so the filters below are ordinary text comparisons rather than
         # Django's JSON-aware lookups, which compile to jsonb operators on PostgreSQL.
         p_by=Cast(KeyTextTransform("by", "payload"), TextField()),
@@ -240,31 +316,34 @@ def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposit
         p_disposition=Cast(KeyTextTransform("disposition", "payload"), TextField()),
         p_decision=Cast(KeyTextTransform("decision", "payload"), TextField()),
     )
-    calls = UncertainCall.objects.filter(run_id=OuterRef("run_id"), idempotency_key=OuterRef("key"))
+    by_key = UncertainCall.objects.filter(run_id=OuterRef("run_id"), idempotency_key=OuterRef("key"))
+    by_call_id = UncertainCall.objects.filter(run_id=OuterRef("run_id"), call_id=OuterRef("p_call_id"))
     if by:
-        qs = qs.filter(Q(p_by=by) | Q(p_rule__icontains=by))
+        qs = qs.filter(Q(p_by__icontains=by) | Q(p_rule__icontains=by))
     if disposition:
         qs = qs.filter(Q(p_disposition=disposition) | Q(p_decision=disposition))
     if kind == "person":
         qs = qs.filter(p_by__isnull=False)
     elif kind == "automatic":
         qs = qs.filter(p_by__isnull=True)
-    if tool:
-        qs = qs.filter(Exists(calls.filter(tool=tool)))
-    if tenant:
-        qs = qs.filter(Exists(calls.filter(tenant=tenant)))
+    for name, text in (("tool", tool), ("tenant", tenant)):
+        if text:
+            names = calls_values_containing(column=name, text=text)
+            qs = qs.filter(Exists(by_key.filter(**{f"{name}__in": names})) | Exists(by_call_id.filter(**{f"{name}__in": names})))
     if since is not None:
         qs = qs.filter(ts__gte=since)
     if until is not None:
         qs = qs.filter(ts__lt=until)
+    if query_only:
+        return qs
     if before is not None:
         at, seq, run_id = decision_cursor_parse(before)
-        qs = qs.filter(Q(recorded_at__lt=at) | Q(recorded_at=at, run_id__lt=run_id) | Q(recorded_at=at, run_id=run_id, seq__lt=seq))
+        qs = qs.filter(Q(ts__lt=at) | Q(ts=at, run_id__lt=run_id) | Q(ts=at, run_id=run_id, seq__lt=seq))
     qs = qs.annotate(
-        tool=Subquery(calls.values("tool")[:1]),
-        tenant=Subquery(calls.values("tenant")[:1]),
-        call_pk=Subquery(calls.values("pk")[:1]),
-    ).order_by("-recorded_at", "-run_id", "-seq")
+        tool=Coalesce(Subquery(by_key.values("tool")[:1]), Subquery(by_call_id.values("tool")[:1])),
+        tenant=Coalesce(Subquery(by_key.values("tenant")[:1]), Subquery(by_call_id.values("tenant")[:1])),
+        call_pk=Coalesce(Subquery(by_key.values("pk")[:1]), Subquery(by_call_id.values("pk")[:1])),
+    ).order_by("-ts", "-run_id", "-seq")
     rows = list(qs[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
@@ -299,7 +378,21 @@ def events_shown(events: list, fields: frozenset[str], values: frozenset[str] | 
     for e in events:
         e.shown = value_mask(e.payload, fields, values)
         e.masked = masked_paths(e.payload, fields)
+        e.brief = payload_brief(e.shown)
     return events
+
+
+# The entries a folded payload's one line names first: what was decided or found, and by whom.
+BRIEF_FIRST = ("decision", "disposition", "outcome", "action", "by", "rule", "name", "call_id", "reason", "text", "content")
+
+
+def payload_brief(payload, limit: int = 160) -> str:
+    """A payload in one line for its folded view: the telling entries first, then the rest, cut at ``limit``."""
+    if not isinstance(payload, dict):
+        return "" if payload is None else str(payload)[:limit]
+    keys = [k for k in BRIEF_FIRST if k in payload] + [k for k in payload if k not in BRIEF_FIRST]
+    text = ", ".join(f"{k}={payload[k] if not isinstance(payload[k], (dict, list)) else '…'}" for k in keys)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def run_timeline(*, run_id: str, types: Iterable[str], before: int | None, fields: frozenset[str], limit: int = 100, values: frozenset[str] | None = None) -> Page:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from console import evidence, notifications, views
+from console import evidence, notifications, views, views_find
 
 app_name = "console"
 
@@ -37,4 +37,6 @@ urlpatterns += [
     path("notifications/config/route/", notifications.route_post, name="notification_route"),
     path("notifications/config/preview/", notifications.file_preview, name="notification_config_preview"),
     path("notifications/config/apply/", notifications.file_apply, name="notification_config_apply"),
+    path("search/", views_find.search, name="search"),
+    path("nav/open-count/", views_find.open_badge, name="open_badge"),
 ]

@@ -20,7 +20,7 @@ from access import selectors as access_selectors
 from access.models import AccessRecord
 from access.masking import mask_for, masks_sensitive
 from access.roles import MANAGER, perm, requires, role_names
-from console import forms, selectors, services, svg
+from console import forms, paging, selectors, services, svg
 from notify import selectors as notify_selectors
 from recovery import decisions as actions
 from recovery import masking
@@ -28,7 +28,7 @@ from recovery.errors import CallNotFound, NotDecidable, RecoveryError, RunBusy, 
 from recovery.models import Decision
 from recovery.policies import PolicyError
 from recovery.policy_changes import policy_update
-from recovery.selectors import QueryError, queue_figures_by_risk, uncertain_calls_filter
+from recovery.selectors import QueryError, queue_figures_by_risk, uncertain_calls_count, uncertain_calls_filter
 from runs.errors import RunNotFound
 from runs.selectors import run_get
 
@@ -95,9 +95,14 @@ def home(request):
 @require_GET
 def runs_list(request):
     q = request.GET.get("q", "").strip()[:200]
-    page = selectors.runs_page(q=q, after=request.GET.get("after") or None)
-    partial = "rows" if request.htmx else None
-    return _render(request, "console/runs.html", {"page": page, "q": q}, nav="runs", partial=partial)
+    after = request.GET.get("after") or None
+    try:
+        trail = paging.trail_parse(request.GET.get("trail", ""), after=after)
+        page = selectors.runs_page(q=q, after=after)
+    except ValueError as exc:
+        return _render(request, "console/runs.html", {"page": None, "q": q, "error": str(exc)}, nav="runs", status=400)
+    paging.pages_link(page, request, trail=trail, size=50, cursor_name="after")
+    return _render(request, "console/runs.html", {"page": page, "q": q}, nav="runs")
 
 
 @requires("view_console")
@@ -121,6 +126,7 @@ def run_detail(request, run_id: str):
         "types": types,
         "record_only": selectors.RECORD_ONLY_TYPES,
         "can_reveal": request.user.has_perm(perm("view_sensitive")),
+        "expand": request.GET.get("expand") == "all",
     }
     if request.htmx and before is not None:
         return _render(request, "console/run.html", ctx, partial="timeline")
@@ -132,6 +138,8 @@ def run_detail(request, run_id: str):
             "state_error": state_error,
             **selectors.run_audit(run_id=run_id, fields=fields),
             "stale_resumptions": selectors.run_stale_observations(run_id=run_id),
+            "status": selectors.run_status(run, now=timezone.now()),
+            "calls": selectors.run_calls(run_id=run_id),
             "can_export": request.user.has_perm(perm("export_run")),
             "export_masked": masks_sensitive(mask_for(request.user)),
         }
@@ -241,9 +249,13 @@ def _queue_page(request):
     if not form.is_valid():
         return form, None, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
     try:
-        page = uncertain_calls_filter(**form.selector_kwargs(), after=request.GET.get("after") or None, limit=form.cleaned_data.get("limit") or 50)
-    except QueryError as exc:
+        trail = paging.trail_parse(request.GET.get("trail", ""), after=request.GET.get("after") or None)
+        kwargs = form.selector_kwargs(request.user)
+        page = uncertain_calls_filter(**kwargs, after=request.GET.get("after") or None, limit=form.cleaned_data["limit"])
+        page.count, page.count_exact = uncertain_calls_count(**kwargs)
+    except (QueryError, ValueError) as exc:
         return form, None, str(exc)
+    paging.pages_link(page, request, trail=trail, size=form.cleaned_data["limit"], cursor_name="after")
     return form, page, None
 
 
@@ -298,7 +310,7 @@ def queue_bulk(request):
         matching = forms.QueueFilterForm(QueryDict(filters))
         if not matching.is_valid():
             return _bad(request, BadParam("the filter is not valid: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in matching.errors.items())))
-        rows = selectors.calls_matching(matching.selector_kwargs(), limit=services.BULK_LIMIT)
+        rows = selectors.calls_matching(matching.selector_kwargs(request.user), limit=services.BULK_LIMIT)
     else:
         rows = selectors.calls_by_ids(form.cleaned_data["ids"][: services.BULK_LIMIT])
     ctx = {"form": form, "action": action, "action_label": forms.BULK_ACTIONS[action], "filters": filters, "assignee": form.cleaned_data.get("assignee", ""), "reason": form.cleaned_data.get("reason", "")}
@@ -438,16 +450,23 @@ def call_note(request, pk: int):
 def decisions(request):
     before = request.GET.get("before") or None
     form = forms.DecisionLogForm(request.GET)
+    ctx = {"q": {k: request.GET.get(k, "") for k in form.TEXT}, "since": request.GET.get("since", ""), "until": request.GET.get("until", ""), "filters": _filter_query(request, drop=("before", "trail"))}
+    error = None
     try:
         if before is not None:
             selectors.decision_cursor_parse(before)
+        trail = paging.trail_parse(request.GET.get("trail", ""), after=before)
     except ValueError as exc:
-        return _bad(request, BadParam(str(exc)))
-    if not form.is_valid():
-        return _bad(request, BadParam("; ".join(" ".join(v) for v in form.errors.values())))
+        error = str(exc)
+    if error is None and not form.is_valid():
+        error = "; ".join(" ".join(v) for v in form.errors.values())
+    if error is not None:
+        # The screen with its filters and the message, so the value can be corrected in place.
+        return _render(request, "console/decisions.html", {**ctx, "page": None, "error": error}, nav="decisions", status=400)
     page = selectors.decisions_shown(fields=masking.sensitive_fields(), **form.search_kwargs(), before=before)
-    q = {k: form.cleaned_data.get(k) or "" for k in form.TEXT}
-    ctx = {"page": page, "q": q, "since": request.GET.get("since", ""), "until": request.GET.get("until", ""), "filters": _filter_query(request, drop=("before",))}
+    page.count, page.count_exact = selectors.decisions_count(**form.search_kwargs())
+    paging.pages_link(page, request, trail=trail, size=selectors.DECISION_LOG_PAGE, cursor_name="before")
+    ctx.update({"page": page, "q": {k: form.cleaned_data.get(k) or "" for k in form.TEXT}})
     return _render(request, "console/decisions.html", ctx, nav="decisions", partial="rows" if request.htmx and before else None)
 
 

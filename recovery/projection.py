@@ -565,13 +565,14 @@ def in_flight_call_get(*, pk) -> UncertainCall | None:
     return row
 
 
-def in_flight_calls_list(*, tool: str | None = None, tenant: str | None = None, started_before=None, limit: int | None = None) -> list[UncertainCall]:
-    """Calls in flight kept in the narrow table, as full rows, oldest first (the queue's order)."""
+def in_flight_calls_list(*, tool: str | list[str] | None = None, tenant: str | list[str] | None = None, started_before=None, limit: int | None = None) -> list[UncertainCall]:
+    """Calls in flight kept in the narrow table, as full rows, oldest first (the queue's order).
+    ``tool`` and ``tenant``: an exact value or a list of them."""
     qs = InFlightCall.objects.order_by("started_at", "id")
-    if tool:
-        qs = qs.filter(tool=tool)
-    if tenant:
-        qs = qs.filter(tenant=tenant)
+    if tool is not None and tool != "":
+        qs = qs.filter(tool__in=[tool] if isinstance(tool, str) else tool)
+    if tenant is not None and tenant != "":
+        qs = qs.filter(tenant__in=[tenant] if isinstance(tenant, str) else tenant)
     if started_before is not None:
         qs = qs.filter(started_at__lte=started_before)
     narrow = list(qs[:limit] if limit is not None else qs)

@@ -64,24 +64,15 @@ def _cursor_decode(cursor: str) -> tuple[int, datetime, int]:
         raise QueryError(f"after={cursor[:80]!r} is not a cursor this list returned: {exc}") from None
 
 
-def uncertain_calls_filter(
-    *,
-    risk_class: str | None = None,
-    tool: str | None = None,
-    tenant: str | None = None,
-    state: str | list[str] | None = None,
-    min_age_s: float | None = None,
-    possible_duplicate: bool | None = None,
-    after: str | None = None,
-    limit: int = 50,
-) -> Page:
-    """The queue, most dangerous first: possible duplicates, then overdue irreversible calls, then age.
+def _values(v: str | list[str] | tuple[str, ...] | None) -> list[str] | None:
+    """A filter's value as a list of exact values (None: no filter)."""
+    if v is None or v == "":
+        return None
+    return [v] if isinstance(v, str) else list(v)
 
-    ``state`` defaults to the unresolved states (open, reconciling, escalated); pass "all" or a list.
-    Keyset pagination: pass the returned ``next`` as ``after``. Each item carries ``danger`` (0, 1, 2)
-    and ``overdue`` attributes.
-    """
-    now = djtz.now()
+
+def _calls_query(*, risk_class=None, tool=None, tenant=None, state=None, min_age_s=None, possible_duplicate=None, claimed_by_name=None, unclaimed=None, now=None):
+    """The uncertain calls a queue filter matches, unordered, and the states it covers."""
     if state is None:
         states = list(UNRESOLVED_STATES)
     elif state == "all":
@@ -93,22 +84,69 @@ def uncertain_calls_filter(
             raise QueryError(f"state {bad[0]!r} is not one of {', '.join(STATES)}")
     if risk_class is not None and risk_class not in UncertainCall.Risk.values:
         raise QueryError(f"risk_class {risk_class!r} is not one of {', '.join(UncertainCall.Risk.values)}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
-        raise QueryError(f"limit must be between 1 and 500, got {limit!r}")
     qs = UncertainCall.objects.filter(state__in=states)
     if risk_class:
         qs = qs.filter(risk_class=risk_class)
-    if tool:
-        qs = qs.filter(tool=tool)
-    if tenant:
-        qs = qs.filter(tenant=tenant)
+    tools, tenants = _values(tool), _values(tenant)
+    if tools is not None:
+        qs = qs.filter(tool__in=tools)
+    if tenants is not None:
+        qs = qs.filter(tenant__in=tenants)
     if possible_duplicate is not None:
         qs = qs.filter(possible_duplicate=bool(possible_duplicate))
+    if claimed_by_name:
+        qs = qs.filter(claimed_by_name=claimed_by_name)
+    if unclaimed:
+        qs = qs.filter(claimed_by_name="")
     if min_age_s is not None:
         try:
             qs = qs.filter(started_at__lte=now - timedelta(seconds=float(min_age_s)))
         except (TypeError, ValueError, OverflowError):
             raise QueryError(f"min_age_s must be a number of seconds, got {min_age_s!r}") from None
+    return qs, states, tools, tenants
+
+
+def uncertain_calls_count(*, cap: int = 10_000, **filters) -> tuple[int, bool]:
+    """How many calls ``uncertain_calls_filter`` with these filters lists in all, counting at most
+    ``cap`` (then the answer is ``(cap, False)``: "more than"), so a count over a long history reads
+    no more than ``cap`` index entries. Calls in flight kept in the narrow table count too."""
+    now = djtz.now()
+    qs, states, tools, tenants = _calls_query(now=now, **filters)
+    n = qs.order_by()[: cap + 1].count()
+    if S.IN_FLIGHT in states and filters.get("possible_duplicate") is not True and not filters.get("claimed_by_name") and n <= cap:
+        min_age_s = filters.get("min_age_s")
+        flying = in_flight_calls_list(tool=tools, tenant=tenants, started_before=now - timedelta(seconds=float(min_age_s)) if min_age_s is not None else None, limit=cap + 1 - n)
+        n += len([r for r in flying if not filters.get("risk_class") or r.risk_class == filters["risk_class"]])
+    return (n, True) if n <= cap else (cap, False)
+
+
+def uncertain_calls_filter(
+    *,
+    risk_class: str | None = None,
+    tool: str | list[str] | None = None,
+    tenant: str | list[str] | None = None,
+    state: str | list[str] | None = None,
+    min_age_s: float | None = None,
+    possible_duplicate: bool | None = None,
+    claimed_by_name: str | None = None,
+    unclaimed: bool | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> Page:
+    """The queue, most dangerous first: possible duplicates, then overdue irreversible calls, then age.
+
+    ``state`` defaults to the unresolved states (open, reconciling, escalated); pass "all" or a list.
+    ``tool`` and ``tenant`` are exact values or lists of them; ``claimed_by_name`` keeps the calls a
+    person holds, ``unclaimed`` those nobody holds.
+    Keyset pagination: pass the returned ``next`` as ``after``. Each item carries ``danger`` (0, 1, 2)
+    and ``overdue`` attributes.
+    """
+    now = djtz.now()
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
+        raise QueryError(f"limit must be between 1 and 500, got {limit!r}")
+    qs, states, tools, tenants = _calls_query(
+        risk_class=risk_class, tool=tool, tenant=tenant, state=state, min_age_s=min_age_s, possible_duplicate=possible_duplicate, claimed_by_name=claimed_by_name, unclaimed=unclaimed, now=now
+    )
     d, ts, pk = _cursor_decode(after) if after else (-1, None, None)
     parts = []
     for rank, part in _danger_branches(qs, now):
@@ -129,10 +167,10 @@ def uncertain_calls_filter(
                 break
             items.extend(part[: limit + 1 - len(items)])
     page_full_before_rank_2 = len(items) > limit and items[limit].danger < 2
-    if S.IN_FLIGHT in states and possible_duplicate is not True and d <= 2 and not page_full_before_rank_2:
-        # Calls in flight kept in the narrow table: never a possible duplicate, never overdue, so
-        # rank 2, merged into the page in (started_at, id) order.
-        flying = in_flight_calls_list(tool=tool, tenant=tenant, started_before=now - timedelta(seconds=float(min_age_s)) if min_age_s is not None else None)
+    if S.IN_FLIGHT in states and possible_duplicate is not True and not claimed_by_name and d <= 2 and not page_full_before_rank_2:
+        # Calls in flight kept in the narrow table: never a possible duplicate, never overdue, never
+        # claimed, so rank 2, merged into the page in (started_at, id) order.
+        flying = in_flight_calls_list(tool=tools, tenant=tenants, started_before=now - timedelta(seconds=float(min_age_s)) if min_age_s is not None else None)
         flying = [r for r in flying if (not risk_class or r.risk_class == risk_class) and (d < 2 or (r.started_at, r.pk) > (ts, pk))]
         for r in flying:
             r.danger = 2
@@ -344,3 +382,34 @@ def uncertain_calls_export(*, state: str | list[str] | None = None) -> list[dict
         if page.next_cursor is None:
             return out
         after = page.next_cursor
+
+
+_DISTINCT_COLUMNS = {"tool": "tool", "tenant": "tenant"}
+
+
+def _distinct(table: str, column: str) -> list[str]:
+    """Every distinct value of an indexed column. On PostgreSQL a loose index scan (one index probe
+    per distinct value, however many rows) instead of reading every row; SQLite reads the index."""
+    with connection.cursor() as c:
+        if connection.vendor == "postgresql":
+            c.execute(
+                f"WITH RECURSIVE t(v) AS ((SELECT {column} FROM {table} ORDER BY {column} LIMIT 1) UNION ALL "
+                f"SELECT (SELECT {column} FROM {table} WHERE {column} > t.v ORDER BY {column} LIMIT 1) FROM t WHERE t.v IS NOT NULL) "
+                "SELECT v FROM t WHERE v IS NOT NULL"
+            )
+        else:
+            c.execute(f"SELECT DISTINCT {column} FROM {table}")
+        return [r[0] for r in c.fetchall()]
+
+
+def calls_values_containing(*, column: str, text: str) -> list[str]:
+    """The tools (or tenants) of calls whose name contains ``text``, ignoring case: what a console
+    filter "tool contains" means, as exact values the queue's indexes serve."""
+    if column not in _DISTINCT_COLUMNS:
+        raise QueryError(f"no filter on {column!r}")
+    needle = text.strip().casefold()
+    values = set(_distinct(UncertainCall._meta.db_table, column))
+    values.update(InFlightCall.objects.values_list(column, flat=True).distinct())
+    if column == "tool":
+        values.update(ToolPolicy.objects.values_list("tool", flat=True))
+    return sorted(v for v in values if needle in v.casefold())

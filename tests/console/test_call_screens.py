@@ -198,7 +198,7 @@ def test_the_decision_log_pages_newest_first_across_runs_without_gaps_or_repeats
             break
         cursor = page.next_cursor
     assert pages == 6 and sorted(seen) == sorted(written) and len(seen) == len(set(seen)) == 16
-    keys = [(e.recorded_at, e.run_id, e.seq) for e in decisions_search(limit=100).items]
+    keys = [(e.ts, e.run_id, e.seq) for e in decisions_search(limit=100).items]
     assert keys == sorted(keys, reverse=True)
 
     people = decisions_search(kind="person", limit=100).items

@@ -36,6 +36,8 @@ MATRIX = [
     ("get", "console:overview", (), None, everyone_who_reads()),
     ("get", "console:queue", (), None, everyone_who_reads()),
     ("get", "console:decisions", (), None, everyone_who_reads()),
+    ("get", "console:search", (), None, everyone_who_reads()),
+    ("get", "console:open_badge", (), None, everyone_who_reads()),
     ("get", "console:access", (), None, only("compliance", "admin")),
     ("get", "console:policies", (), None, only("admin")),
     ("post", "console:policies", (), {"tool": "x"}, only("admin", ok=302)),

@@ -1,8 +1,91 @@
 // Reckon console: behaviour the Content-Security-Policy allows (no inline script, no eval).
 // The queue polls every 15 s (hx-trigger on #results) but skips a poll while the tab is hidden
-// or while the operator has ticked calls for a bulk action, so a refresh never drops a selection.
+// or while the operator has ticked calls for a bulk action or moved to a row with j/k, so a refresh
+// never drops a selection.
 document.addEventListener("htmx:beforeRequest", function (event) {
   var elt = event.detail.elt;
   if (elt.id !== "results") return;  // the poll itself; links and forms inside have their own elt
-  if (document.visibilityState !== "visible" || elt.querySelector("input:checked")) event.preventDefault();
+  if (document.visibilityState !== "visible" || elt.querySelector("input:checked, .kbd-current")) event.preventDefault();
+});
+
+// Keyboard shortcuts (the help dialog lists them). They move, open, claim and search; none of them
+// decides a call: a decision always takes the form on the call's screen and its own button.
+(function () {
+  function typing(el) {
+    if (!el) return false;
+    var tag = el.tagName;
+    return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || el.isContentEditable;
+  }
+  function rows() {
+    // The rows of the page's list: table rows with a link, or search hits.
+    return Array.prototype.filter.call(
+      document.querySelectorAll("main tbody tr, main .hit"),
+      function (r) { return r.querySelector("a[href]") && r.offsetParent !== null; }
+    );
+  }
+  function current(list) {
+    for (var i = 0; i < list.length; i++) if (list[i].classList.contains("kbd-current")) return i;
+    return -1;
+  }
+  function select(list, i) {
+    list.forEach(function (r) { r.classList.remove("kbd-current"); r.removeAttribute("aria-current"); });
+    var row = list[i];
+    row.classList.add("kbd-current");
+    row.setAttribute("aria-current", "true");
+    row.querySelector("a[href]").focus();
+    row.scrollIntoView({ block: "nearest" });
+  }
+  function help() {
+    var d = document.getElementById("keys-help");
+    if (d && !d.open) d.showModal();
+  }
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("#keys-help-button")) help();
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    var box = document.getElementById("site-q");
+    if (typing(event.target)) {
+      if (event.key === "Escape" && event.target === box) box.blur();
+      return;
+    }
+    var d = document.getElementById("keys-help");
+    if (d && d.open) return;  // the dialog handles its own keys (Esc closes it)
+    var list, i;
+    switch (event.key) {
+      case "/":
+        if (box) { event.preventDefault(); box.focus(); box.select(); }
+        return;
+      case "?":
+        event.preventDefault(); help();
+        return;
+      case "j": case "k":
+        list = rows();
+        if (!list.length) return;
+        i = current(list);
+        i = event.key === "j" ? Math.min(i + 1, list.length - 1) : Math.max(i - 1, 0);
+        event.preventDefault(); select(list, i);
+        return;
+      case "o":
+        list = rows(); i = current(list);
+        if (i >= 0) { event.preventDefault(); list[i].querySelector("a[href]").click(); }
+        return;
+      case "c":
+        list = rows(); i = current(list);
+        if (i < 0) return;
+        var claim = list[i].querySelector("button[formaction$='/claim/']");
+        if (claim) { event.preventDefault(); claim.click(); }
+        return;
+    }
+  });
+})();
+
+// "Expand all" / "collapse all" on a run's screen: fold or unfold every payload in place (the
+// links also work without JavaScript, reloading the page with every payload open or folded).
+document.addEventListener("click", function (event) {
+  var link = event.target.closest ? event.target.closest("a.expand-all") : null;
+  if (!link) return;
+  event.preventDefault();
+  var open = link.getAttribute("data-expand") === "open";
+  document.querySelectorAll("main details.payload, main .decisions details").forEach(function (d) { d.open = open; });
 });
