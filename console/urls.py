@@ -27,6 +27,7 @@ urlpatterns += [
     path("calls/<int:pk>/release/", views.call_release, name="call_release"),
     path("calls/<int:pk>/assign/", views.call_assign, name="call_assign"),
     path("calls/<int:pk>/note/", views.call_note, name="call_note"),
+    path("calls/<int:pk>/reveal/", views.call_reveal, name="call_reveal"),
     path("decisions/", views.decisions, name="decisions"),
     path("access/", views.access_log, name="access"),
     path("policies/", views.policies, name="policies"),
