@@ -47,7 +47,7 @@ class DecisionForm(forms.Form):
     assignee = forms.CharField(max_length=150, required=False, label="Escalate to (user name, optional)")
     confirm_twice = forms.BooleanField(
         required=False,
-        label="I understand: if the original call did take effect, retrying can make it happen twice, unless the receiver honours the idempotency key.",
+        label="I have read what a retry does here, and that it may make the effect happen twice.",
     )
 
     def clean_reason(self):

@@ -103,13 +103,12 @@ def _what(f: CallFacts) -> str:
 
 def _key_state(f: CallFacts) -> tuple[str, str]:
     """("open" | "closed" | "unknown", words about the receiver and this key)."""
-    key = f.idempotency_key or "(no key)"
     if f.retry_window_closes_at is not None:
         if f.retry_window_closes_at > f.now:
-            return "open", f"the receiver keeps key {key} until {day(f.retry_window_closes_at)} ({span((f.retry_window_closes_at - f.now).total_seconds())} from now)"
-        return "closed", f"the receiver forgot key {key} on {day(f.retry_window_closes_at)} ({span((f.now - f.retry_window_closes_at).total_seconds())} ago)"
+            return "open", f"the receiver keeps this key until {day(f.retry_window_closes_at)}"
+        return "closed", f"the receiver forgot this key on {day(f.retry_window_closes_at)} ({span((f.now - f.retry_window_closes_at).total_seconds())} ago)"
     if f.honours_keys:
-        return "open", f"the receiver deduplicates by key {key} (the policy names no retention limit)"
+        return "open", "the receiver deduplicates by this key (the policy names no retention limit)"
     return "unknown", "Reckon does not know whether the receiver honours idempotency keys (the policy names no key retention)"
 
 
@@ -128,7 +127,7 @@ def _summary(f: CallFacts) -> list[str]:
         lines.append("The same action completed elsewhere in this run: this call may be a duplicate of it.")
     if f.state == "resolved":
         return lines
-    open_for = f"Open for {span((f.now - f.started_at).total_seconds())}"
+    open_for = f"{'In flight' if f.state == 'in_flight' else 'Open'} for {span((f.now - f.started_at).total_seconds())}"
     if f.deadline is not None and f.deadline < f.now:
         lines.append(f"{open_for}, {span((f.now - f.deadline).total_seconds())} past its deadline ({day(f.deadline)}).")
     elif f.deadline is not None:
@@ -151,7 +150,7 @@ def _retry(f: CallFacts) -> Consequence:
         return Consequence(f"The receiver already holds a different operation under this key, and {key_words}: retrying may run {what} as a second, separate operation.", DANGER)
     if state == "closed":
         if f.last_outcome == "absent":
-            return Consequence(f"The receiver reported no such operation, but it forgot key {f.idempotency_key} on {day(f.retry_window_closes_at)}: if the original is still being applied, retrying may run {what} a second time.", DANGER)
+            return Consequence(f"The receiver reported no such operation, but it forgot this key on {day(f.retry_window_closes_at)}: if the original is still being applied, retrying may run {what} a second time.", DANGER)
         return Consequence(f"The receiver forgot this key on {day(f.retry_window_closes_at)}: if the original took effect, retrying may run {what} a second time.", DANGER)
     if state == "open":
         if f.last_outcome == "absent":

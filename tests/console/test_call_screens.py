@@ -15,7 +15,7 @@ def test_the_approval_screen_shows_what_a_person_needs_to_decide(oncall, conflic
     assert "differs" in body
     assert "The receiver holds a different operation under this key: amount differs." in body
     # The retry's consequence names the key's retention, the amount and the (masked) target.
-    assert "the receiver keeps key " + conflict_call.idempotency_key + " until" in body
+    assert "the receiver keeps this key until" in body
     assert "post_correction for 840.00 GBP to account [masked]" in body
     assert "Started</dt>" in body and "ago" in body and " UTC" in body
     assert 'name="decision"' in body

@@ -38,7 +38,7 @@ def test_an_expired_key_names_the_day_it_was_forgotten_and_the_amount_that_may_m
     f = replace(BASE, started_at=NOW - timedelta(days=83), retry_window_closes_at=NOW - timedelta(days=82), deadline=NOW - timedelta(days=83))
     retry = call_wording(f).choices["retry_same_key"]
     assert retry.level == DANGER
-    assert "forgot key k-5f1c on 2026-09-09 10:00 UTC" in retry.text
+    assert "forgot this key on 2026-09-09 10:00 UTC" in retry.text
     assert "may run post_correction for 840.00 GBP to account [masked] a second time" in retry.text
 
 
@@ -54,7 +54,7 @@ def test_no_known_retention_says_reckon_does_not_know_and_treats_a_retry_as_poss
 def test_a_receiver_that_deduplicates_without_a_known_limit_is_named_as_such():
     f = replace(BASE, key_retention_s=None, retry_window_closes_at=None, honours_keys=True, last_outcome="")
     retry = call_wording(f).choices["retry_same_key"]
-    assert retry.level == CAUTION and "deduplicates by key k-5f1c" in retry.text
+    assert retry.level == CAUTION and "deduplicates by this key" in retry.text
 
 
 def test_no_execute_hook_makes_the_retry_unavailable_and_says_why():
