@@ -137,7 +137,7 @@ def test_a_decider_reveals_both_sides_of_a_masked_conflict_and_each_reveal_is_re
     shot(page, "approval-decider-reveal")
     records = list(AccessRecord.objects.filter(run_id="run-masked").order_by("id"))
     assert [(r.actor_name, r.fields, r.front_end) for r in records] == [
-        ("olivia.oncall", [f"arguments.account"], "console"),
+        ("olivia.oncall", ["arguments.account"], "console"),
         ("olivia.oncall", ["evidence.observed.account"], "console"),
     ], [(r.actor_name, r.fields, r.front_end) for r in records]
     assert records[1].seq != records[0].seq == call.start_seq
