@@ -155,9 +155,10 @@ def overview_tally(*, now) -> list[dict]:
 def open_calls_over_time(*, now, hours: int = 24, points: int = 25, tally: list[dict] | None = None) -> tuple[list[str], dict[str, list[int]]]:
     """How many uncertain calls were open at each of ``points`` instants over the last ``hours``, by risk class.
 
-    A call counts as open at t when it started at or before t and was not yet resolved; the time a
-    resolved call stopped being open is its row's last change (resolution is the last thing that
-    happens to a row). Each call is open over a run of consecutive instants, from the first at or
+    A call counts as open at t when it started at or before t and was not yet resolved; both times
+    are the timestamps of the call's own events (its start's and its resolution's ``ts``), never
+    when they were stored, so a call imported today that was settled in September is not drawn as
+    open today. Each call is open over a run of consecutive instants, from the first at or
     after its start to the last before its resolution; counting calls by those two bucket numbers
     (one GROUP BY each for unresolved and recently resolved calls) and summing the differences
     gives the curve without evaluating every instant against every call. ``tally`` is an
@@ -171,8 +172,8 @@ def open_calls_over_time(*, now, hours: int = 24, points: int = 25, tally: list[
     for t in tally:
         diff[t["risk_class"]][t["buckets"][0]] += t["n"]  # open from its first instant to the end
     resolved = (
-        UncertainCall.objects.filter(state=UncertainCall.State.RESOLVED, updated_at__gt=instants[0], started_at__lte=now)
-        .annotate(s=edges_bucket("started_at", instants), e=edges_bucket("updated_at", instants))
+        UncertainCall.objects.filter(state=UncertainCall.State.RESOLVED, resolved_at__gt=instants[0], started_at__lte=now)
+        .annotate(s=edges_bucket("started_at", instants), e=edges_bucket("resolved_at", instants))
         .values("risk_class", "s", "e")
         .annotate(n=Count("id"))
         .order_by()

@@ -231,7 +231,7 @@ def call_reveal(request, pk: int):
 
 
 # The overview names this many of the most overdue irreversible calls and links to the queue for the rest.
-OVERVIEW_OVERDUE_SHOWN = 50
+OVERVIEW_OVERDUE_SHOWN = 8
 
 
 @requires("view_console")
@@ -249,6 +249,12 @@ def overview(request):
         "overdue_irreversible": irreversible.get("overdue", []),
         "overdue_irreversible_count": irreversible.get("overdue_count", 0),
         "overdue_other_count": sum(f["overdue_count"] for c, f in figures.items() if c != "irreversible"),
+        "totals": {
+            "open": sum(f["still_open"] for f in figures.values()),
+            "overdue": sum(f["overdue_count"] for f in figures.values()),
+            "escalated": sum(t["escalated"] for t in tally),  # unresolved calls ever escalated
+            "oldest_s": max((f["oldest_age_s"] for f in figures.values() if f["oldest_age_s"] is not None), default=None),
+        },
         "chart_time": svg.line_chart(labels=labels, series=series, title="Open uncertain calls by risk class, last 24 hours (UTC)"),
         "chart_rows": [(labels[i], [series[c][i] for c in series]) for i in range(len(labels))],
         "chart_classes": list(series),
