@@ -178,3 +178,13 @@ class PolicyEditForm(forms.Form):
             if k in self.data:
                 out[k] = [f.strip() for f in (d.get(k) or "").split(",") if f.strip()]
         return out
+
+
+def _zone_choices():
+    import zoneinfo
+
+    return [("", "My browser's time zone")] + [(z, z) for z in sorted(zoneinfo.available_timezones())]
+
+
+class PreferenceForm(forms.Form):
+    time_zone = forms.ChoiceField(choices=_zone_choices, required=False, label="Show times on hover in", help_text="Times are written in UTC; hovering one shows it in this zone.")

@@ -32,4 +32,5 @@ urlpatterns += [
     path("access/", views.access_log, name="access"),
     path("policies/", views.policies, name="policies"),
     path("notifications/", views.notifications, name="notifications"),
+    path("preferences/", views.preferences, name="preferences"),
 ]

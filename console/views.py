@@ -477,6 +477,29 @@ def call_note(request, pk: int):
     return redirect("console:call", pk=pk)
 
 
+# --- the person's own preferences ------------------------------------------------------------
+
+
+@requires()
+def preferences(request):
+    """The signed-in person's time zone for hovered times (all times are written in UTC)."""
+    from console.middleware import ZONE_KEY
+    from console.models import UserPreference
+
+    pref = UserPreference.objects.filter(user_id=request.user.pk).first()
+    if request.method == "POST":
+        form = forms.PreferenceForm(request.POST)
+        if not form.is_valid():
+            return _render(request, "console/preferences.html", {"form": form, "sample": timezone.now()}, nav="preferences", status=400)
+        zone = form.cleaned_data["time_zone"]
+        UserPreference.objects.update_or_create(user_id=request.user.pk, defaults={"time_zone": zone})
+        request.session[ZONE_KEY] = zone
+        messages.success(request, f"Times now show {zone or 'your browser' + chr(39) + 's time zone'} on hover.")
+        return redirect("console:preferences")
+    form = forms.PreferenceForm(initial={"time_zone": pref.time_zone if pref else ""})
+    return _render(request, "console/preferences.html", {"form": form, "sample": timezone.now()}, nav="preferences")
+
+
 # --- decision log ----------------------------------------------------------------------------
 
 

@@ -234,3 +234,26 @@ def test_the_decision_log_pages_newest_first_across_runs_without_gaps_or_repeats
         assert response.status_code == 400 and "cursor" in response.content.decode()
     with pytest.raises(ValueError):
         decision_cursor_parse("not a cursor")
+
+
+def test_a_person_chooses_a_time_zone_and_times_stay_in_utc_with_their_local_time_on_hover(oncall, conflict_call):
+    c = client_for(oncall)
+    assert c.get("/preferences/").status_code == 200
+    assert c.post("/preferences/", {"time_zone": "Mars/Olympus"}).status_code == 400
+    assert c.post("/preferences/", {"time_zone": "Europe/Berlin"}).status_code == 302
+    body = c.get(f"/calls/{conflict_call.pk}/").content.decode()
+    started = conflict_call.started_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Berlin"))
+    assert f'title="{started:%Y-%m-%d %H:%M:%S} CET (Europe/Berlin)">{conflict_call.started_at:%Y-%m-%d %H:%M:%S} UTC</time>' in body
+    # Another session of the same person reads the preference from the database.
+    assert "(Europe/Berlin)" in client_for(oncall).get(f"/calls/{conflict_call.pk}/").content.decode()
+    assert c.post("/preferences/", {"time_zone": ""}).status_code == 302
+    assert "(Europe/Berlin)" not in c.get(f"/calls/{conflict_call.pk}/").content.decode()
+
+
+def test_a_run_state_shows_its_cost_as_money(oncall, v1_runs):
+    # run-q3-recon's turns cost 0.0053 + 0.0071 + 0.0078, which a float adds up to 0.020200000000000003.
+    from runs.models import Run
+
+    last = Run.objects.get(run_id="run-q3-recon").last_seq
+    body = client_for(oncall).get("/runs/run-q3-recon/", {"at": last}).content.decode()
+    assert "cost 0.0202 USD" in body and "cost 0.020200000000000003" not in body
