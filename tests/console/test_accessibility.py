@@ -57,6 +57,7 @@ def screens(admin_user, conflict_call, v1_runs):
         ("access", "/access/", None),
         ("policies", "/policies/", None),
         ("notifications", "/notifications/", None),
+        ("preferences", "/preferences/", None),
         # Form targets, reached through their forms.
         ("call_decide", f"/calls/{c.pk}/", lambda p: (p.check("#choice-not"), p.click("#decide-submit"), p.wait_for_selector("#decide-errors"))),
         ("call_reveal", f"/calls/{c.pk}/", lambda p: _submit_reveal(p, "#conflict form.reveal")),

@@ -7,13 +7,14 @@ the retry's consequence sentence are inside the first screen without scrolling.
 
 import json
 import os
+import shutil
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from tests.console.conftest import CONFLICT_ARGS, PASSWORD
-from tests.console.test_browser import CHROMIUM, DOCS, browser_type_launch_args, shot  # noqa: F401 (the fixture: Debian's Chromium)
+from tests.console.test_browser import ARTIFACTS, CHROMIUM, DOCS, browser_type_launch_args, shot  # noqa: F401 (the fixture: Debian's Chromium)
 
 pytestmark = [
     pytest.mark.browser,
@@ -29,6 +30,18 @@ def sign_in(page, live_server, username: str):
     page.fill("#id_password", PASSWORD)
     page.click("button:has-text('Sign in')")
     page.wait_for_url(f"{live_server.url}/queue/")
+
+
+def first_screen(page, name: str) -> None:
+    """The first 1280x800 screen, light and dark; RECKON_UPDATE_DOCS_SCREENSHOT=1 puts them in docs/."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    for mode, suffix in (("light", ""), ("dark", "-dark")):
+        page.emulate_media(color_scheme=mode)
+        path = ARTIFACTS / f"{name}{suffix}.png"
+        page.screenshot(path=str(path))
+        if os.environ.get("RECKON_UPDATE_DOCS_SCREENSHOT"):
+            shutil.copy(path, DOCS / path.name)
+    page.emulate_media(color_scheme="light")
 
 
 def below_fold(page, selector: str) -> bool:
@@ -87,6 +100,8 @@ def test_the_decision_and_its_consequence_are_above_the_fold_for_a_conflict_an_e
         page.goto(f"{live_server.url}/calls/{call.pk}/")
         assert page.evaluate("window.scrollY") == 0
         shot(page, f"approval-{name}-1280x800")
+        if name == "conflict":
+            first_screen(page, "approval-screen")
         for sel in ("#summary", "#decide form", "#cons-retry", "#cons-not", "#decide-submit"):
             assert page.locator(sel).is_visible() and not below_fold(page, sel), (name, sel, page.locator(sel).bounding_box())
         assert expected[name] in page.inner_text("#cons-retry"), (name, page.inner_text("#cons-retry"))
@@ -94,6 +109,12 @@ def test_the_decision_and_its_consequence_are_above_the_fold_for_a_conflict_an_e
         # Evidence, raw responses and history are there, collapsed.
         for d in ("#payload-d", "#attempts-d", "#history-d"):
             assert page.locator(d).get_attribute("open") is None
+    # On a phone-sized screen the same page reflows without sideways scrolling.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/calls/{three_calls['conflict'].pk}/")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    shot(page, "approval-conflict-390")
+    page.set_viewport_size({"width": 1280, "height": FOLD})
     # The expired key, in words: the date it was forgotten and what a retry may do a second time.
     page.goto(f"{live_server.url}/calls/{three_calls['expired'].pk}/")
     retry = page.inner_text("#cons-retry")
