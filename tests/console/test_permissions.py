@@ -30,6 +30,10 @@ MATRIX = [
     ("get", "console:run_export_digest", (RUN, "jsonl"), None, only("compliance", "admin")),
     # post_correction's policy marks account sensitive; a reveal is for holders of view_sensitive only.
     ("post", "console:reveal", (RUN, 11), {"path": "arguments.account", "reason": "audit"}, only("compliance", "admin")),
+    # On a call: holders of view_sensitive, and whoever may decide it while it can be decided.
+    ("post", "console:call_reveal", (CALL,), {"side": "observed", "field": "account", "reason": "INC-7"}, only("oncall", "compliance", "admin")),
+    # Each signed-in person's own time zone; it shows nothing of anyone else's.
+    ("get", "console:preferences", (), None, {**{r: 200 for r in R}, "anonymous": 302}),
     ("get", "console:overview", (), None, everyone_who_reads()),
     ("get", "console:queue", (), None, everyone_who_reads()),
     ("get", "console:decisions", (), None, everyone_who_reads()),
