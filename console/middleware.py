@@ -8,20 +8,7 @@ from django.http import Http404
 
 from console.templatetags.console_tags import reader_zone
 from console.views import not_found
-
-ZONE_KEY = "reckon_time_zone"
-
-
-def reader_zone_name(request) -> str:
-    """The signed-in person's time zone preference ("" for none), read once per session."""
-    name = request.session.get(ZONE_KEY)
-    if name is None:
-        from console.models import UserPreference
-
-        name = UserPreference.objects.filter(user_id=request.user.pk).values_list("time_zone", flat=True).first() or ""
-        request.session[ZONE_KEY] = name
-    return name
-
+from console.zones import reader_zone_name
 
 class ReaderTimeZoneMiddleware:
     """Times are written in UTC everywhere; a person who chose a time zone sees each one in it on

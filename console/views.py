@@ -483,7 +483,7 @@ def call_note(request, pk: int):
 @requires()
 def preferences(request):
     """The signed-in person's time zone for hovered times (all times are written in UTC)."""
-    from console.middleware import ZONE_KEY
+    from console.zones import ZONE_KEY
     from console.models import UserPreference
 
     pref = UserPreference.objects.filter(user_id=request.user.pk).first()
