@@ -12,13 +12,11 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import content_disposition_header
 from django.utils.safestring import SafeString
-
-from console.templatetags.console_tags import utc
+from django.views.decorators.http import require_GET, require_POST
 
 from access import assignment
 from access import selectors as access_selectors
@@ -26,6 +24,9 @@ from access.models import AccessRecord
 from access.masking import mask_for, masks_sensitive, may_reveal_on_call
 from access.roles import MANAGER, perm, requires, role_names
 from console import forms, selectors, services, svg
+from console.models import UserPreference
+from console.templatetags.console_tags import utc
+from console.zones import ZONE_KEY
 from notify import selectors as notify_selectors
 from recovery import decisions as actions
 from recovery import masking
@@ -365,12 +366,16 @@ def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> di
     }
 
 
+# What a person or the worker does to a call that makes an open screen of it stale.
+_ACTS = ("approval_decided", "tool_call_resolved", "approval_requested", "operator_note", "tool_call_completed", "reconciliation_attempted")
+
+
 def _stale_words(ctx: dict, user) -> SafeString:
     """What landed between the page being loaded and the decision being sent: who did what, and
     when (the same person in another tab is named as such), and whether anything is left to decide."""
     call = ctx["call"]
-    last = next((h for h in reversed(ctx["history"]) if h["shown"].get("by")), None)
-    who = last["shown"]["by"] if last else "someone"
+    last = next((h for h in reversed(ctx["history"]) if h["type"] in _ACTS), None)
+    who = (last["shown"].get("by") or last["shown"].get("escalated_by") or "the recovery worker") if last else "someone"
     what = (last["shown"].get("decision") or last["shown"].get("disposition") or last["shown"].get("action") or last["type"]).replace("_", " ") if last else "changed it"
     at = format_html(" at {}", utc(last["ts"])) if last else ""
     actor = "You had already acted on this call (in another tab or window)" if who == user.get_username() else f"{who} acted on this call first"
@@ -483,9 +488,6 @@ def call_note(request, pk: int):
 @requires()
 def preferences(request):
     """The signed-in person's time zone for hovered times (all times are written in UTC)."""
-    from console.zones import ZONE_KEY
-    from console.models import UserPreference
-
     pref = UserPreference.objects.filter(user_id=request.user.pk).first()
     if request.method == "POST":
         form = forms.PreferenceForm(request.POST)
@@ -494,7 +496,8 @@ def preferences(request):
         zone = form.cleaned_data["time_zone"]
         UserPreference.objects.update_or_create(user_id=request.user.pk, defaults={"time_zone": zone})
         request.session[ZONE_KEY] = zone
-        messages.success(request, f"Times now show {zone or 'your browser' + chr(39) + 's time zone'} on hover.")
+        where = zone or "your browser's time zone"
+        messages.success(request, f"Times now show {where} on hover.")
         return redirect("console:preferences")
     form = forms.PreferenceForm(initial={"time_zone": pref.time_zone if pref else ""})
     return _render(request, "console/preferences.html", {"form": form, "sample": timezone.now()}, nav="preferences")
