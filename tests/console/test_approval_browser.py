@@ -99,6 +99,8 @@ def test_the_decision_and_its_consequence_are_above_the_fold_for_a_conflict_an_e
     for name, call in three_calls.items():
         page.goto(f"{live_server.url}/calls/{call.pk}/")
         assert page.evaluate("window.scrollY") == 0
+        # Without a chosen zone, hovering a UTC time shows it in the browser's own (console.js).
+        assert page.locator("#facts-h ~ dl time").first.get_attribute("title"), "no local time on hover"
         shot(page, f"approval-{name}-1280x800")
         if name == "conflict":
             first_screen(page, "approval-screen")

@@ -19,7 +19,7 @@ document.addEventListener("DOMContentLoaded", function () {
 function reckonLocalTimes(root) {
   root.querySelectorAll("time[datetime]:not([title])").forEach(function (t) {
     var d = new Date(t.getAttribute("datetime"));
-    if (!isNaN(d)) t.title = d.toLocaleString(undefined, {dateStyle: "medium", timeStyle: "medium", timeZoneName: "short"});
+    if (!isNaN(d)) t.title = d.toLocaleString(undefined, {year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short"});
   });
 }
 document.addEventListener("DOMContentLoaded", function () { reckonLocalTimes(document); });
