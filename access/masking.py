@@ -73,3 +73,12 @@ def shown_paths(value: Any, fields: frozenset[str], values: frozenset[str] = fro
     if isinstance(value, list):
         return [p for i, v in enumerate(value) for p in shown_paths(v, fields, values, f"{prefix}{i}.")]
     return [prefix.rstrip(".") or "(value)"]
+
+
+def may_reveal_on_call(user, call) -> bool:
+    """Whether ``user`` may reveal, one recorded reveal at a time, the sensitive fields of ``call``:
+    holders of view_sensitive on any call, and a person who may decide the call while it can be
+    decided: a decider must be able to see the field a conflict turns on (both sides of it)."""
+    if user.has_perm(perm("view_sensitive")):
+        return True
+    return user.has_perm(perm("decide_call")) and call.decidable() is None

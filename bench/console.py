@@ -127,14 +127,15 @@ def _load_history_pg(n: int, now) -> int:
             "INSERT INTO reckon_uncertain_call (run_id, call_id, idempotency_key, tool, arguments, tenant, start_seq, started_at, start_epoch,"
             " state, uncertain_seq, uncertain_reason, risk_class, unclassified, deadline, possible_duplicate, disposition, resolved_by, resolved_seq,"
             " resolution_kind, last_outcome, last_rule, last_error, attempts, outcomes_match, outcomes_absent, outcomes_conflict, outcomes_unavailable,"
-            " escalation_reason, approval_pending, escalated_at, claimed_by_name, notes, last_seq, version, updated_at)"
+            " escalation_reason, approval_pending, escalated_at, claimed_by_name, notes, last_seq, version, updated_at, resolved_at)"
             f" SELECT 'hist-' || (i / 10), 'c' || i, md5('h' || i), (ARRAY[{tools}])[1 + i %% 4], '{{\"tenant\": \"t3\"}}'::jsonb, 't' || (i %% 20), i %% 10 + 1,"
             "  %(now)s::timestamptz - (i %% 43200) * interval '1 minute' - interval '1 hour', 1,"
             "  CASE WHEN i %% 1000 = 0 THEN 'in_flight' ELSE 'resolved' END, i %% 10 + 2, 'bench', (ARRAY[{risks}])[1 + i %% 4], false,"
             "  %(now)s::timestamptz - (i %% 43200) * interval '1 minute' + interval '1 day', i %% 1000 = 0,"
             "  CASE WHEN i %% 1000 = 0 THEN '' ELSE 'completed' END, '', i %% 10 + 3, CASE WHEN i %% 1000 = 0 THEN '' WHEN i %% 3 = 0 THEN 'person' ELSE 'automatic' END,"
             "  'match', '', '', 1, 1, 0, 0, 0, '', false, CASE WHEN i %% 3 = 0 THEN %(now)s::timestamptz - (i %% 43200) * interval '1 minute' END, '', 0, i %% 10 + 3, 2,"
-            "  %(now)s::timestamptz - (i %% 43200) * interval '1 minute'"
+            "  %(now)s::timestamptz - (i %% 43200) * interval '1 minute',"
+            "  CASE WHEN i %% 1000 = 0 THEN NULL ELSE %(now)s::timestamptz - (i %% 43200) * interval '1 minute' END"
             " FROM generate_series(1, %(n)s) i".replace("{tools}", tools).replace("{risks}", risks),
             {"now": now, "n": n},
         )

@@ -69,7 +69,7 @@ class DecisionForm(forms.Form):
     assignee = forms.CharField(max_length=150, required=False, label="Escalate to (user name, optional)")
     confirm_twice = forms.BooleanField(
         required=False,
-        label="I understand: if the original call did take effect, retrying can make it happen twice, unless the receiver honours the idempotency key.",
+        label="I have read what a retry does here, and that it may make the effect happen twice.",
     )
 
     def clean_reason(self):
@@ -208,3 +208,13 @@ class PolicyEditForm(forms.Form):
             if k in self.data:
                 out[k] = [f.strip() for f in (d.get(k) or "").split(",") if f.strip()]
         return out
+
+
+def _zone_choices():
+    import zoneinfo
+
+    return [("", "My browser's time zone")] + [(z, z) for z in sorted(zoneinfo.available_timezones())]
+
+
+class PreferenceForm(forms.Form):
+    time_zone = forms.ChoiceField(choices=_zone_choices, required=False, label="Show times on hover in", help_text="Times are written in UTC; hovering one shows it in this zone.")

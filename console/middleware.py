@@ -2,9 +2,36 @@
 
 from __future__ import annotations
 
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
 from django.http import Http404
 
+from console.templatetags.console_tags import reader_zone
 from console.views import not_found
+from console.zones import reader_zone_name
+
+class ReaderTimeZoneMiddleware:
+    """Times are written in UTC everywhere; a person who chose a time zone sees each one in it on
+    hover (console_tags.utc reads ``reader_zone``). The preference is kept in the session, so it
+    costs one query per session, not per page."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        zone = None
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            try:
+                name = reader_zone_name(request)
+                zone = ZoneInfo(name) if name else None
+            except (ZoneInfoNotFoundError, ValueError):
+                zone = None
+        token = reader_zone.set(zone)
+        try:
+            return self.get_response(request)
+        finally:
+            reader_zone.reset(token)
 
 
 class ConsoleErrorsMiddleware:

@@ -18,6 +18,9 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
 
 from access.selectors import run_access_records
+from django.utils import timezone
+
+from recovery.consequences import CallFacts, call_wording, status_words
 from recovery.masking import MASK, masked_paths, run_sensitive_values, sensitive_fields, value_mask
 from recovery.models import PolicyChange, ToolPolicy, UncertainCall
 from recovery.selectors import edges_bucket, policy_for, uncertain_call_evidence, uncertain_calls_filter, unresolved_tally
@@ -206,9 +209,10 @@ def overview_tally(*, now) -> list[dict]:
 def open_calls_over_time(*, now, hours: int = 24, points: int = 25, tally: list[dict] | None = None) -> tuple[list[str], dict[str, list[int]]]:
     """How many uncertain calls were open at each of ``points`` instants over the last ``hours``, by risk class.
 
-    A call counts as open at t when it started at or before t and was not yet resolved; the time a
-    resolved call stopped being open is its row's last change (resolution is the last thing that
-    happens to a row). Each call is open over a run of consecutive instants, from the first at or
+    A call counts as open at t when it started at or before t and was not yet resolved; both times
+    are the timestamps of the call's own events (its start's and its resolution's ``ts``), never
+    when they were stored, so a call imported today that was settled in September is not drawn as
+    open today. Each call is open over a run of consecutive instants, from the first at or
     after its start to the last before its resolution; counting calls by those two bucket numbers
     (one GROUP BY each for unresolved and recently resolved calls) and summing the differences
     gives the curve without evaluating every instant against every call. ``tally`` is an
@@ -222,8 +226,8 @@ def open_calls_over_time(*, now, hours: int = 24, points: int = 25, tally: list[
     for t in tally:
         diff[t["risk_class"]][t["buckets"][0]] += t["n"]  # open from its first instant to the end
     resolved = (
-        UncertainCall.objects.filter(state=UncertainCall.State.RESOLVED, updated_at__gt=instants[0], started_at__lte=now)
-        .annotate(s=edges_bucket("started_at", instants), e=edges_bucket("updated_at", instants))
+        UncertainCall.objects.filter(state=UncertainCall.State.RESOLVED, resolved_at__gt=instants[0], started_at__lte=now)
+        .annotate(s=edges_bucket("started_at", instants), e=edges_bucket("resolved_at", instants))
         .values("risk_class", "s", "e")
         .annotate(n=Count("id"))
         .order_by()
@@ -461,10 +465,36 @@ def _attempt_shown(a: dict, fields: frozenset[str], values: frozenset[str]) -> d
                 **r,
                 "intended": MASK if r["field"] in fields else value_mask(r["intended"], fields, values),
                 "observed": MASK if r["field"] in fields else value_mask(r["observed"], fields, values),
+                "masked": r["field"] in fields,
             }
             for r in comparison_rows(a["evidence"])
         ],
     }
+
+
+def call_facts(*, call: UncertainCall, policy, conflict: dict | None, arguments: dict, now=None) -> CallFacts:
+    """The facts the approval screen's words are computed from (recovery.consequences)."""
+    return CallFacts(
+        now=now or timezone.now(),
+        tool=call.tool,
+        state=call.state,
+        started_at=call.started_at,
+        idempotency_key=call.idempotency_key,
+        deadline=call.deadline,
+        key_retention_s=policy.key_retention_s,
+        retry_window_closes_at=call.retry_window_closes_at,
+        honours_keys=policy.strategy == "provider_idempotency",
+        has_lookup=policy.lookup is not None,
+        has_execute=policy.execute is not None,
+        has_compensate=policy.compensate is not None,
+        last_outcome=call.last_outcome,
+        differing_fields=tuple(r["field"] for r in (conflict or {}).get("comparison", []) if not r["equal"]),
+        possible_duplicate=call.possible_duplicate,
+        arguments=arguments,
+        amount_field=policy.amount_field,
+        currency_field=policy.currency_field,
+        target_field=policy.target_field,
+    )
 
 
 def call_screen(*, pk: int, fields: frozenset[str]) -> dict:
@@ -479,16 +509,20 @@ def call_screen(*, pk: int, fields: frozenset[str]) -> dict:
     attempts = [_attempt_shown(a, fields, values) for a in ev["attempts"]]
     history = [{**h, "shown": value_mask(h["payload"], fields, values)} for h in ev["history"]]
     arguments = call.arguments if isinstance(call.arguments, dict) else {"(arguments)": call.arguments}
+    shown_arguments = [(k, MASK if k in fields and v is not None else value_mask(v, fields, values), k in fields and v is not None) for k, v in arguments.items()]
+    conflict = next((a for a in reversed(attempts) if a["outcome"] == "conflict"), None)
     return {
         "call": call,
         "last_error": value_mask(call.last_error, fields, values),
         "resolved_by": value_mask(call.resolved_by, fields, values),  # a rule's text may quote an adapter's error
         "policy": policy,
         "attempts": attempts,
-        "conflict": next((a for a in reversed(attempts) if a["outcome"] == "conflict"), None),
+        "conflict": conflict,
         "history": history,
         "notes": call_notes(history=history),
-        "arguments": [(k, MASK if k in fields and v is not None else value_mask(v, fields, values), k in fields and v is not None) for k, v in arguments.items()],
+        "arguments": shown_arguments,
+        "status_words": status_words(state=call.state, disposition=call.disposition, resolved_by=value_mask(call.resolved_by, fields, values), automatic=call.resolution_kind == "automatic", escalation_reason=call.escalation_reason),
+        "wording": call_wording(call_facts(call=call, policy=policy, conflict=conflict, arguments={k: v for k, v, _ in shown_arguments})),
         "recent": run_timeline(run_id=call.run_id, types=(), before=None, fields=fields, limit=12, values=values).items,
         # shown in place of the form: decision_record refuses with it (it may quote a rule's text)
         "not_decidable": value_mask(call.decidable(), fields, values),

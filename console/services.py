@@ -50,6 +50,19 @@ def sensitive_reveal(*, user, run_id: str, seq: int, path: str, reason: str, fie
     return value
 
 
+REVEAL_SIDES = ("intended", "observed")
+
+
+def call_reveal_where(*, call, side: str, field: str, conflict_seq: int | None) -> tuple[int, str]:
+    """The event and path holding one side of a call's field: what the agent intended (its start's
+    arguments) or what the receiver holds (the latest conflicting lookup's observed operation)."""
+    if side == "intended":
+        return call.start_seq, f"arguments.{field}"
+    if side == "observed" and conflict_seq is not None:
+        return conflict_seq, f"evidence.observed.{field}"
+    raise RevealRefused(f"side must be one of {', '.join(REVEAL_SIDES)}" + (" (observed: only after a conflicting lookup)" if side == "observed" else f", got {side!r}"))
+
+
 def export_record(*, user, run_id: str, route: str, digest: str) -> None:
     """An unmasked export shows every sensitive value of the run at once: recorded as such, with the
     address asked and the digest of the file handed over."""
@@ -114,7 +127,7 @@ def bulk_preview(*, rows, action: str, user, assignee: str = "") -> list[dict]:
 
 
 def bulk_apply(*, rows, seen: dict[int, int], action: str, user, assignee: str = "", reason: str = "") -> list[dict]:
-    """Apply ``action`` call by call; ``{call, ok, result}`` per call. One refusal stops nothing."""
+    """Apply ``action`` call by call; ``{call, ok, status, result}`` per call (status: done, skipped or not applied; result: what, or why not). One refusal stops nothing."""
     out = []
     refused = _assignee_refusal(action, assignee)
     for row in rows:
@@ -123,10 +136,10 @@ def bulk_apply(*, rows, seen: dict[int, int], action: str, user, assignee: str =
             ok, what = False, refused
         version = seen.get(row.pk)
         if not ok:
-            out.append({"call": row, "ok": False, "result": f"skipped: {what}"})
+            out.append({"call": row, "ok": False, "status": "skipped", "result": what})
             continue
         if version is None:
-            out.append({"call": row, "ok": False, "result": "skipped: not in the preview you confirmed"})
+            out.append({"call": row, "ok": False, "status": "skipped", "result": "not in the preview you confirmed"})
             continue
         try:
             if action == "claim":
@@ -140,9 +153,9 @@ def bulk_apply(*, rows, seen: dict[int, int], action: str, user, assignee: str =
                     pk=row.pk, decision=Decision.HAPPENED, by=user, reason=reason, seen_version=version,
                     evidence_ref=f"reconciliation attempt {row.attempts} of call {row.pk}: match",
                 )
-            out.append({"call": row, "ok": True, "result": "done: " + what})
+            out.append({"call": row, "ok": True, "status": "done", "result": what})
         except StaleDecision:
-            out.append({"call": row, "ok": False, "result": "not applied: the call changed since the preview"})
+            out.append({"call": row, "ok": False, "status": "not applied", "result": "the call changed since the preview"})
         except RecoveryError as exc:
-            out.append({"call": row, "ok": False, "result": f"not applied: {exc}"})
+            out.append({"call": row, "ok": False, "status": "not applied", "result": str(exc)})
     return out

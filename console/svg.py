@@ -6,6 +6,8 @@ same numbers in a table beside it, so nothing depends on seeing the picture. All
 
 from __future__ import annotations
 
+import math
+
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -23,18 +25,33 @@ def _colour(name: str, i: int) -> str:
     return PALETTE.get(name, _FALLBACK[i % len(_FALLBACK)])
 
 
-def _nice_max(value: float) -> int:
-    if value <= 5:
-        return 5
-    step = 10 ** (len(str(int(value))) - 1)
-    return int(((value // step) + 1) * step)
+def nice_ticks(value: float, *, most: int = 6) -> list[int]:
+    """Axis ticks from 0 up to at least ``value`` in steps of 1, 2 or 5 times a power of ten, at
+    most ``most`` of them: 0/20/40/60/80 for 70, 0/5/10/15/20 for 17. Counts are whole numbers,
+    so the step is never below 1 and every label is exact."""
+    value = max(float(value), 1.0)
+    magnitude = 1
+    while True:
+        for m in (1, 2, 5):
+            step = m * magnitude
+            n = math.ceil(value / step)
+            if n + 1 <= most:
+                return [step * i for i in range(n + 1)]
+        magnitude *= 10
+
+
+def _label_x(i: int, last: int, x: float) -> str:
+    # The first and last x labels are anchored at their ends so they stay inside the picture.
+    anchor = "start" if i == 0 else "end" if i == last else "middle"
+    return f'x="{x:.1f}" text-anchor="{anchor}"'
 
 
 def line_chart(*, labels: list[str], series: dict[str, list[int]], title: str, width: int = 640, height: int = 240) -> SafeString:
     """One polyline per series over the shared x labels (oldest left); a legend names each series."""
     pad_l, pad_r, pad_t, pad_b = 48, 12, 16, 46
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
-    top = _nice_max(max([max(v) for v in series.values() if v] + [0]))
+    ticks = nice_ticks(max([max(v) for v in series.values() if v] + [0]))
+    top = ticks[-1]
     n = max(len(labels), 2)
 
     def x(i: int) -> float:
@@ -49,14 +66,18 @@ def line_chart(*, labels: list[str], series: dict[str, list[int]], title: str, w
         f'<desc id="lc-d">{escape(_describe(labels, series))}</desc>',
         '<g font-family="system-ui, sans-serif" font-size="11" fill="#57606a">',
     ]
-    for k in range(5):
-        v = top * k / 4
-        parts.append(f'<line x1="{pad_l}" x2="{pad_l + w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#d0d7de" stroke-width="1"/>')
-        parts.append(f'<text x="{pad_l - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{int(v)}</text>')
-    step = max(1, len(labels) // 6)
-    for i, label in enumerate(labels):
-        if i % step == 0 or i == len(labels) - 1:
-            parts.append(f'<text x="{x(i):.1f}" y="{pad_t + h + 16}" text-anchor="middle">{escape(label)}</text>')
+    for v in ticks:
+        parts.append(f'<line x1="{pad_l}" x2="{pad_l + w}" y1="{y(v):.1f}" y2="{y(v):.1f}" class="grid-line" stroke="#d0d7de" stroke-width="1"/>')
+        parts.append(f'<text class="y-tick" x="{pad_l - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:,}</text>')
+    # Every step-th label, where step keeps about 6 labels; the last instant (now) always has its
+    # label, and the regular label before it is dropped when the two would touch.
+    step = max(1, math.ceil(len(labels) / 6))
+    last = len(labels) - 1
+    shown = [i for i in range(len(labels)) if i % step == 0 and (last - i >= step / 2 or i == last)]
+    if last not in shown:
+        shown.append(last)
+    for i in shown:
+        parts.append(f'<text class="x-tick" {_label_x(i, last, x(i))} y="{pad_t + h + 16}">{escape(labels[i])}</text>')
     parts.append("</g>")
     for i, (name, values) in enumerate(series.items()):
         pts = " ".join(f"{x(j):.1f},{y(v):.1f}" for j, v in enumerate(values))
@@ -74,7 +95,8 @@ def bar_chart(*, bars: list[tuple[str, int]], title: str, width: int = 640, heig
     """Vertical bars with their count written above each, labels below."""
     pad_l, pad_r, pad_t, pad_b = 40, 12, 20, 34
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
-    top = _nice_max(max([c for _, c in bars] + [0]))
+    ticks = nice_ticks(max([c for _, c in bars] + [0]))
+    top = ticks[-1]
     slot = w / max(len(bars), 1)
     bw = slot * 0.7
     parts = [

@@ -28,6 +28,7 @@ urlpatterns += [
     path("calls/<int:pk>/release/", views.call_release, name="call_release"),
     path("calls/<int:pk>/assign/", views.call_assign, name="call_assign"),
     path("calls/<int:pk>/note/", views.call_note, name="call_note"),
+    path("calls/<int:pk>/reveal/", views.call_reveal, name="call_reveal"),
     path("decisions/", views.decisions, name="decisions"),
     path("access/", views.access_log, name="access"),
     path("policies/", views.policies, name="policies"),
@@ -39,4 +40,5 @@ urlpatterns += [
     path("notifications/config/apply/", notifications.file_apply, name="notification_config_apply"),
     path("search/", views_find.search, name="search"),
     path("nav/open-count/", views_find.open_badge, name="open_badge"),
+    path("preferences/", views.preferences, name="preferences"),
 ]

@@ -12,15 +12,21 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.http import content_disposition_header
+from django.utils.safestring import SafeString
+from django.views.decorators.http import require_GET, require_POST
 
 from access import assignment
 from access import selectors as access_selectors
 from access.models import AccessRecord
-from access.masking import mask_for, masks_sensitive
+from access.masking import mask_for, masks_sensitive, may_reveal_on_call
 from access.roles import MANAGER, perm, requires, role_names
 from console import forms, paging, selectors, services, svg
+from console.models import UserPreference
+from console.templatetags.console_tags import utc
+from console.zones import ZONE_KEY
 from notify import selectors as notify_selectors
 from recovery import decisions as actions
 from recovery import masking
@@ -28,7 +34,13 @@ from recovery.errors import CallNotFound, NotDecidable, RecoveryError, RunBusy, 
 from recovery.models import Decision
 from recovery.policies import PolicyError
 from recovery.policy_changes import policy_update
-from recovery.selectors import QueryError, queue_figures_by_risk, uncertain_calls_count, uncertain_calls_filter
+from recovery.selectors import (
+    QueryError,
+    queue_figures_by_risk,
+    uncertain_call_evidence,
+    uncertain_calls_count,
+    uncertain_calls_filter,
+)
 from runs.errors import RunNotFound
 from runs.selectors import run_get
 
@@ -209,11 +221,33 @@ def reveal(request, run_id: str, seq: int):
     return _render(request, "console/reveal.html", ctx, partial="value" if request.htmx else None)
 
 
+@requires("view_console")
+@require_POST
+def call_reveal(request, pk: int):
+    """One side (intended or observed) of one sensitive field of a call, for whoever may decide it
+    or holds view_sensitive (access.masking.may_reveal_on_call); recorded before it is shown."""
+    try:
+        ev = uncertain_call_evidence(pk=pk)
+    except CallNotFound as exc:
+        raise Http404(str(exc))
+    call = ev["call"]
+    if not may_reveal_on_call(request.user, call):
+        raise PermissionDenied("your role may not reveal this call's sensitive fields" + (" now: " + call.decidable() if call.decidable() else ""))
+    conflict_seq = next((a["seq"] for a in reversed(ev["attempts"]) if a["outcome"] == "conflict"), None)
+    try:
+        seq, path = services.call_reveal_where(call=call, side=request.POST.get("side", ""), field=request.POST.get("field", ""), conflict_seq=conflict_seq)
+        value = services.sensitive_reveal(user=request.user, run_id=call.run_id, seq=seq, path=path, reason=request.POST.get("reason", ""), fields=masking.sensitive_fields())
+    except services.RevealRefused as exc:
+        return _bad(request, exc)
+    ctx = {"run_id": call.run_id, "seq": seq, "path": path, "value": value, "call": call}
+    return _render(request, "console/reveal.html", ctx, partial="value" if request.htmx else None)
+
+
 # --- overview --------------------------------------------------------------------------------
 
 
 # The overview names this many of the most overdue irreversible calls and links to the queue for the rest.
-OVERVIEW_OVERDUE_SHOWN = 50
+OVERVIEW_OVERDUE_SHOWN = 8
 
 
 @requires("view_console")
@@ -231,6 +265,12 @@ def overview(request):
         "overdue_irreversible": irreversible.get("overdue", []),
         "overdue_irreversible_count": irreversible.get("overdue_count", 0),
         "overdue_other_count": sum(f["overdue_count"] for c, f in figures.items() if c != "irreversible"),
+        "totals": {
+            "open": sum(f["still_open"] for f in figures.values()),
+            "overdue": sum(f["overdue_count"] for f in figures.values()),
+            "escalated": sum(t["escalated"] for t in tally),  # unresolved calls ever escalated
+            "oldest_s": max((f["oldest_age_s"] for f in figures.values() if f["oldest_age_s"] is not None), default=None),
+        },
         "chart_time": svg.line_chart(labels=labels, series=series, title="Open uncertain calls by risk class, last 24 hours (UTC)"),
         "chart_rows": [(labels[i], [series[c][i] for c in series]) for i in range(len(labels))],
         "chart_classes": list(series),
@@ -338,11 +378,31 @@ def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> di
         "can_decide": user.has_perm(perm("decide_call")) and ctx["not_decidable"] is None,
         "can_claim": user.has_perm(perm("claim_call")) and call.state != "resolved",
         "can_note": user.has_perm(perm("add_note")),
-        "can_reveal": user.has_perm(perm("view_sensitive")),
+        "can_reveal": may_reveal_on_call(user, call),
         "decision_form": decision_form or forms.DecisionForm(initial={"seen_version": call.version}),
         "note_form": note_form or forms.NoteForm(),
         "paging": notify_selectors.call_paging_line(call_pk=call.pk),
     }
+
+
+# What a person or the worker does to a call that makes an open screen of it stale.
+_ACTS = ("approval_decided", "tool_call_resolved", "approval_requested", "operator_note", "tool_call_completed", "reconciliation_attempted")
+
+
+def _stale_words(ctx: dict, user) -> SafeString:
+    """What landed between the page being loaded and the decision being sent: who did what, and
+    when (the same person in another tab is named as such), and whether anything is left to decide."""
+    call = ctx["call"]
+    last = next((h for h in reversed(ctx["history"]) if h["type"] in _ACTS), None)
+    who = (last["shown"].get("by") or last["shown"].get("escalated_by") or "the recovery worker") if last else "someone"
+    what = (last["shown"].get("decision") or last["shown"].get("disposition") or last["shown"].get("action") or last["type"]).replace("_", " ") if last else "changed it"
+    at = format_html(" at {}", utc(last["ts"])) if last else ""
+    actor = "You had already acted on this call (in another tab or window)" if who == user.get_username() else f"{who} acted on this call first"
+    if call.state == "resolved":
+        tail = format_html('The call is resolved: {} There is nothing left to decide; <a href="{}">see the resolved call</a>.', ctx["status_words"], reverse("console:call", args=[call.pk]))
+    else:
+        tail = format_html('It is still open: <a href="{}">read it as it is now</a> and decide again only if it is still needed.', reverse("console:call", args=[call.pk]))
+    return format_html("<strong>Your decision was not recorded.</strong> {}{}: {}. {}", actor, at, what, tail)
 
 
 @requires("view_console")
@@ -366,10 +426,9 @@ def call_decide(request, pk: int):
             row = actions.decision_record(pk=pk, decision=d["decision"], by=request.user, reason=d["reason"], seen_version=d["seen_version"], evidence_ref=(d.get("evidence_ref") or None))
     except CallNotFound as exc:
         raise Http404(str(exc))
-    except StaleDecision as exc:
-        messages.error(request, f"Your decision was not recorded: someone else acted on this call first ({exc}). Read what changed below, then decide again if it is still needed.")
+    except StaleDecision:
         ctx = _call_context(request, pk)
-        return _render(request, "console/call.html", {**ctx, "stale": True}, nav="queue", status=409)
+        return _render(request, "console/call.html", {**ctx, "stale": _stale_words(ctx, request.user)}, nav="queue", status=409)
     except NotDecidable as exc:
         # The same reason the API gives (409 not_decidable); the page shows it in place of the form.
         messages.error(request, f"Your decision was not recorded. {exc}")
@@ -440,6 +499,27 @@ def call_note(request, pk: int):
     else:
         messages.success(request, "Note added to the run's log.")
     return redirect("console:call", pk=pk)
+
+
+# --- the person's own preferences ------------------------------------------------------------
+
+
+@requires()
+def preferences(request):
+    """The signed-in person's time zone for hovered times (all times are written in UTC)."""
+    pref = UserPreference.objects.filter(user_id=request.user.pk).first()
+    if request.method == "POST":
+        form = forms.PreferenceForm(request.POST)
+        if not form.is_valid():
+            return _render(request, "console/preferences.html", {"form": form, "sample": timezone.now()}, nav="preferences", status=400)
+        zone = form.cleaned_data["time_zone"]
+        UserPreference.objects.update_or_create(user_id=request.user.pk, defaults={"time_zone": zone})
+        request.session[ZONE_KEY] = zone
+        where = zone or "your browser's time zone"
+        messages.success(request, f"Times now show {where} on hover.")
+        return redirect("console:preferences")
+    form = forms.PreferenceForm(initial={"time_zone": pref.time_zone if pref else ""})
+    return _render(request, "console/preferences.html", {"form": form, "sample": timezone.now()}, nav="preferences")
 
 
 # --- decision log ----------------------------------------------------------------------------

@@ -92,6 +92,9 @@ class UncertainCall(models.Model):
     disposition = models.CharField(max_length=32, blank=True, default="")
     resolved_by = models.CharField(max_length=200, blank=True, default="")
     resolved_seq = models.BigIntegerField(null=True, blank=True)
+    # The timestamp of the event that resolved the call (its ``ts``, not when it was stored): an
+    # imported call settled months ago was not open today, whenever its log arrived.
+    resolved_at = models.DateTimeField(null=True, blank=True)
     resolution_kind = models.CharField(max_length=16, blank=True, default="")  # automatic | person | run
     last_outcome = models.CharField(max_length=16, blank=True, default="")
     last_rule = models.CharField(max_length=300, blank=True, default="")
@@ -138,7 +141,7 @@ class UncertainCall(models.Model):
             # Overdue calls per risk class, most overdue first (the queue's rank 1, the overview).
             models.Index(fields=["risk_class", "deadline"], name="reckon_uc_open_deadline", condition=Q(state__in=UNRESOLVED_STATES)),
             # The overview chart's recently resolved calls.
-            models.Index(fields=["updated_at"], name="reckon_uc_settled_at", condition=Q(state="resolved")),
+            models.Index(fields=["resolved_at"], name="reckon_uc_resolved_at", condition=Q(state="resolved")),
             # Filters over every state (resolved, all, in flight with a risk class, tool or tenant)
             # and the worker's due calls and detection (state first). Which index each screen's,
             # endpoint's and the worker's statement uses, measured: docs/recovery.md "The queue

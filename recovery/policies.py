@@ -34,7 +34,14 @@ _KEYS = {
     "execute",
     "compensate",
     "value_rules",
+    "amount_field",
+    "currency_field",
+    "target_field",
 }
+# Optional fields that only shape the words of the approval screen ("may post 840.00 GBP to account
+# C-771 a second time"); they decide nothing, so they live in the policy as written (ToolPolicy.source)
+# rather than in columns of their own.
+WORDING_FIELDS = ("amount_field", "currency_field", "target_field")
 
 
 class PolicyError(ValueError):
@@ -65,12 +72,17 @@ class Policy:
     execute: dict | None = None
     compensate: dict | None = None
     value_rules: tuple[dict, ...] = ()
+    amount_field: str | None = None
+    currency_field: str | None = None
+    target_field: str | None = None
     unclassified: bool = False
 
     def as_fields(self) -> dict:
         d = asdict(self)
         d.pop("tool")
         d.pop("unclassified")
+        for name in WORDING_FIELDS:
+            d.pop(name)
         d["semantic_fields"] = list(self.semantic_fields)
         d["sensitive_fields"] = list(self.sensitive_fields)
         d["value_rules"] = [dict(r) for r in self.value_rules]
@@ -166,6 +178,12 @@ def policy_parse(tool: str, table: Any) -> Policy:
         if fresh_for_s < 1:
             raise PolicyError(f"tool {tool!r}: fresh_for {fresh!r} must be at least 1s")
     compensate = _adapter(tool, "compensate", table.get("compensate"))
+    wording = {}
+    for name in WORDING_FIELDS:
+        value = table.get(name)
+        if value is not None and (not isinstance(value, str) or not value or len(value) > 200):
+            raise PolicyError(f"tool {tool!r}: {name} must be the name of one of the tool's arguments")
+        wording[name] = value
     if strategy == "compensate" and compensate is None:
         raise PolicyError(f"tool {tool!r}: strategy compensate needs a compensate adapter")
     return Policy(
@@ -181,6 +199,7 @@ def policy_parse(tool: str, table: Any) -> Policy:
         execute=_adapter(tool, "execute", table.get("execute")),
         compensate=compensate,
         value_rules=_value_rules(tool, table.get("value_rules")),
+        **wording,
     )
 
 
@@ -213,6 +232,7 @@ def policy_from_row(row) -> Policy:
         execute=row.execute,
         compensate=row.compensate,
         value_rules=tuple(row.value_rules or ()),
+        **{name: (row.source or {}).get(name) for name in WORDING_FIELDS},
     )
 
 

@@ -216,6 +216,7 @@ def _completed(rr: RunRows, ev: Event, cx: Context) -> None:
             row.resolved_by = f"completion ({p.get('source', 'live')})"
             row.resolution_kind = {"reconciliation": "automatic", "retry": "automatic", "operator": "person"}.get(p.get("source", "live"), "run")
             row.resolved_seq = seq
+            row.resolved_at = ev.ts
             row.retry_seq = None
             row.next_attempt_at = None
             rr.touch(row, seq)
@@ -303,6 +304,7 @@ def _resolved(rr: RunRows, ev: Event, cx: Context) -> None:
         row.resolved_by = str(p.get("by") or p.get("rule") or "")[:200]
         row.resolution_kind = "person" if p.get("by") else "automatic"
         row.resolved_seq = ev.seq
+        row.resolved_at = ev.ts
         row.retry_seq = None
         row.next_attempt_at = None
         rr.touch(row, ev.seq)

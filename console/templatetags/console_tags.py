@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
 
 from django import template
 from django.utils.html import format_html
@@ -11,6 +13,10 @@ from django.utils.html import format_html
 from runs.fold import format_ts
 
 register = template.Library()
+
+# The reader's chosen time zone for this request (console.middleware sets it from their preference);
+# None: the browser's own zone, filled in by console.js.
+reader_zone: ContextVar[ZoneInfo | None] = ContextVar("reader_zone", default=None)
 
 
 def _as_dt(value) -> datetime | None:
@@ -53,7 +59,11 @@ def utc(value) -> str:
     if dt is None:
         return value or ""
     dt = dt.astimezone(timezone.utc)
-    return format_html('<time datetime="{}">{}</time>', format_ts(dt), dt.strftime("%Y-%m-%d %H:%M:%S UTC"))
+    zone = reader_zone.get()
+    if zone is None:
+        return format_html('<time datetime="{}">{}</time>', format_ts(dt), dt.strftime("%Y-%m-%d %H:%M:%S UTC"))
+    local = dt.astimezone(zone)
+    return format_html('<time datetime="{}" title="{} {} ({})">{}</time>', format_ts(dt), local.strftime("%Y-%m-%d %H:%M:%S"), local.tzname(), zone.key, dt.strftime("%Y-%m-%d %H:%M:%S UTC"))
 
 
 @register.filter
@@ -73,6 +83,14 @@ def when(value) -> str:
     if dt is None:
         return value or ""
     return format_html("{} <span class=\"age\">({})</span>", utc(dt), age(dt))
+
+
+@register.filter
+def money(value, currency: str = "") -> str:
+    """An amount or a cost as people write it (``0.0202 USD``, never a float's ``0.020200000000000003``)."""
+    from recovery.consequences import money as money_words
+
+    return "" if value is None else money_words(value, currency or None)
 
 
 @register.filter

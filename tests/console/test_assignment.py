@@ -55,7 +55,7 @@ def test_an_escalation_keeps_the_first_reason_and_shows_the_re_escalation(oncall
     again = Event.objects.filter(run_id="run-conflict", type="approval_requested").order_by("-seq").first()
     assert again.payload["reason"] == "conflict" and again.payload["re_escalation"] is True
     body = unescape(c.get(f"/calls/{conflict_call.pk}/").content.decode())
-    assert "escalated: conflict" in body and "re-escalated by olivia.oncall: needs the ledger team" in body
+    assert "Escalated, waiting for a person: the receiver holds a different operation under its key." in body and "re-escalated by olivia.oncall: needs the ledger team" in body
 
 
 def test_an_old_log_whose_re_escalation_says_escalated_keeps_the_first_reason_on_rebuild(oncall, conflict_call):

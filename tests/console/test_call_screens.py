@@ -13,7 +13,10 @@ def test_the_approval_screen_shows_what_a_person_needs_to_decide(oncall, conflic
     assert conflict_call.idempotency_key in body
     assert "840.00" in body and "480.00" in body  # intended and observed, side by side
     assert "differs" in body
-    assert "can make it happen <strong>twice</strong>" in body
+    assert "The receiver holds a different operation under this key: amount differs." in body
+    # The retry's consequence names the key's retention, the amount and the (masked) target.
+    assert "the receiver keeps this key until" in body
+    assert "post_correction for 840.00 GBP to account [masked]" in body
     assert "Started</dt>" in body and "ago" in body and " UTC" in body
     assert 'name="decision"' in body
 
@@ -47,7 +50,22 @@ def test_a_double_submit_writes_one_event_and_a_stale_view_is_refused_clearly(on
     first = decide(c, conflict_call, decision="escalate", reason="needs the ledger team")
     second = decide(c, conflict_call, decision="escalate", reason="needs the ledger team")
     assert first.status_code == 302 and second.status_code == 409
-    assert "someone else acted on this call first" in second.content.decode()
+    body = second.content.decode()
+    assert "You had already acted on this call (in another tab or window)" in body and "someone else" not in body
+    assert "It is still open" in body and "decide again only if it is still needed" in body
+
+
+def test_a_decision_on_a_call_resolved_meanwhile_names_who_resolved_it_and_offers_nothing_to_redo(oncall, conflict_call):
+    from tests.console.conftest import _user
+
+    other = _user("oscar.oncall", "oncall")
+    assert decide(client_for(other), conflict_call, decision="not_happened", reason="ledger team reversed it").status_code == 302
+    late = decide(client_for(oncall), conflict_call, decision="not_happened", reason="same here")
+    body = late.content.decode()
+    assert late.status_code == 409
+    assert "oscar.oncall acted on this call first" in body and "not happened" in body
+    assert "Resolved: it did not happen (decided by oscar.oncall)" in body and "nothing left to decide" in body
+    assert f'href="/calls/{conflict_call.pk}/"' in body and 'id="decide-submit"' not in body
     assert Event.objects.filter(run_id="run-conflict", type="approval_decided").count() == 1
 
 
@@ -122,6 +140,7 @@ def test_bulk_happened_is_previewed_then_applied_only_where_evidence_matches(onc
     assert "claim for olivia.oncall" in claim
     applied = c.post("/queue/bulk/", {"action": "claim", "scope": "selected", "ids": [conflict_call.pk], f"v_{conflict_call.pk}": conflict_call.version, "step": "apply"})
     assert "1 of 1 applied" in applied.content.decode()
+    assert "done done" not in applied.content.decode() and '<span class="badge ok">done</span> claim for olivia.oncall' in applied.content.decode()
 
 
 def test_bulk_retry_is_not_offered(oncall, conflict_call):
@@ -215,3 +234,26 @@ def test_the_decision_log_pages_newest_first_across_runs_without_gaps_or_repeats
         assert response.status_code == 400 and "cursor" in response.content.decode()
     with pytest.raises(ValueError):
         decision_cursor_parse("not a cursor")
+
+
+def test_a_person_chooses_a_time_zone_and_times_stay_in_utc_with_their_local_time_on_hover(oncall, conflict_call):
+    c = client_for(oncall)
+    assert c.get("/preferences/").status_code == 200
+    assert c.post("/preferences/", {"time_zone": "Mars/Olympus"}).status_code == 400
+    assert c.post("/preferences/", {"time_zone": "Europe/Berlin"}).status_code == 302
+    body = c.get(f"/calls/{conflict_call.pk}/").content.decode()
+    started = conflict_call.started_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Berlin"))
+    assert f'title="{started:%Y-%m-%d %H:%M:%S} CET (Europe/Berlin)">{conflict_call.started_at:%Y-%m-%d %H:%M:%S} UTC</time>' in body
+    # Another session of the same person reads the preference from the database.
+    assert "(Europe/Berlin)" in client_for(oncall).get(f"/calls/{conflict_call.pk}/").content.decode()
+    assert c.post("/preferences/", {"time_zone": ""}).status_code == 302
+    assert "(Europe/Berlin)" not in c.get(f"/calls/{conflict_call.pk}/").content.decode()
+
+
+def test_a_run_state_shows_its_cost_as_money(oncall, v1_runs):
+    # run-q3-recon's turns cost 0.0053 + 0.0071 + 0.0078, which a float adds up to 0.020200000000000003.
+    from runs.models import Run
+
+    last = Run.objects.get(run_id="run-q3-recon").last_seq
+    body = client_for(oncall).get("/runs/run-q3-recon/", {"at": last}).content.decode()
+    assert "cost 0.0202 USD" in body and "cost 0.020200000000000003" not in body

@@ -38,7 +38,7 @@ def test_the_overview_names_the_most_overdue_irreversible_calls_and_counts_the_r
     shown = OVERVIEW_OVERDUE_SHOWN
     assert f"The {shown} most overdue of {shown + 7}." in body
     assert f"All {shown + 7} in the queue" in body and "?risk_class=irreversible" in body
-    # The most overdue is call c56 (deadline 57 minutes ago); the least, c0, is past the first 50.
+    # The most overdue is the last one made (its deadline passed longest ago); the least, c0, is not shown.
     assert f">c{shown + 6}</a>" in body and ">c0</a>" not in body
     assert "Also past deadline: 3 calls of other risk classes" in body
 
@@ -56,13 +56,13 @@ def test_the_overview_makes_the_same_queries_for_ten_calls_as_for_a_hundred(mana
 
 def test_the_chart_and_the_histogram_equal_the_definitions_evaluated_call_by_call(calls):
     now = calls
-    rows = list(UncertainCall.objects.exclude(state=S.IN_FLIGHT).values("risk_class", "state", "started_at", "updated_at"))
+    rows = list(UncertainCall.objects.exclude(state=S.IN_FLIGHT).values("risk_class", "state", "started_at", "resolved_at"))
     instants = console_selectors.chart_instants(now=now)
     assert any(r["started_at"] == instants[18] for r in rows)  # the edge case is present
     labels, series = console_selectors.open_calls_over_time(now=now)
     for c in RISKS:
         expected = [
-            sum(1 for r in rows if r["risk_class"] == c and r["started_at"] <= t and (r["state"] != S.RESOLVED or r["updated_at"] > t))
+            sum(1 for r in rows if r["risk_class"] == c and r["started_at"] <= t and (r["state"] != S.RESOLVED or r["resolved_at"] > t))
             for t in instants
         ]
         assert series[c] == expected
@@ -83,3 +83,18 @@ def test_the_chart_and_the_histogram_equal_the_definitions_evaluated_call_by_cal
     tally = console_selectors.overview_tally(now=now)
     assert console_selectors.open_calls_over_time(now=now, tally=tally) == (labels, series)
     assert console_selectors.open_calls_age_histogram(now=now, tally=tally) == hist
+
+
+def test_a_long_settled_imported_call_is_not_drawn_as_open_today(v1_runs):
+    """An imported history settled in September: its call started and was resolved then, whenever
+    the file arrived, so the last 24 hours show nothing open for it."""
+    from runs.importer import paths_import
+    from tests.console.conftest import FIXTURES
+
+    results = paths_import([str(FIXTURES / "events" / "v2")])
+    assert all(r.outcome == "imported" for r in results), [r.line() for r in results]
+    settled = UncertainCall.objects.filter(state=S.RESOLVED, started_at__lt=timezone.now() - timedelta(days=30))
+    assert settled.exists() and all(c.resolved_at is not None and c.resolved_at < timezone.now() - timedelta(days=30) for c in settled)
+    _, series = console_selectors.open_calls_over_time(now=timezone.now())
+    open_now = UncertainCall.objects.unresolved().count()
+    assert all(sum(series[c][i] for c in RISKS) == open_now for i in range(len(series[RISKS[0]]))), (series, open_now)

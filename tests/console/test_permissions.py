@@ -33,6 +33,10 @@ MATRIX = [
     # The evidence bundle: masked by default, for reviewers who may export (unmasked needs a reason).
     ("post", "console:run_evidence", (RUN,), {}, only("compliance", "admin")),
     ("post", "console:run_evidence", (RUN,), {"unmasked": "1"}, only("compliance", "admin", ok=400)),
+    # On a call: holders of view_sensitive, and whoever may decide it while it can be decided.
+    ("post", "console:call_reveal", (CALL,), {"side": "observed", "field": "account", "reason": "INC-7"}, only("oncall", "compliance", "admin")),
+    # Each signed-in person's own time zone; it shows nothing of anyone else's.
+    ("get", "console:preferences", (), None, {**{r: 200 for r in R}, "anonymous": 302}),
     ("get", "console:overview", (), None, everyone_who_reads()),
     ("get", "console:queue", (), None, everyone_who_reads()),
     ("get", "console:decisions", (), None, everyone_who_reads()),

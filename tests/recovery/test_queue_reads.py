@@ -61,9 +61,10 @@ def calls():
             )
         )
     UncertainCall.objects.bulk_create(rows)
-    # A resolved call's end is its row's last change: spread them over the chart's window.
+    # A resolved call's end is its resolving event's time: spread them over the chart's window.
     for n, pk in enumerate(UncertainCall.objects.filter(state=S.RESOLVED).order_by("id").values_list("pk", flat=True)):
-        UncertainCall.objects.filter(pk=pk).update(updated_at=now - timedelta(hours=n * 5 % 30, minutes=7))
+        end = now - timedelta(hours=n * 5 % 30, minutes=7)
+        UncertainCall.objects.filter(pk=pk).update(updated_at=end, resolved_at=end)
     return now
 
 

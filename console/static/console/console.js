@@ -89,3 +89,21 @@ document.addEventListener("click", function (event) {
   var open = link.getAttribute("data-expand") === "open";
   document.querySelectorAll("main details.payload, main .decisions details").forEach(function (d) { d.open = open; });
 });
+
+// A form answered with errors: move focus to the list of them (it sits next to the form), so a
+// keyboard or screen-reader user lands on what to fix instead of the top of a long page.
+document.addEventListener("DOMContentLoaded", function () {
+  var errors = document.getElementById("decide-errors");
+  if (errors) { errors.focus(); errors.scrollIntoView({block: "center"}); }
+});
+
+// Times are written in UTC; hovering one shows it in the reader's own time. The server fills the
+// title when the person chose a time zone (Preferences); otherwise the browser's zone is used.
+function reckonLocalTimes(root) {
+  root.querySelectorAll("time[datetime]:not([title])").forEach(function (t) {
+    var d = new Date(t.getAttribute("datetime"));
+    if (!isNaN(d)) t.title = d.toLocaleString(undefined, {year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short"});
+  });
+}
+document.addEventListener("DOMContentLoaded", function () { reckonLocalTimes(document); });
+document.addEventListener("htmx:afterSwap", function (e) { reckonLocalTimes(e.target); });
