@@ -31,6 +31,12 @@ NOT_A_PAGE = {
     "call_release": "redirects to the call",
     "call_assign": "redirects to the call",
     "call_note": "redirects to the call",
+    "run_evidence": "a zip file",
+    "open_badge": "an htmx fragment of the navigation (the open-call count)",
+    "notification_channel": "redirects to the channels and routes screen",
+    "notification_route": "redirects to the channels and routes screen",
+    "notification_config_preview": "redirects to the channels and routes screen, which shows the preview",
+    "notification_config_apply": "redirects to the channels and routes screen",
 }
 SERIOUS = ("serious", "critical")
 
@@ -58,6 +64,8 @@ def screens(admin_user, conflict_call, v1_runs):
         ("policies", "/policies/", None),
         ("notifications", "/notifications/", None),
         ("preferences", "/preferences/", None),
+        ("notification_config", "/notifications/config/", None),
+        ("search", f"/search/?q={c.run_id}", None),
         # Form targets, reached through their forms.
         ("call_decide", f"/calls/{c.pk}/", lambda p: (p.check("#choice-not"), p.click("#decide-submit"), p.wait_for_selector("#decide-errors"))),
         ("call_reveal", f"/calls/{c.pk}/", lambda p: _submit_reveal(p, "#conflict form.reveal")),
