@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import orjson
 import psycopg
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from psycopg.adapt import Loader
 from psycopg.pq import Format
@@ -808,3 +809,23 @@ def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list
 def events_load(*, run_id: str, after: int = 0, upto: int | None = None) -> list[Event]:
     """``events_read`` upcast to the current schema version: what the fold consumes."""
     return events_upcast(events_read(run_id=run_id, after=after, upto=upto), run_id)
+
+
+def events_stream(*, run_id: str, after: int = 0, upto: int | None = None, chunk: int | None = None) -> Iterator[Event]:
+    """``events_load`` one chunk at a time (``RECKON_READ_CHUNK`` events, each chunk one range scan
+    of the (run, seq) key): what a replay, an export or any reader of a whole long log iterates, so
+    that memory holds one chunk, never the log.
+
+    Chunks are separate statements: the events of seq ``<= upto`` (default: as far as the log
+    reaches when each chunk is read) are immutable once written, so the chunks together are exactly
+    one prefix of the log, whatever is appended meanwhile.
+    """
+    size = chunk or settings.RECKON_READ_CHUNK
+    end = upto if upto is not None else 2**62
+    while after < end:
+        rows = events_read(run_id=run_id, after=after, upto=min(after + size, end))
+        if not rows:
+            return
+        yield from events_upcast(rows, run_id)
+        after = rows[-1].seq
+        del rows

@@ -99,3 +99,16 @@ def test_fixture_logs_imported_in_chunks_of_two_replay_to_their_golden_states(se
         golden = json.loads(golden_path(path).read_text())
         for seq, state in golden.items():
             assert json.loads(json.dumps(run_state(run_id=result.run_id, at=int(seq)).to_dict())) == state, (path.name, seq)
+
+
+def test_a_replay_read_in_chunks_folds_to_the_state_of_the_whole_log(settings):
+    from runs.fold import fold
+    from runs.store import events_load, events_stream
+
+    assert imported(long_log(n=50)).outcome == "imported"
+    settings.RECKON_READ_CHUNK = 3
+    assert [e.seq for e in events_stream(run_id="run-x", after=4, upto=17)] == list(range(5, 18))
+    assert [e.seq for e in events_stream(run_id="run-x")] == list(range(1, 51))
+    whole = fold(events_load(run_id="run-x"))
+    assert run_state(run_id="run-x").to_dict() == whole.to_dict()
+    assert run_state(run_id="run-x", at=22).to_dict() == fold(events_load(run_id="run-x", upto=22)).to_dict()
