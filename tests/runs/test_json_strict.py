@@ -43,6 +43,9 @@ HOSTILE = [
     b'{"a": "\\":", "a": 1}',
     b'{"a": "\\":", "b": {"c": 1, "c": 2}}',
     b'[1, 2, {"x": [{"y": 1, "y": 1}]}]',
+    b'{"b\\\\": 1, "a": 1, "a": 2}',
+    b'{"s": "n:{\\"a\\":1}", "a": 1, "a": 2}',
+    b'{"s": "n:{\\"a\\":1}", "a": 1}',
     b'{"a": 1.0, "b": -0, "c": 1E5, "d": "\xf0\x9f\x98\x80"}',
     b"[" * 5000 + b"]" * 5000,
 ]
@@ -60,7 +63,7 @@ def test_it_refuses_a_duplicate_key_hidden_behind_a_colon_in_a_string():
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.lists(st.tuples(st.sampled_from(["a", "b", "\x00", "\ud800", ":", '":']), inner), max_size=4),
+    lambda inner: st.lists(inner, max_size=4) | st.lists(st.tuples(st.sampled_from(["a", "b", "\x00", "\ud800", ":", '":', "b\\", 'q\"']), inner), max_size=4),
     max_leaves=12,
 )
 
