@@ -27,6 +27,7 @@ from runs.fold import format_ts
 from runs.models import Event, Run
 from runs.paging import CursorError, Page, cursor_decode, cursor_encode
 from runs.selectors import run_state
+from runs.store import events_stream
 
 # Types that carry a person's or a rule's decision: the audit screen lists them as "who decided what".
 DECISION_TYPES = (
@@ -89,10 +90,12 @@ def run_type_counts(*, run_id: str) -> dict[str, int]:
 
 
 def _export_rows(*, run_id: str, upto: int):
-    # A server-side cursor on PostgreSQL (Django's iterator), a chunk of rows at a time elsewhere:
-    # the run's events are never all in memory.
-    qs = Event.objects.filter(run_id=run_id, seq__lte=upto).order_by("seq").values_list("seq", "type", "ts", "payload", "v")
-    return qs.iterator(chunk_size=settings.RECKON_READ_CHUNK)
+    # The events as stored, one (run, seq) range of RECKON_READ_CHUNK at a time: the run is never
+    # all in memory, and the first chunk leaves before the next is read. (Not a server-side cursor:
+    # outside a transaction Django declares it WITH HOLD, which has PostgreSQL materialise the
+    # whole result before the first row comes back.)
+    for seq, type_, payload, ts, v in events_stream(run_id=run_id, upto=upto, upcast=False):
+        yield seq, type_, ts, payload, v
 
 
 def run_export_lines(*, run_id: str, fields: frozenset[str], upto: int) -> Iterator[dict]:

@@ -811,10 +811,11 @@ def events_load(*, run_id: str, after: int = 0, upto: int | None = None) -> list
     return events_upcast(events_read(run_id=run_id, after=after, upto=upto), run_id)
 
 
-def events_stream(*, run_id: str, after: int = 0, upto: int | None = None, chunk: int | None = None) -> Iterator[Event]:
+def events_stream(*, run_id: str, after: int = 0, upto: int | None = None, chunk: int | None = None, upcast: bool = True) -> Iterator[Event]:
     """``events_load`` one chunk at a time (``RECKON_READ_CHUNK`` events, each chunk one range scan
     of the (run, seq) key): what a replay, an export or any reader of a whole long log iterates, so
-    that memory holds one chunk, never the log.
+    that memory holds one chunk, never the log. ``upcast=False``: the events as stored
+    (``events_read``), for an export.
 
     Chunks are separate statements: the events of seq ``<= upto`` (default: as far as the log
     reaches when each chunk is read) are immutable once written, so the chunks together are exactly
@@ -826,6 +827,6 @@ def events_stream(*, run_id: str, after: int = 0, upto: int | None = None, chunk
         rows = events_read(run_id=run_id, after=after, upto=min(after + size, end))
         if not rows:
             return
-        yield from events_upcast(rows, run_id)
+        yield from events_upcast(rows, run_id) if upcast else rows
         after = rows[-1].seq
         del rows
