@@ -34,7 +34,7 @@ from runs.leases import lease_acquire, lease_release
 from runs.json_strict import JsonRefused, json_loads_strict_bytes
 from runs.models import Run
 from runs.run_ids import run_id_problem
-from runs.store import NewEvent, events_append, events_copy, events_read
+from runs.store import NewEvent, after_append_merged, events_append, events_copy, events_read
 from runs.upcasters import payload_complete
 
 IMPORT_HOLDER = "reckon-import"
@@ -249,7 +249,7 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
     stored_last = 0
     appended = 0
     try:
-        with transaction.atomic():
+        with transaction.atomic(), after_append_merged():
             stored_last = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first() or 0
             lease = None
             copy = False

@@ -132,7 +132,33 @@ def after_append_register(fn: AfterAppend) -> AfterAppend:
     return fn
 
 
+# Runs whose after-append hooks wait for the end of an ``after_append_merged`` block: run id ->
+# [first seq, last seq] of everything appended to it meanwhile. None outside such a block.
+_merged: dict[str, list[int]] | None = None
+
+
+@contextmanager
+def after_append_merged() -> Iterator[None]:
+    """Call the after-append hooks once per run for everything appended in this block (the
+    importer's chunks), at its end, instead of once per append: a file of 200 chunks enqueues one
+    snapshot check, not 200. Inside a transaction the hooks still wait for its commit."""
+    global _merged
+    outer, _merged = _merged, {}
+    try:
+        yield
+        merged = _merged
+    finally:
+        _merged = outer
+    db = connections[DEFAULT_DB_ALIAS]
+    for run_id, (first_seq, last_seq) in merged.items():
+        _after_append(db, run_id, first_seq, last_seq)
+
+
 def _after_append(db, run_id: str, first_seq: int, last_seq: int) -> None:
+    if _merged is not None:
+        span = _merged.setdefault(run_id, [first_seq, last_seq])
+        span[0], span[1] = min(span[0], first_seq), max(span[1], last_seq)
+        return
     if not db.in_atomic_block:
         # Autocommit: the append is already durable. What on_commit would do, without its
         # bookkeeping on every append.

@@ -112,3 +112,16 @@ def test_a_replay_read_in_chunks_folds_to_the_state_of_the_whole_log(settings):
     whole = fold(events_load(run_id="run-x"))
     assert run_state(run_id="run-x").to_dict() == whole.to_dict()
     assert run_state(run_id="run-x", at=22).to_dict() == fold(events_load(run_id="run-x", upto=22)).to_dict()
+
+
+def test_an_import_of_many_chunks_calls_the_after_append_hooks_once_after_its_commit(monkeypatch):
+    from runs import store
+
+    seen = []
+    monkeypatch.setattr(store, "_AFTER_APPEND", [lambda run_id, first, last: seen.append((run_id, first, last))])
+    assert imported(long_log(n=50)).outcome == "imported"
+    assert seen == [("run-x", 1, 50)]
+    assert imported(long_log(n=60) + line(62, "user_message", {"content": "gap"})).outcome == "rejected"
+    assert seen == [("run-x", 1, 50)]  # a rolled-back import calls nothing
+    assert imported(long_log(n=80)).outcome == "extended"
+    assert seen == [("run-x", 1, 50), ("run-x", 51, 80)]
