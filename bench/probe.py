@@ -37,6 +37,8 @@ def main(argv: list[str]) -> dict:
     settings.DEBUG = False
     kind, args = argv[0], argv[1:]
     base = _rss_mb()
+    start = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = start.ru_utime + start.ru_stime
     out: dict = {"probe": kind, "baseline_rss_mb": round(base, 1)}
     t0 = time.perf_counter()
     if kind == "import":
@@ -88,6 +90,11 @@ def main(argv: list[str]) -> dict:
     if "events" in out and kind != "state":
         out["events_per_s"] = round(out["events"] / out["seconds"])
     out["peak_rss_mb"] = round(_peak_mb(), 1)
+    # The process's own CPU seconds: on a shared machine, the rate it would reach with a core to itself.
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime - cpu0, 3)
+    if "events" in out and kind != "state" and out["cpu_seconds"] > 0:
+        out["events_per_cpu_s"] = round(out["events"] / out["cpu_seconds"])
     return out
 
 

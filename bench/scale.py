@@ -245,7 +245,7 @@ def _curve(sizes: list[int], logs: _Logs, say, Client, User) -> list[dict]:
         }
         imp = _probe("import", str(logs.copy(f"scale-log-{size}")))
         exp = _probe("export", f"scale-log-{size}")
-        row.update(import_events_per_s=imp["events_per_s"], import_peak_rss_mb=imp["peak_rss_mb"], export_first_byte_ms=exp["first_byte_ms"], export_events_per_s=exp["events_per_s"], export_peak_rss_mb=exp["peak_rss_mb"])
+        row.update(import_events_per_s=imp["events_per_s"], import_events_per_cpu_s=imp["events_per_cpu_s"], import_peak_rss_mb=imp["peak_rss_mb"], export_first_byte_ms=exp["first_byte_ms"], export_events_per_s=exp["events_per_s"], export_peak_rss_mb=exp["peak_rss_mb"])
         row.update(_table_sizes())
         rows.append(row)
         say(
@@ -281,9 +281,11 @@ def _log_figures(logs: _Logs, repeats: int, say) -> dict:
     doc = {
         "repeats": repeats,
         "import_events_per_s": med(imports, "events_per_s"),
+        "import_events_per_cpu_s": med(imports, "events_per_cpu_s"),
         "import_peak_rss_mb": med(imports, "peak_rss_mb"),
         "export_first_byte_ms": med(exports, "first_byte_ms"),
         "export_events_per_s": med(exports, "events_per_s"),
+        "export_events_per_cpu_s": med(exports, "events_per_cpu_s"),
         "export_peak_rss_mb": med(exports, "peak_rss_mb"),
         "replay_seconds": med(replays, "seconds"),
         "replay_peak_rss_mb": med(replays, "peak_rss_mb"),
@@ -292,8 +294,8 @@ def _log_figures(logs: _Logs, repeats: int, say) -> dict:
         "runs": {"import": imports, "export": exports, "replay": replays, "state": state},
     }
     say(
-        f"log of {logs.events:,} events, medians of {repeats}: import {doc['import_events_per_s']:,.0f} events/s, peak {doc['import_peak_rss_mb']} MB; "
-        f"export first byte {doc['export_first_byte_ms']} ms, {doc['export_events_per_s']:,.0f} events/s, peak {doc['export_peak_rss_mb']} MB; "
+        f"log of {logs.events:,} events, medians of {repeats}: import {doc['import_events_per_s']:,.0f} events/s ({doc['import_events_per_cpu_s']:,.0f} per CPU second), peak {doc['import_peak_rss_mb']} MB; "
+        f"export first byte {doc['export_first_byte_ms']} ms, {doc['export_events_per_s']:,.0f} events/s ({doc['export_events_per_cpu_s']:,.0f} per CPU second), peak {doc['export_peak_rss_mb']} MB; "
         f"replay {doc['replay_seconds']} s, peak {doc['replay_peak_rss_mb']} MB, of which the folded state {doc['state_mb']} MB "
         f"(a process's start-up alone: {doc['baseline_rss_mb']} MB)"
     )
