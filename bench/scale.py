@@ -187,7 +187,7 @@ def bench_scale(*, quick: bool = False, out=None, max_events: int | None = None,
     max_events = max_events or (100_000 if quick else 1_000_000)
     log_events = log_events or (10_000 if quick else 100_000)
     sizes = [n for n in ((50_000,) if quick else ()) + (100_000, 1_000_000, 10_000_000) if n <= max_events]
-    folder = Path(settings.BASE_DIR) / "var" / "bench-scale"
+    folder = Path(settings.BASE_DIR) / "var" / "bench-scale" / connection.vendor
     folder.mkdir(parents=True, exist_ok=True)
     logs = _Logs(folder, log_events)
     figures: dict = {"engine": connection.vendor, "log_events": log_events, "log_bytes": logs.template.stat().st_size, "sizes": []}
