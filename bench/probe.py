@@ -24,7 +24,13 @@ def _rss_mb() -> float:
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    # VmHWM, this process's own high-water mark: getrusage's ru_maxrss keeps the parent's across
+    # fork and exec, so a probe started by a large process would report that process's peak.
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def main(argv: list[str]) -> dict:
