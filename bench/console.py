@@ -53,11 +53,11 @@ def _load_pg(runs: int, per_run: int, calls: int, now) -> None:
     _load_calls_sql(runs, per_run, calls, now)
 
 
-def _load_calls_sql(runs: int, per_run: int, calls: int, now) -> None:
+def _load_calls_sql(runs: int, per_run: int, calls: int, now, *, first: int = 1) -> None:
     from recovery.models import UncertainCall
 
     rows = []
-    for r in range(1, runs + 1):
+    for r in range(first, first + runs):
         for k in range(calls):
             seq = 50 * (k + 1)
             tool, risk = TOOLS[(r + k) % len(TOOLS)]

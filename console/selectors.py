@@ -13,6 +13,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Iterable, Iterator
 
+from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Q, Subquery, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
@@ -29,6 +30,7 @@ from runs.fold import format_ts
 from runs.models import Event, Run
 from runs.paging import CursorError, Page, cursor_decode, cursor_encode
 from runs.selectors import run_state
+from runs.store import events_stream
 
 # Types that carry a person's or a rule's decision: the audit screen lists them as "who decided what".
 DECISION_TYPES = (
@@ -144,45 +146,79 @@ def run_type_counts(*, run_id: str) -> dict[str, int]:
 # --- export ----------------------------------------------------------------------------------
 
 
-def run_export_lines(*, run_id: str, fields: frozenset[str]) -> Iterator[dict]:
-    """The run's events as CONTRACTS section-1 objects (``v`` only when not 1), masked by ``fields``
-    and by the run's sensitive values wherever they occur."""
+def _export_rows(*, run_id: str, upto: int):
+    # The events as stored, one (run, seq) range of RECKON_READ_CHUNK at a time: the run is never
+    # all in memory, and the first chunk leaves before the next is read. (Not a server-side cursor:
+    # outside a transaction Django declares it WITH HOLD, which has PostgreSQL materialise the
+    # whole result before the first row comes back.)
+    for seq, type_, payload, ts, v in events_stream(run_id=run_id, upto=upto, upcast=False):
+        yield seq, type_, ts, payload, v
+
+
+def run_export_lines(*, run_id: str, fields: frozenset[str], upto: int) -> Iterator[dict]:
+    """The run's events seq 1..``upto`` as CONTRACTS section-1 objects (``v`` only when not 1),
+    masked by ``fields`` and by the run's sensitive values wherever they occur."""
     values = run_sensitive_values(run_ids=[run_id], fields=fields)
-    qs = Event.objects.filter(run_id=run_id).order_by("seq").values_list("seq", "type", "ts", "payload", "v")
-    for seq, type_, ts, payload, v in qs.iterator(chunk_size=2000):
+    for seq, type_, ts, payload, v in _export_rows(run_id=run_id, upto=upto):
         doc = {"seq": seq, "type": type_, "ts": format_ts(ts), "payload": value_mask(payload, fields, values)}
         if v != 1:
             doc["v"] = v
         yield doc
 
 
-def run_export(*, run_id: str, fmt: str, fields: frozenset[str]) -> tuple[bytes, str]:
-    """The export file's bytes and their sha256 hex digest. ``fmt`` is ``jsonl`` or ``csv``.
+EXPORT_FORMATS = ("jsonl", "csv")
+
+
+def run_export_chunks(*, run_id: str, fmt: str, fields: frozenset[str], upto: int) -> Iterator[bytes]:
+    """The export file of seq 1..``upto``, as UTF-8 pieces of about ``RECKON_READ_CHUNK`` events
+    each, for a streamed answer. ``fmt`` is ``jsonl`` or ``csv``. The same arguments give the same
+    bytes for as long as the masking rules do not change (events up to ``upto`` never change), which
+    is what lets the digest be computed again, later, by ``run_export_digest``.
 
     JSONL is the reference log format itself, so an unmasked export imports again unchanged; CSV has
     one row per event with the payload as a JSON cell, for spreadsheets.
     """
-    lines = run_export_lines(run_id=run_id, fields=fields)
-    if fmt == "jsonl":
-        body = "".join(json.dumps(d, ensure_ascii=False, separators=(", ", ": ")) + "\n" for d in lines).encode("utf-8")
-    elif fmt == "csv":
-        buf = io.StringIO(newline="")
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"export format {fmt!r} is not one of jsonl, csv")
+    size = settings.RECKON_READ_CHUNK
+    buf = io.StringIO(newline="")
+    if fmt == "csv":
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["seq", "type", "ts", "v", "record_only", "payload"])
-        for d in lines:
+    n = 0
+    for d in run_export_lines(run_id=run_id, fields=fields, upto=upto):
+        if fmt == "jsonl":
+            buf.write(json.dumps(d, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+        else:
             w.writerow([d["seq"], d["type"], d["ts"], d.get("v", 1), "yes" if d["type"] in RECORD_ONLY_TYPES else "no", json.dumps(d["payload"], ensure_ascii=False, sort_keys=True)])
-        body = buf.getvalue().encode("utf-8")
-    else:
-        raise ValueError(f"export format {fmt!r} is not one of jsonl, csv")
-    return body, hashlib.sha256(body).hexdigest()
+        n += 1
+        if n % size == 0:
+            yield buf.getvalue().encode("utf-8")
+            buf.seek(0)
+            buf.truncate()
+    if buf.tell():
+        yield buf.getvalue().encode("utf-8")
 
 
-def run_export_discloses(*, run_id: str, fmt: str, digest: str) -> bool:
-    """Whether the export with this ``digest`` shows any sensitive value: it does when the same
-    export fully masked comes out different. A masked export, or a run without sensitive values,
-    is the same bytes either way, and handing it over discloses nothing to record."""
-    fields = sensitive_fields()
-    return bool(fields) and run_export(run_id=run_id, fmt=fmt, fields=fields)[1] != digest
+def run_export_digest(*, run_id: str, fmt: str, fields: frozenset[str], upto: int) -> str:
+    """The sha256 hex digest of ``run_export_chunks`` with these arguments, computed as it streams."""
+    h = hashlib.sha256()
+    for piece in run_export_chunks(run_id=run_id, fmt=fmt, fields=fields, upto=upto):
+        h.update(piece)
+    return h.hexdigest()
+
+
+def run_export_discloses(*, run_id: str, fields: frozenset[str], upto: int) -> bool:
+    """Whether the export masked by ``fields`` shows any sensitive value: it does when some event
+    masked so differs from the same event fully masked. Decided before the first byte leaves, one
+    event at a time (it stops at the first difference): a masked export, or a run without
+    sensitive values, reads the run once and discloses nothing to record."""
+    full = sensitive_fields()
+    if not full or fields >= full:
+        return False
+    mine = run_sensitive_values(run_ids=[run_id], fields=fields)
+    every = run_sensitive_values(run_ids=[run_id], fields=full)
+    return any(value_mask(payload, fields, mine) != value_mask(payload, full, every) for _, _, _, payload, _ in _export_rows(run_id=run_id, upto=upto))
 
 
 # --- charts (overview) -----------------------------------------------------------------------

@@ -63,10 +63,12 @@ def call_reveal_where(*, call, side: str, field: str, conflict_seq: int | None) 
     raise RevealRefused(f"side must be one of {', '.join(REVEAL_SIDES)}" + (" (observed: only after a conflicting lookup)" if side == "observed" else f", got {side!r}"))
 
 
-def export_record(*, user, run_id: str, route: str, digest: str) -> None:
-    """An unmasked export shows every sensitive value of the run at once: recorded as such, with the
-    address asked and the digest of the file handed over."""
-    access_record_write(who=principal_for_user(user), front_end=AccessRecord.FrontEnd.EXPORT, run_id=run_id, all_fields=True, why=f"GET {route} (sha256 {digest})")
+def export_record(*, user, run_id: str, route: str, upto: int, digest_url: str) -> None:
+    """An unmasked export shows every sensitive value of the run at once: recorded as such, before
+    the first byte, with the address asked, the events it holds, and where the file's digest is
+    computed (the file streams, so its digest exists only after the last byte)."""
+    why = f"GET {route} (seq 1..{upto}, sha256 at {digest_url})"
+    access_record_write(who=principal_for_user(user), front_end=AccessRecord.FrontEnd.EXPORT, run_id=run_id, all_fields=True, why=why)
 
 
 # --- bulk actions ----------------------------------------------------------------------------

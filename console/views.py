@@ -3,14 +3,13 @@ template (or the named partial of it that htmx asked for)."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponse, QueryDict
+from django.http import Http404, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.urls import reverse
 from django.utils.html import format_html
@@ -177,36 +176,55 @@ def run_state_view(request, run_id: str):
 
 
 def _export(request, run_id: str, fmt: str):
-    if fmt not in ("jsonl", "csv"):
+    """(masking fields, last seq exported) for an export of ``run_id``: seq 1..``upto``, by default
+    the run's last seq when asked. Fixing the range lets the same file, and its digest, be asked
+    for again while the run goes on."""
+    if fmt not in selectors.EXPORT_FORMATS:
         raise Http404(f"no export format {fmt!r}: use jsonl or csv")
     try:
-        run_get(run_id=run_id)
+        run = run_get(run_id=run_id)
     except RunNotFound as exc:
         raise Http404(str(exc))
-    fields = mask_for(request.user)
-    body, digest = selectors.run_export(run_id=run_id, fmt=fmt, fields=fields)
-    return body, digest, fields
+    upto = _int(request, "upto", default=run.last_seq, minimum=0)
+    if upto > run.last_seq:
+        raise BadParam(f"upto {upto} is beyond run {run_id!r}, whose events are seq 1..{run.last_seq}")
+    return mask_for(request.user), upto
 
 
 @requires("view_console", "export_run")
 @require_GET
 def run_export(request, run_id: str, fmt: str):
-    body, digest, fields = _export(request, run_id, fmt)
-    if selectors.run_export_discloses(run_id=run_id, fmt=fmt, digest=digest):  # the same file fully masked differs
-        services.export_record(user=request.user, run_id=run_id, route=request.get_full_path(), digest=digest)
+    """The run's events as a file, streamed: memory holds one chunk of events whatever the run's
+    length. Its sha256 cannot be a header (it is known only after the last byte), so the answer
+    links to it (``Link: <...export.jsonl.sha256?upto=N>; rel="digest"``), computed the same way
+    over the same seq 1..N. An export that shows sensitive values is recorded before the first byte."""
+    try:
+        fields, upto = _export(request, run_id, fmt)
+    except BadParam as exc:
+        return _bad(request, exc)
+    digest_url = f"{reverse('console:run_export_digest', args=[run_id, fmt])}?upto={upto}"
+    if selectors.run_export_discloses(run_id=run_id, fields=fields, upto=upto):  # the same file fully masked differs
+        services.export_record(user=request.user, run_id=run_id, route=request.get_full_path(), upto=upto, digest_url=digest_url)
     ctype = "application/x-ndjson" if fmt == "jsonl" else "text/csv"
-    resp = HttpResponse(body, content_type=f"{ctype}; charset=utf-8")
+    resp = StreamingHttpResponse(selectors.run_export_chunks(run_id=run_id, fmt=fmt, fields=fields, upto=upto), content_type=f"{ctype}; charset=utf-8")
     resp["Content-Disposition"] = content_disposition_header(True, f"{run_id}.{fmt}")
-    resp["Content-Digest"] = f"sha-256=:{base64.b64encode(hashlib.sha256(body).digest()).decode()}:"
-    resp["X-Reckon-SHA256"] = digest
+    resp["Link"] = f'<{digest_url}>; rel="digest"'
+    resp["X-Reckon-Upto"] = str(upto)
     return resp
 
 
 @requires("view_console", "export_run")
 @require_GET
 def run_export_digest(request, run_id: str, fmt: str):
-    _, digest, _ = _export(request, run_id, fmt)
-    return HttpResponse(f"{digest}  {run_id}.{fmt}\n", content_type="text/plain; charset=utf-8")
+    """``<sha256 hex>  <run_id>.<fmt>`` of the export of seq 1..``upto`` (default: the whole run)."""
+    try:
+        fields, upto = _export(request, run_id, fmt)
+    except BadParam as exc:
+        return _bad(request, exc)
+    digest = selectors.run_export_digest(run_id=run_id, fmt=fmt, fields=fields, upto=upto)
+    resp = HttpResponse(f"{digest}  {run_id}.{fmt}\n", content_type="text/plain; charset=utf-8")
+    resp["X-Reckon-Upto"] = str(upto)
+    return resp
 
 
 @requires("view_console", "view_sensitive")

@@ -242,6 +242,11 @@ RECKON_LEASE_SECONDS = envint("RECKON_LEASE_SECONDS", 30, minimum=1)
 # never. No run shorter than the minimum is snapshotted: below it a full replay is cheap enough.
 RECKON_SNAPSHOT_INTERVAL = envint("RECKON_SNAPSHOT_INTERVAL", 500, minimum=0)
 RECKON_SNAPSHOT_MIN_EVENTS = envint("RECKON_SNAPSHOT_MIN_EVENTS", 2000, minimum=0)
+# Streaming reads and writes of long logs (docs/scale.md): events the importer checks and writes
+# at a time, and events an export, an event page or a replay reads from the database at a time.
+# Memory follows these, never the length of a log.
+RECKON_IMPORT_CHUNK = envint("RECKON_IMPORT_CHUNK", 5000, minimum=1)
+RECKON_READ_CHUNK = envint("RECKON_READ_CHUNK", 2000, minimum=1)
 
 # Process metrics (runs/measurements.py): prometheus_client's multiprocess mode. Every process that
 # replays (gunicorn and Celery workers, commands, agents on the store) writes its figures to its own

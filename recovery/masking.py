@@ -154,11 +154,13 @@ def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> f
     sensitive key (calls' arguments, lookups' observations and comparisons, JSON results).
 
     Empty when nothing is to be masked (``fields`` empty). Two queries at most whatever the number
-    of runs: their fence rows, then the events none of this process's earlier reads has seen.
+    of runs: their fence rows, then the events none of this process's earlier reads has seen (for
+    a single run, those events in (run, seq) ranges of ``RECKON_READ_CHUNK``).
     """
     from django.db.models import Q
 
     from runs.models import Event, Run
+    from runs.store import events_stream
 
     ids = sorted(set(run_ids))
     if not fields or not ids:
@@ -176,7 +178,15 @@ def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> f
                 stale[run_id] = (created, cached[1], set(cached[2]))
             else:
                 stale[run_id] = (created, 0, set())
-    if stale:
+    if len(stale) == 1:
+        # One run (its page, its export): read by (run, seq) ranges, decoded as the replay decodes.
+        # A long run's first read is a pass over its log; the server never materialises it whole.
+        [(run_id, (created, after, found))] = stale.items()
+        for ev in events_stream(run_id=run_id, after=after, upcast=False):
+            found.update(sensitive_values(ev.payload, fields))
+            after = ev.seq
+        stale[run_id] = (created, after, found)
+    elif stale:
         q = Q()
         for run_id, (_, after, _) in stale.items():
             q |= Q(run_id=run_id, seq__gt=after)
@@ -184,6 +194,7 @@ def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> f
             created, after, found = stale[run_id]
             found.update(sensitive_values(payload, fields))
             stale[run_id] = (created, max(after, seq), found)
+    if stale:
         with _lock:
             for run_id, (created, after, found) in stale.items():
                 _RUN_VALUES[(run_id, fields)] = (created, after, frozenset(found))

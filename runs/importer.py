@@ -1,31 +1,40 @@
 """Import of run logs in the reference JSONL format (CONTRACTS section 1), all-or-nothing per file.
 
-``log_parse`` validates a file's bytes without touching the database and either returns its events
-or raises ImportRejected naming the line and the reason. ``log_import`` then compares the file with
-what is stored for the run: identical means unchanged, a longer file with an identical prefix is
-appended as a tail, anything else is rejected. The comparison and the append happen in one
-transaction under the run's lease, so a rejected file leaves nothing behind and an import can never
-interleave with a live writer of the same run.
+The file is read as a stream, in chunks of ``RECKON_IMPORT_CHUNK`` events: each chunk is checked
+line by line (``_LogReader``), compared with what is stored for the run where the two overlap, and
+the rest appended. Memory holds one chunk, never the file. All chunks of one file go into one
+database transaction, under the run's import lease: a line rejected anywhere, the last included,
+rolls back every chunk written before it, so a rejected file leaves nothing behind and an import
+never interleaves with a live writer of the same run. (One transaction rather than a staging table:
+PostgreSQL keeps a long transaction's rows invisible until it commits, and the append path's fence,
+chain and read models then work unchanged; SQLite holds its write lock for the whole file.)
+
+Identical to what is stored means unchanged, a longer file with an identical prefix is appended
+as a tail, anything else is rejected. On PostgreSQL the tail is written with COPY
+(``runs.store.events_copy``) once a file holds more than one chunk.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import BinaryIO, Iterator
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
 
 from runs.errors import FenceError, InvalidEvent, LeaseHeld
 from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event
 from runs.identity import KEY_SECRET_FIELD, KEY_SECRET_WITHHELD
 from runs.leases import lease_acquire, lease_release
-from runs.json_strict import JsonRefused, json_loads_strict
+from runs.json_strict import JsonRefused, json_loads_strict_bytes
 from runs.models import Run
 from runs.run_ids import run_id_problem
-from runs.store import NewEvent, events_append, events_read
+from runs.store import NewEvent, after_append_merged, events_append, events_copy, events_read
 from runs.upcasters import payload_complete
 
 IMPORT_HOLDER = "reckon-import"
@@ -97,11 +106,11 @@ def parse_ts(value: object) -> datetime:
 
 def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Event:
     try:
-        text = raw.decode("utf-8")
+        raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ImportRejected(f"line {lineno}: bytes that are not UTF-8 (byte {exc.start + 1} of the line)") from None
     try:
-        obj = json_loads_strict(text)
+        obj = json_loads_strict_bytes(raw)
     except JsonRefused as exc:
         raise ImportRejected(f"line {lineno}: {exc}") from None
     if not isinstance(obj, dict):
@@ -150,8 +159,8 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
     return Event(seq, t.value, payload, ts, v)
 
 
-def log_parse(path: str, data: bytes) -> ParsedLog:
-    """Validate a whole file; raise ImportRejected naming the first problem."""
+def log_run_id(path: str) -> str:
+    """The run id a file's name gives (``<run_id>.jsonl``), or ImportRejected saying why not."""
     name = Path(path).name
     if not name.endswith(".jsonl") or name == ".jsonl":
         raise ImportRejected("a run log is named <run_id>.jsonl")
@@ -159,28 +168,56 @@ def log_parse(path: str, data: bytes) -> ParsedLog:
     problem = run_id_problem(run_id)
     if problem:
         raise ImportRejected(f"the file name does not give a run id: {problem}")
-    lines = data.split(b"\n")
-    last = lines.pop()  # b"" when the file ends with a newline
-    events: list[Event] = []
-    for i, raw in enumerate(lines, start=1):
-        events.append(_parse_line(raw, i, len(events) + 1, run_id))
-    torn = None
-    if last:
-        lineno = len(lines) + 1
-        try:
-            events.append(_parse_line(last, lineno, len(events) + 1, run_id))
-        except ImportRejected:
-            try:
-                json.loads(last.decode("utf-8"))
-            except RecursionError:
-                raise ImportRejected(f"line {lineno}: not JSON (nested too deeply)") from None
-            except ValueError:  # also UnicodeDecodeError: a write cut inside a multi-byte character
-                torn = lineno
-            else:
-                raise  # a complete object that breaks a rule is rejected like any other line
-    if not events:
-        raise ImportRejected("no complete events" + (f" (line {torn} is a torn tail)" if torn else ""))
-    return ParsedLog(run_id, events, torn)
+    return run_id
+
+
+class _LogReader:
+    """A file's events, checked line by line and handed out in chunks; ``torn_line`` is set once
+    the last line turned out to be a torn tail. Raises ImportRejected at the first bad line."""
+
+    def __init__(self, run_id: str, stream: BinaryIO):
+        self.run_id = run_id
+        self.stream = stream
+        self.count = 0
+        self.torn_line: int | None = None
+
+    def chunks(self, size: int) -> Iterator[list[Event]]:
+        chunk: list[Event] = []
+        lineno = 0
+        run_id = self.run_id
+        for raw in self.stream:  # split at b"\n" only, each line keeping it
+            lineno += 1
+            if raw[-1:] == b"\n":
+                chunk.append(_parse_line(raw[:-1], lineno, self.count + 1, run_id))
+                self.count += 1
+            else:  # the last line, with no final newline
+                try:
+                    chunk.append(_parse_line(raw, lineno, self.count + 1, run_id))
+                    self.count += 1
+                except ImportRejected:
+                    try:
+                        json.loads(raw.decode("utf-8"))
+                    except RecursionError:
+                        raise ImportRejected(f"line {lineno}: not JSON (nested too deeply)") from None
+                    except ValueError:  # also UnicodeDecodeError: a write cut inside a multi-byte character
+                        self.torn_line = lineno
+                    else:
+                        raise  # a complete object that breaks a rule is rejected like any other line
+            if len(chunk) >= size:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+        if not self.count:
+            raise ImportRejected("no complete events" + (f" (line {self.torn_line} is a torn tail)" if self.torn_line else ""))
+
+
+def log_parse(path: str, data: bytes) -> ParsedLog:
+    """Validate a whole file held in memory (tests, fixtures); raise ImportRejected naming the first problem."""
+    run_id = log_run_id(path)
+    reader = _LogReader(run_id, io.BytesIO(data))
+    events = [ev for chunk in reader.chunks(1 << 30) for ev in chunk]
+    return ParsedLog(run_id, events, reader.torn_line)
 
 
 def _withheld(ev: Event) -> bool:
@@ -195,51 +232,74 @@ def _same(stored: Event, new: Event) -> str | None:
 
 
 def log_import(path: str, data: bytes) -> ImportResult:
-    """Import one file's bytes: imported, unchanged, extended or rejected, never half-written."""
+    """Import one file's bytes held in memory: ``log_import_stream`` over them."""
+    return log_import_stream(path, io.BytesIO(data))
+
+
+def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) -> ImportResult:
+    """Import one file read from ``stream``: imported, unchanged, extended or rejected, never
+    half-written. ``chunk``: events per chunk (default ``RECKON_IMPORT_CHUNK``)."""
     try:
-        parsed = log_parse(path, data)
+        run_id = log_run_id(path)
     except ImportRejected as exc:
         return ImportResult(path, "rejected", reason=str(exc))
-    result = ImportResult(path, "unchanged", run_id=parsed.run_id, torn_line=parsed.torn_line)
+    size = chunk or settings.RECKON_IMPORT_CHUNK
+    reader = _LogReader(run_id, stream)
+    result = ImportResult(path, "unchanged", run_id=run_id)
+    stored_last = 0
+    appended = 0
     try:
-        with transaction.atomic():
-            stored_last = Run.objects.filter(run_id=parsed.run_id).values_list("last_seq", flat=True).first() or 0
-            stored = events_read(run_id=parsed.run_id) if stored_last else []
-            for old, new in zip(stored, parsed.events):
-                differs = _same(old, new)
-                if differs:
-                    raise ImportRejected(
-                        f"line {new.seq}: differs from the stored event seq {old.seq} in {differs}; the stored prefix is not this file's"
-                    )
-            tail = parsed.events[len(stored):]
-            result.last_seq = max(len(stored), len(parsed.events))
-            if not tail:
-                return result
-            if _withheld(tail[0]):
-                raise ImportRejected(
-                    f"line 1: the run's {KEY_SECRET_FIELD} is withheld ({KEY_SECRET_WITHHELD}): this log was exported for a person, and without its secret "
-                    "the run's keys could not be computed again; import it where the run is stored, or restore the run from a database backup"
-                )
-            lease = lease_acquire(run_id=parsed.run_id, holder=IMPORT_HOLDER, origin=Run.Origin.IMPORT)
-            events_append(
-                run_id=parsed.run_id,
-                epoch=lease.epoch,
-                expected_seq=len(stored),
-                events=[NewEvent(e.type, e.payload, e.ts, e.v) for e in tail],
-                key_secret_fill=False,  # a log is kept exactly as given: one without a secret keeps the old keys
-            )
-            lease_release(run_id=parsed.run_id, epoch=lease.epoch)
-            if not stored:
-                Run.objects.filter(run_id=parsed.run_id).update(source_file=str(path)[:500])
+        with transaction.atomic(), after_append_merged():
+            stored_last = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first() or 0
+            lease = None
+            copy = False
+            for events in reader.chunks(size):
+                first = events[0].seq
+                if first <= stored_last:
+                    # The part of this chunk the run already holds must be identical, event by event.
+                    upto = min(events[-1].seq, stored_last)
+                    for old, new in zip(events_read(run_id=run_id, after=first - 1, upto=upto), events):
+                        differs = _same(old, new)
+                        if differs:
+                            raise ImportRejected(
+                                f"line {new.seq}: differs from the stored event seq {old.seq} in {differs}; the stored prefix is not this file's"
+                            )
+                    events = events[upto - first + 1 :]
+                    if not events:
+                        continue
+                if lease is None:
+                    if _withheld(events[0]):
+                        raise ImportRejected(
+                            f"line 1: the run's {KEY_SECRET_FIELD} is withheld ({KEY_SECRET_WITHHELD}): this log was exported for a person, and without its secret "
+                            "the run's keys could not be computed again; import it where the run is stored, or restore the run from a database backup"
+                        )
+                    lease = lease_acquire(run_id=run_id, holder=IMPORT_HOLDER, origin=Run.Origin.IMPORT)
+                    # COPY once the file is known to hold more than one chunk: a small file goes
+                    # through the ordinary append, one statement.
+                    copy = connection.vendor == "postgresql" and len(events) >= size
+                new = [NewEvent(e.type, e.payload, e.ts, e.v) for e in events]
+                # a log is kept exactly as given: one without a secret keeps the old keys
+                if copy:
+                    events_copy(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=new, key_secret_fill=False)
+                else:
+                    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=new, key_secret_fill=False)
+                appended += len(new)
+            if lease is not None:
+                lease_release(run_id=run_id, epoch=lease.epoch)
+                if not stored_last:
+                    Run.objects.filter(run_id=run_id).update(source_file=str(path)[:500])
     except ImportRejected as exc:
-        return ImportResult(path, "rejected", run_id=parsed.run_id, reason=str(exc))
+        return ImportResult(path, "rejected", run_id=run_id, reason=str(exc))
     except LeaseHeld as exc:
-        return ImportResult(path, "rejected", run_id=parsed.run_id, reason=f"{exc}; try again when it is released")
+        return ImportResult(path, "rejected", run_id=run_id, reason=f"{exc}; try again when it is released")
     except (FenceError, InvalidEvent) as exc:
-        return ImportResult(path, "rejected", run_id=parsed.run_id, reason=str(exc))
-    result.outcome = "extended" if stored else "imported"
-    result.appended = len(tail)
-    result.first_seq = len(stored) + 1
+        return ImportResult(path, "rejected", run_id=run_id, reason=str(exc))
+    result.torn_line = reader.torn_line
+    result.last_seq = max(stored_last, reader.count)
+    if appended:
+        result.outcome = "extended" if stored_last else "imported"
+        result.appended = appended
+        result.first_seq = stored_last + 1
     return result
 
 
@@ -275,9 +335,8 @@ def paths_import(paths: list[str]) -> list[ImportResult]:
             results.append(ImportResult(p, "rejected", reason=problem))
             continue
         try:
-            data = Path(p).read_bytes()
+            with open(p, "rb", buffering=1 << 20) as stream:
+                results.append(log_import_stream(p, stream))
         except OSError as exc:
             results.append(ImportResult(p, "rejected", reason=f"cannot be read: {exc.strerror}"))
-            continue
-        results.append(log_import(p, data))
     return results

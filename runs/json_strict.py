@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import orjson
+
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 
@@ -43,8 +45,12 @@ def _no_constant(name: str):
 def _text_problem(text: str) -> str | None:
     if "\x00" in text:
         return "contains a NUL character (\\u0000)"
-    if any("\ud800" <= ch <= "\udfff" for ch in text):
-        return "contains a lone UTF-16 surrogate (not a character)"
+    if not text.isascii():
+        # UTF-8 has no encoding for a surrogate: one C call instead of a test per character.
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "contains a lone UTF-16 surrogate (not a character)"
     return None
 
 
@@ -100,3 +106,57 @@ def json_loads_strict(text: str | bytes, root: str = "") -> object:
     if problem:
         raise problem
     return value
+
+
+# One translated copy of a document answers two questions with one substring search each: every
+# digit becomes "0" (a run of 19 is a long number) and all white space a blank (a quote followed
+# by white space).
+_FOLD = bytes.maketrans(b"123456789\t\r\n", b"000000000   ")
+_LONG_NUMBER = b"0" * 19
+
+
+def _keys_count(value: object) -> int:
+    count = 0
+    stack = [value] if type(value) is dict or type(value) is list else []
+    push, pop = stack.append, stack.pop
+    while stack:
+        v = pop()
+        if type(v) is dict:
+            count += len(v)
+            v = v.values()
+        for x in v:
+            t = type(x)
+            if t is dict or t is list:
+                push(x)
+    return count
+
+
+def json_loads_strict_bytes(raw: bytes, root: str = "") -> object:
+    """``json_loads_strict`` for one UTF-8 document, the same answer several times faster: orjson
+    decodes it and a few scans of the bytes prove it holds none of what the strict decoder refuses;
+    anything they cannot prove goes to ``json_loads_strict`` itself, which then gives the message.
+
+    Why this is exact: orjson refuses invalid UTF-8, lone surrogates, NaN and Infinity itself.
+    A NUL can only be written ``\\u0000`` (JSON has no raw control characters in strings), so
+    without that text there is none. An integer outside 64 bits has at least 19 digits. Duplicate
+    keys: in a text with no escaped backslash before a quote (``\\\\"``) and no white space after a
+    quote, every key written is an unescaped quote directly followed by a colon, so the count of
+    ``":`` less the escaped ``\\":`` is the number of keys written plus, at most, string values that
+    begin with a colon. A duplicate leaves the decoded objects with fewer keys than were written,
+    so equal counts prove there is none. Anything else takes the strict path.
+    """
+    folded = raw.translate(_FOLD)
+    escaped = b"\\" in raw
+    if b'" ' not in folded and _LONG_NUMBER not in folded and not (escaped and (b"\\u0000" in raw or b'\\\\"' in raw)):
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if raw.count(b'":') - (raw.count(b'\\":') if escaped else 0) == _keys_count(value):
+                return value
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonRefused(f"not UTF-8 (byte {exc.start + 1})") from None
+    return json_loads_strict(text, root)

@@ -44,7 +44,7 @@ from runs.fold import RunState, apply, fold
 from runs.measurements import metrics_record
 from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads
-from runs.store import events_load
+from runs.store import events_load, events_stream
 from runs.upcasters import UnsupportedVersion
 
 log = logging.getLogger("reckon.snapshots")
@@ -245,9 +245,8 @@ def run_state_fast(run_id: str, at: int | None = None) -> RunState:
         observations += [("snapshot_load_ms", "", restored.load_ms), ("snapshot_seq_gap", "", restored.tail)]
         replayed = restored.tail
     else:
-        events = events_load(run_id=run_id, upto=at)
-        st = fold(events)
-        replayed = len(events)
+        st = fold(events_stream(run_id=run_id, upto=at))
+        replayed = st.last_seq
         observations.append(("full_replays", "miss" if restored.miss else why, 1))
     if restored.miss:
         observations.append(("snapshot_misses", restored.miss, 1))
@@ -353,7 +352,7 @@ def _check(run_id: str, snap: Snapshot | None, pointer_exists: bool) -> tuple[Ve
             result.outcome, result.detail = "miss", f"{restored.miss}: {restored.detail}"
         else:
             fast = restored.state
-            full = fold(events_load(run_id=run_id, upto=fast.last_seq))
+            full = fold(events_stream(run_id=run_id, upto=fast.last_seq))
             result.tail, result.events = restored.tail, full.last_seq
             result.fields = state_diff(fast, full)
             if result.fields:

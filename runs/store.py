@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import orjson
 import psycopg
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from psycopg.adapt import Loader
 from psycopg.pq import Format
@@ -45,7 +46,7 @@ from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, Sta
 from runs.events import CURRENT_SCHEMA_VERSION, INTRODUCED_IN, KEY_SECRET_SINCE, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, key_secret_new
-from runs.verify import genesis as chain_genesis
+from runs.verify import chain_link, genesis as chain_genesis
 from runs.pg import ARRAY_DUMPERS, binary_arrays, bytea_array, server_cursor
 from runs.upcasters import UPCASTERS, call_tenant_problem, events_upcast, payload_complete
 
@@ -167,7 +168,33 @@ def after_append_register(fn: AfterAppend) -> AfterAppend:
     return fn
 
 
+# Runs whose after-append hooks wait for the end of an ``after_append_merged`` block: run id ->
+# [first seq, last seq] of everything appended to it meanwhile. None outside such a block.
+_merged: dict[str, list[int]] | None = None
+
+
+@contextmanager
+def after_append_merged() -> Iterator[None]:
+    """Call the after-append hooks once per run for everything appended in this block (the
+    importer's chunks), at its end, instead of once per append: a file of 200 chunks enqueues one
+    snapshot check, not 200. Inside a transaction the hooks still wait for its commit."""
+    global _merged
+    outer, _merged = _merged, {}
+    try:
+        yield
+        merged = _merged
+    finally:
+        _merged = outer
+    db = connections[DEFAULT_DB_ALIAS]
+    for run_id, (first_seq, last_seq) in merged.items():
+        _after_append(db, run_id, first_seq, last_seq)
+
+
 def _after_append(db, run_id: str, first_seq: int, last_seq: int) -> None:
+    if _merged is not None:
+        span = _merged.setdefault(run_id, [first_seq, last_seq])
+        span[0], span[1] = min(span[0], first_seq), max(span[1], last_seq)
+        return
     if not db.in_atomic_block:
         # Autocommit: the append is already durable. What on_commit would do, without its
         # bookkeeping on every append.
@@ -438,25 +465,13 @@ UPDATE reckon_run
 _SQLITE_INSERT = "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
-def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True) -> list[Event]:
-    """Append ``events`` to run ``run_id`` as seqs ``expected_seq + 1 ...``, all or none.
-
-    A ``run_started`` of schema version 3 or later that carries no key secret gets a new random one
-    (runs.identity), unless ``key_secret_fill`` is false: the importer keeps a log exactly as given.
-
-    Raises StaleEpoch when ``epoch`` is not the run's current (unreleased) lease epoch, SeqConflict
-    when ``expected_seq`` is not its last seq, RunFinished for a second terminal event, RunNotFound
-    and InvalidEvent; in every case nothing is written. Returns the appended events as the fold sees
-    them.
-    """
-    if not events:
-        raise InvalidEvent("an append needs at least one event")
-    if isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0:
-        raise InvalidEvent(f"expected_seq must be a whole number >= 0, got {expected_seq!r}")
+def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool, now: datetime):
+    """Check, complete and encode a batch for the append (``events_append``, ``events_copy``):
+    (times, payload texts, chain digests, the salts of sealed values by seq, the events as the fold sees them, the seq of a
+    terminal event or None, the batch's last seq). Raises InvalidEvent for an event the log must not hold."""
     # One pass: check each event, complete its payload to the current version, encode it, and
     # build what the caller gets back. This path runs once per event written; keep it lean (the
     # common case is checked here against ``_PLAIN``; anything unusual takes ``_check_slow``).
-    now = datetime.now(timezone.utc)
     tss: list[datetime] = []
     encoded: list[bytes] = []
     canons: list[bytes] = []
@@ -502,13 +517,33 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
     _batch_check(appended, encoded)
+    return tss, encoded, canons, seals, appended, finished_seq, seq
+
+
+def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True) -> list[Event]:
+    """Append ``events`` to run ``run_id`` as seqs ``expected_seq + 1 ...``, all or none.
+
+    A ``run_started`` of schema version 3 or later that carries no key secret gets a new random one
+    (runs.identity), unless ``key_secret_fill`` is false: the importer keeps a log exactly as given.
+
+    Raises StaleEpoch when ``epoch`` is not the run's current (unreleased) lease epoch, SeqConflict
+    when ``expected_seq`` is not its last seq, RunFinished for a second terminal event, RunNotFound
+    and InvalidEvent; in every case nothing is written. Returns the appended events as the fold sees
+    them.
+    """
+    if not events:
+        raise InvalidEvent("an append needs at least one event")
+    if isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0:
+        raise InvalidEvent(f"expected_seq must be a whole number >= 0, got {expected_seq!r}")
+    now = datetime.now(timezone.utc)
+    tss, encoded, canons, seals, appended, finished_seq, seq = _events_prepare(run_id, expected_seq, events, key_secret_fill, now)
     finishing = finished_seq is not None
     seqs = range(expected_seq + 1, seq + 1)
 
     projectors = _projectors_for(events)
     db = connections[DEFAULT_DB_ALIAS]
     postgres = db.vendor == "postgresql"
-    if not chained and (not postgres or projectors or (seq == expected_seq + 1 and finishing)):
+    if not canons and (not postgres or projectors or (seq == expected_seq + 1 and finishing)):
         raise InvalidEvent("an append without the hash chain (chain_hashing) is for bench store's plain PostgreSQL appends only")
     if postgres and projectors and seq == expected_seq + 1 and not finishing and not seals:
         # One event whose read models all have a statement form: one statement in autocommit.
@@ -559,6 +594,68 @@ def _seals_write(run_id: str, seals: list[tuple[int, dict]]) -> None:
     # salts take one more statement, inside the append's transaction, and never touch the event row.
     with connection.cursor() as cur:
         cur.executemany("INSERT INTO reckon_event_seal (run_id, seq, salts) VALUES (%s, %s, %s)", [(run_id, seq, json.dumps(salts, sort_keys=True)) for seq, salts in seals])
+
+
+def _copy_text(value: bytes) -> bytes:
+    # COPY's text format: a backslash, tab, newline or carriage return in a field is escaped.
+    if b"\\" in value:
+        value = value.replace(b"\\", b"\\\\")
+    if b"\t" in value or b"\n" in value or b"\r" in value:
+        value = value.replace(b"\t", b"\\t").replace(b"\n", b"\\n").replace(b"\r", b"\\r")
+    return value
+
+
+_PG_COPY_FENCE = "SELECT lease_epoch, lease_holder, last_seq, finished_seq, head FROM reckon_run WHERE run_id = %s FOR UPDATE"
+_PG_COPY = "COPY reckon_event (run_id, seq, type, v, ts, payload, epoch, hash) FROM STDIN"
+_PG_COPY_MOVE = "UPDATE reckon_run SET last_seq = %s, head = %s, finished_seq = COALESCE(finished_seq, %s) WHERE run_id = %s"
+
+
+def events_copy(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True) -> list[Event]:
+    """``events_append`` for a large batch on PostgreSQL, written with COPY; the same checks,
+    errors, chain and read models. Only inside a transaction (the importer's): the fence is the
+    run row's lock, taken first and held until that transaction ends, so no other writer can
+    append between the check and the rows COPY writes, and the unique (run, seq) key still
+    refuses any row that would fork the log. The chain is hashed here, from the head the lock
+    read, with ``runs.verify``'s own link."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "postgresql" or not db.in_atomic_block:
+        raise InvalidEvent("events_copy is for PostgreSQL, inside a transaction; use events_append")
+    if not events:
+        raise InvalidEvent("an append needs at least one event")
+    now = datetime.now(timezone.utc)
+    tss, encoded, canons, seals, appended, finished_seq, seq = _events_prepare(run_id, expected_seq, events, key_secret_fill, now)
+    if not canons:
+        raise InvalidEvent("an append without the hash chain (chain_hashing) is for bench store's plain PostgreSQL appends only")
+    with server_cursor() as cur:
+        cur.execute(_PG_COPY_FENCE, [run_id])
+        row = cur.fetchone()
+        if row is None:
+            raise RunNotFound(run_id)
+        current_epoch, holder, last_seq, stored_finish, head = row
+        if current_epoch != epoch or not holder or last_seq != expected_seq or (finished_seq is not None and stored_finish is not None):
+            error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finished_seq is not None)
+            _record_fenced(run_id, epoch, error)
+            raise error
+        # A NULL head after seq 0: a run recorded before the chain, whose appends stay unchained.
+        prev = bytes(head) if head is not None else (chain_genesis(run_id) if expected_seq == 0 else None)
+        rid = _copy_text(run_id.encode())
+        rows = []
+        for ev, ts, text, canon in zip(appended, tss, encoded, canons):
+            if prev is not None:
+                prev = chain_link(prev, canon)
+            hashed = b"\\\\x" + prev.hex().encode() if prev is not None else b"\\N"
+            rows.append(b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n" % (rid, ev.seq, ev.type.encode(), ev.v, ts.isoformat().encode(), _copy_text(text), epoch, hashed))
+        with cur.copy(_PG_COPY) as copy:
+            copy.write(b"".join(rows))
+        del rows
+        cur.execute(_PG_COPY_MOVE, [seq, prev, finished_seq, run_id])
+    if seals:
+        _seals_write(run_id, seals)
+    for project in _projectors_for(events):
+        project(run_id, appended, epoch)
+    if _AFTER_APPEND:
+        _after_append(db, run_id, expected_seq + 1, seq)
+    return appended
 
 
 def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, canons, finished_seq, now) -> bool:
@@ -856,3 +953,24 @@ def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list
 def events_load(*, run_id: str, after: int = 0, upto: int | None = None) -> list[Event]:
     """``events_read`` upcast to the current schema version: what the fold consumes."""
     return events_upcast(events_read(run_id=run_id, after=after, upto=upto), run_id)
+
+
+def events_stream(*, run_id: str, after: int = 0, upto: int | None = None, chunk: int | None = None, upcast: bool = True) -> Iterator[Event]:
+    """``events_load`` one chunk at a time (``RECKON_READ_CHUNK`` events, each chunk one range scan
+    of the (run, seq) key): what a replay, an export or any reader of a whole long log iterates, so
+    that memory holds one chunk, never the log. ``upcast=False``: the events as stored
+    (``events_read``), for an export.
+
+    Chunks are separate statements: the events of seq ``<= upto`` (default: as far as the log
+    reaches when each chunk is read) are immutable once written, so the chunks together are exactly
+    one prefix of the log, whatever is appended meanwhile.
+    """
+    size = chunk or settings.RECKON_READ_CHUNK
+    end = upto if upto is not None else 2**62
+    while after < end:
+        rows = events_read(run_id=run_id, after=after, upto=min(after + size, end))
+        if not rows:
+            return
+        yield from events_upcast(rows, run_id) if upcast else rows
+        after = rows[-1].seq
+        del rows

@@ -144,7 +144,7 @@ def _api_paths(leaked) -> list[str]:
 def _read(client: Client, path: str, **headers) -> bytes:
     r = client.get(path, **headers)
     assert r.status_code == 200, (path, r.status_code, r.content[:300])
-    return r.content
+    return b"".join(r.streaming_content) if r.streaming else r.content  # exports stream
 
 
 def _leaks(bodies: dict[str, bytes]) -> list[str]:

@@ -120,7 +120,7 @@ def _ask(client: Client, method: str, url: str, body=None):
 
 
 def _check_disclosure(actor: str, where: str, resp, written: int, problems: list[str], *, also_sees: frozenset = frozenset()) -> bool:
-    runs = runs_shown(resp.content)
+    runs = runs_shown(b"".join(resp.streaming_content) if resp.streaming else resp.content)  # exports stream
     if runs and actor not in SEES_VALUES | also_sees:
         problems.append(f"{where} as {actor}: a sensitive value in the answer")
     exempt = bool(runs) and runs <= OWN_RUNS.get(actor, set())  # only its own run's values

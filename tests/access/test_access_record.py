@@ -153,7 +153,7 @@ def test_an_export_of_a_run_without_sensitive_values_is_not_recorded(seeded):
     compliance = client_for(_user("colin", "compliance"))
     assert compliance.get("/runs/run-plain/export.jsonl").status_code == 200
     assert not AccessRecord.objects.exists()
-    assert SECRET in compliance.get("/runs/run-acme/export.csv").content.decode()
+    assert SECRET in b"".join(compliance.get("/runs/run-acme/export.csv").streaming_content).decode()
     assert AccessRecord.objects.get().front_end == "export"
 
 

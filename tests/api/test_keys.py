@@ -90,7 +90,7 @@ def readable(api: Api, run_id: str) -> dict[str, str]:
     for path in paths:
         r = api.client.get(path, **api.headers)
         assert r.status_code == 200, (path, r.content[:300])
-        out[path] = r.content.decode()
+        out[path] = (b"".join(r.streaming_content) if r.streaming else r.content).decode()  # exports stream
     return out
 
 
@@ -105,7 +105,7 @@ def console_pages(client: Client, run_id: str) -> dict[str, str]:
         if r.status_code == 403 and "/export." in path:
             continue  # this role may not export
         assert r.status_code == 200, (path, r.status_code)
-        out[path] = r.content.decode()
+        out[path] = (b"".join(r.streaming_content) if r.streaming else r.content).decode()  # exports stream
     return out
 
 
@@ -202,7 +202,7 @@ def test_no_role_sees_or_reveals_the_secret_but_the_runs_own_agent_reads_it_back
     # Its unmasked export withholds only the secret, and imports again as unchanged where the run is.
     from runs.importer import log_import
 
-    exported = session.get(f"/runs/{run_id}/export.jsonl").content
+    exported = b"".join(session.get(f"/runs/{run_id}/export.jsonl").streaming_content)
     assert ACCOUNT.encode() in exported and b'"key_secret": "[masked]"' in exported.replace(b'":"', b'": "')
     assert log_import(f"{run_id}.jsonl", exported).outcome == "unchanged"
     # The run's agent (append scope) reads its run_started back with the secret: that is how it

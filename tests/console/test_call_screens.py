@@ -84,7 +84,7 @@ def test_sensitive_fields_are_masked_on_every_screen_and_export_and_a_reveal_is_
         assert "[masked]" in body, path
         assert "AC-4020" not in body, path  # not in fields, not in the raw evidence text either
     c = client_for(compliance)
-    jsonl = c.get("/runs/run-conflict/export.jsonl").content.decode()
+    jsonl = b"".join(c.get("/runs/run-conflict/export.jsonl").streaming_content).decode()
     assert '"account": "AC-4020"' in jsonl  # compliance may view sensitive data; the export is recorded
     refused = c.post(f"/runs/run-conflict/events/{conflict_call.start_seq}/reveal/", {"path": "arguments.account"})
     assert refused.status_code == 400 and "say why" in refused.content.decode() and "AC-4020" not in refused.content.decode()
@@ -96,7 +96,8 @@ def test_sensitive_fields_are_masked_on_every_screen_and_export_and_a_reveal_is_
     reveal, export = recs["console"], recs["export"]
     assert (reveal.actor_kind, reveal.actor_id, reveal.actor_name) == ("user", compliance.pk, "colin.compliance")
     assert (reveal.seq, reveal.fields, reveal.why, reveal.tenant) == (conflict_call.start_seq, ["arguments.account"], "ticket LEDGER-88: confirm the account", "acme")
-    assert export.all_fields and export.why.startswith("GET /runs/run-conflict/export.jsonl (sha256 ")
+    assert export.all_fields and export.why.startswith("GET /runs/run-conflict/export.jsonl (seq 1..")
+    assert export.why.endswith(".sha256?upto=" + export.why.split("seq 1..")[1].split(",")[0] + ")"), export.why
     audit = c.get("/runs/run-conflict/").content.decode()
     assert "ticket LEDGER-88: confirm the account" in audit and "every sensitive field of the run" in audit
 

@@ -38,25 +38,36 @@ def test_the_folded_state_is_shown_at_any_seq(compliance, v1_runs):
     assert c.get("/runs/run-regulator-notice/", {"at": "x"}).status_code == 400
 
 
-def test_the_jsonl_export_is_the_reference_format_with_its_digest(compliance, v1_runs, tmp_path):
+def test_the_jsonl_export_is_the_reference_format_streamed_with_a_link_to_its_digest(compliance, v1_runs, tmp_path, settings):
+    settings.RECKON_READ_CHUNK = 4  # the 11 events leave in several pieces
     c = client_for(compliance)
     resp = c.get("/runs/run-q3-recon/export.jsonl")
-    assert resp.status_code == 200
-    body = resp.content
-    assert resp["X-Reckon-SHA256"] == hashlib.sha256(body).hexdigest()
+    assert resp.status_code == 200 and resp.streaming
+    pieces = list(resp.streaming_content)
+    body = b"".join(pieces)
+    assert len(pieces) == 3
     lines = [json.loads(line) for line in body.decode().splitlines()]
-    assert [d["seq"] for d in lines] == list(range(1, len(lines) + 1))
-    digest = c.get("/runs/run-q3-recon/export.jsonl.sha256").content.decode()
+    assert [d["seq"] for d in lines] == list(range(1, 12))
+    assert resp["X-Reckon-Upto"] == "11"
+    assert resp["Link"] == '</runs/run-q3-recon/export.jsonl.sha256?upto=11>; rel="digest"'
+    digest = c.get("/runs/run-q3-recon/export.jsonl.sha256", {"upto": 11}).content.decode()
     assert digest == f"{hashlib.sha256(body).hexdigest()}  run-q3-recon.jsonl\n"
+    assert c.get("/runs/run-q3-recon/export.jsonl.sha256").content.decode() == digest  # the whole run, as it is now
+    first4 = b"".join(c.get("/runs/run-q3-recon/export.jsonl", {"upto": 4}).streaming_content)
+    assert first4 == b"".join(body.splitlines(keepends=True)[:4])
+    assert c.get("/runs/run-q3-recon/export.jsonl.sha256", {"upto": 4}).content.decode().split()[0] == hashlib.sha256(first4).hexdigest()
+    for bad in ("12", "x", "-1"):
+        assert c.get("/runs/run-q3-recon/export.jsonl", {"upto": bad}).status_code == 400
     csv_resp = c.get("/runs/run-q3-recon/export.csv")
-    assert csv_resp.content.decode().splitlines()[0] == "seq,type,ts,v,record_only,payload"
-    assert csv_resp["X-Reckon-SHA256"] == hashlib.sha256(csv_resp.content).hexdigest()
+    csv_body = b"".join(csv_resp.streaming_content)
+    assert csv_body.decode().splitlines()[0] == "seq,type,ts,v,record_only,payload" and len(csv_body.decode().splitlines()) == 12
+    assert c.get(csv_resp["Link"].split(";")[0].strip("<>")).content.decode().split()[0] == hashlib.sha256(csv_body).hexdigest()
 
 
 def test_an_exported_run_imports_again_unchanged(compliance, v1_runs, tmp_path):
     from runs.importer import paths_import
 
-    body = client_for(compliance).get("/runs/run-q3-recon/export.jsonl").content
+    body = b"".join(client_for(compliance).get("/runs/run-q3-recon/export.jsonl").streaming_content)
     path = tmp_path / "run-q3-recon.jsonl"
     path.write_bytes(body)
     [result] = paths_import([str(path)])

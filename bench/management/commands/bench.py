@@ -23,10 +23,11 @@ SUITES: dict[str, str] = {
     "console": "bench.console:bench_console",
     "invoke": "bench.invoke:bench_invoke",
     "load": "bench.load:bench_load",
+    "scale": "bench.scale:bench_scale",
 }
 # Suites that `all` leaves out, with the options only they take: the load test starts its own
 # servers, needs PostgreSQL and Redis, and runs for a set time (docs/load.md).
-ON_DEMAND: dict[str, tuple[str, ...]] = {"load": ("duration", "agents", "operators", "web_workers", "drain")}
+ON_DEMAND: dict[str, tuple[str, ...]] = {"load": ("duration", "agents", "operators", "web_workers", "drain"), "scale": ("max_events", "log_events", "repeats")}
 
 
 def _positive(text: str) -> float:
@@ -60,6 +61,10 @@ class Command(BaseCommand):
         load.add_argument("--operators", type=_positive_int, default=5, help="operators signed in to the console (default 5)")
         load.add_argument("--web-workers", type=_positive_int, default=4, help="gunicorn workers (default 4)")
         load.add_argument("--drain", type=_positive, default=60, help="seconds to wait after the load for reconciliation (default 60)")
+        scale = parser.add_argument_group("scale", "options of `bench scale` (docs/scale.md)")
+        scale.add_argument("--max-events", type=_positive_int, default=None, help="the largest store, in events (default 1,000,000; 10,000,000 adds the third size)")
+        scale.add_argument("--log-events", type=_positive_int, default=None, help="events of the generated log imported, exported and replayed (default 100,000)")
+        scale.add_argument("--repeats", type=_positive_int, default=3, help="imports, exports and replays of the log for the medians (default 3)")
 
     def handle(self, *args, suite, **options):
         # Measure what production runs: without DEBUG's per-query logging.

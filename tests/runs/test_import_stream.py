@@ -1,0 +1,127 @@
+"""The import streams a file in chunks (RECKON_IMPORT_CHUNK; small here, so that a few events cross
+several chunks and, on PostgreSQL, take the COPY path), and keeps every rule of a whole-file import."""
+
+import io
+import json
+
+import pytest
+
+from runs.chain import chain_verify
+from runs.importer import log_import_stream, paths_import
+from runs.models import Event, Run
+from runs.selectors import run_state
+from tests.golden import fixture_logs, golden_path
+from tests.runs.test_import import BAD, good, line, nothing_stored
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(settings):
+    settings.RECKON_IMPORT_CHUNK = 7
+
+
+def long_log(run_id="run-x", n=100):
+    return good(run_id, n=n)
+
+
+def imported(data: str | bytes, name="run-x.jsonl"):
+    return log_import_stream(name, io.BytesIO(data.encode() if isinstance(data, str) else data))
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_every_rejection_rule_holds_across_chunks(case):
+    content, reason = BAD[case]
+    # The bad line comes after several full chunks of good events.
+    head = long_log(n=40)
+    body = content.encode() if isinstance(content, str) else content
+    tail = body.split(b"\n", 3)[3] if body.startswith(good().encode()) else None
+    data = head.encode() + tail.replace(b'"seq": 4', b'"seq": 41').replace(b'"seq": 5', b'"seq": 42').replace(b'"seq": 3', b'"seq": 40') if tail else body
+    result = imported(data)
+    assert result.outcome == "rejected", result
+    assert reason.replace("line 4", "line 41").replace("5 where 4", "42 where 41").replace("3 where 4", "40 where 41") in result.reason
+    assert nothing_stored()
+
+
+def test_a_rejection_in_the_last_line_of_a_large_file_leaves_nothing():
+    data = long_log(n=500) + line(501, "user_message", {"content": "x", "dup": 1}).replace('"dup": 1', '"dup": 1, "dup": 2')
+    result = imported(data)
+    assert result.outcome == "rejected" and result.reason.startswith("line 501: payload.dup appears twice"), result.reason
+    assert nothing_stored()
+
+
+def test_a_rejection_in_the_last_line_of_an_extension_leaves_the_stored_run_as_it_was():
+    assert imported(long_log(n=30)).outcome == "imported"
+    before = list(Event.objects.filter(run_id="run-x").order_by("seq").values_list("seq", "hash"))
+    result = imported(long_log(n=200) + line(202, "user_message", {"content": "gap"}))
+    assert result.outcome == "rejected" and "line 201: seq 202 where 201 was expected (a gap)" in result.reason
+    assert list(Event.objects.filter(run_id="run-x").order_by("seq").values_list("seq", "hash")) == before
+    run = Run.objects.get(run_id="run-x")
+    assert run.last_seq == 30 and run.lease_holder == ""
+
+
+def test_a_chunked_import_is_chained_and_replays_as_a_whole_one():
+    result = imported(long_log(n=100))
+    assert (result.outcome, result.appended, result.last_seq) == ("imported", 100, 100)
+    problem, last, head = chain_verify(run_id="run-x")
+    assert problem is None and last == 100
+    assert bytes(Run.objects.get(run_id="run-x").head) == head
+    assert run_state(run_id="run-x").last_seq == 100
+
+
+def test_a_longer_file_is_compared_chunk_by_chunk_and_only_its_tail_appended():
+    imported(long_log(n=30))
+    rows = list(Event.objects.filter(run_id="run-x").order_by("seq").values_list("seq", "recorded_at", "hash"))
+    result = imported(long_log(n=95))
+    assert (result.outcome, result.appended, result.first_seq, result.last_seq) == ("extended", 65, 31, 95)
+    assert list(Event.objects.filter(run_id="run-x").order_by("seq").values_list("seq", "recorded_at", "hash"))[:30] == rows
+    assert chain_verify(run_id="run-x")[0] is None
+    assert imported(long_log(n=95)).outcome == "unchanged"
+    changed = long_log(n=120).replace('"m64"', '"edited"')
+    result = imported(changed)
+    assert result.outcome == "rejected" and "line 64: differs from the stored event seq 64 in payload" in result.reason
+    assert Run.objects.get(run_id="run-x").last_seq == 95
+
+
+def test_a_torn_tail_after_several_chunks_is_reported_and_the_rest_imported():
+    result = imported(long_log(n=50) + '{"seq": 51, "type": "user_mess')
+    assert (result.outcome, result.appended, result.torn_line) == ("imported", 50, 51)
+    assert Run.objects.get(run_id="run-x").last_seq == 50
+
+
+def test_fixture_logs_imported_in_chunks_of_two_replay_to_their_golden_states(settings, tmp_path):
+    settings.RECKON_IMPORT_CHUNK = 2
+    paths = list(fixture_logs())
+    results = paths_import([str(p) for p in paths])
+    assert [r.outcome for r in results] == ["imported"] * len(paths), [r.line() for r in results]
+    for path, result in zip(paths, results):
+        assert chain_verify(run_id=result.run_id)[0] is None
+        golden = json.loads(golden_path(path).read_text())
+        for seq, state in golden.items():
+            assert json.loads(json.dumps(run_state(run_id=result.run_id, at=int(seq)).to_dict())) == state, (path.name, seq)
+
+
+def test_a_replay_read_in_chunks_folds_to_the_state_of_the_whole_log(settings):
+    from runs.fold import fold
+    from runs.store import events_load, events_stream
+
+    assert imported(long_log(n=50)).outcome == "imported"
+    settings.RECKON_READ_CHUNK = 3
+    assert [e.seq for e in events_stream(run_id="run-x", after=4, upto=17)] == list(range(5, 18))
+    assert [e.seq for e in events_stream(run_id="run-x")] == list(range(1, 51))
+    whole = fold(events_load(run_id="run-x"))
+    assert run_state(run_id="run-x").to_dict() == whole.to_dict()
+    assert run_state(run_id="run-x", at=22).to_dict() == fold(events_load(run_id="run-x", upto=22)).to_dict()
+
+
+def test_an_import_of_many_chunks_calls_the_after_append_hooks_once_after_its_commit(monkeypatch):
+    from runs import store
+
+    seen = []
+    monkeypatch.setattr(store, "_AFTER_APPEND", [lambda run_id, first, last: seen.append((run_id, first, last))])
+    assert imported(long_log(n=50)).outcome == "imported"
+    assert seen == [("run-x", 1, 50)]
+    assert imported(long_log(n=60) + line(62, "user_message", {"content": "gap"})).outcome == "rejected"
+    assert seen == [("run-x", 1, 50)]  # a rolled-back import calls nothing
+    assert imported(long_log(n=80)).outcome == "extended"
+    assert seen == [("run-x", 1, 50), ("run-x", 51, 80)]
