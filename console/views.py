@@ -9,7 +9,6 @@ from django.contrib.auth import views as auth_views
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.utils import timezone
 from django.urls import reverse
 from django.utils.html import format_html
