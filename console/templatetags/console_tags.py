@@ -11,6 +11,7 @@ from django import template
 from django.utils.html import format_html
 
 from runs.fold import format_ts
+from recovery.consequences import span
 
 register = template.Library()
 
@@ -31,17 +32,8 @@ def _as_dt(value) -> datetime | None:
 
 
 def duration_words(seconds: float) -> str:
-    """A short human duration: 42 s, 7 min, 3 h 12 min, 2 d 4 h."""
-    s = int(abs(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min"
-    if s < 86400:
-        h, m = divmod(s // 60, 60)
-        return f"{h} h {m} min" if m else f"{h} h"
-    d, h = divmod(s // 3600, 24)
-    return f"{d} d {h} h" if h else f"{d} d"
+    """A short human duration: 42 s, 7 min, 3 h 12 min, 2 d 4 h (the approval screen's words use the same)."""
+    return span(seconds)
 
 
 @register.filter
