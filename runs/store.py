@@ -387,7 +387,9 @@ SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoc
 # server's side goes idle and has to wake up): measured in one process, this statement saved
 # 10-40 us a commit against the general one above.
 # The event's digest is the first parameter (the SET clause comes first).
-_PG_APPEND_ONE_PLAIN = f"""
+# The fence of one event that does not end the run; this statement and the projected ones
+# (``_pg_append_projected``, ``_pg_append_riding``) all start with it.
+_PG_PROJECTED_HEAD = f"""
 WITH fence AS (
     UPDATE reckon_run
        SET last_seq = last_seq + 1,
@@ -395,7 +397,9 @@ WITH fence AS (
      WHERE run_id = %b
        AND lease_epoch = %b
        AND lease_holder <> ''
-       AND last_seq = %b
+       AND last_seq = %b"""
+
+_PG_APPEND_ONE_PLAIN = _PG_PROJECTED_HEAD + """
  RETURNING run_id, last_seq, lease_epoch, head
 )
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, hash)
@@ -737,16 +741,6 @@ def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, cano
         cur.execute(sql, params, prepare=True)
     return cur.rowcount == len(seqs)
 
-
-_PG_PROJECTED_HEAD = f"""
-WITH fence AS (
-    UPDATE reckon_run
-       SET last_seq = last_seq + 1,
-           head = sha256({_PG_PREV_HEAD} || %b)
-     WHERE run_id = %b
-       AND lease_epoch = %b
-       AND lease_holder <> ''
-       AND last_seq = %b"""
 
 _PG_PROJECTED_EVENT = """
  RETURNING run_id, last_seq, lease_epoch, head
