@@ -115,6 +115,11 @@ def test_the_decision_and_its_consequence_are_above_the_fold_for_a_conflict_an_e
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{live_server.url}/calls/{three_calls['conflict'].pk}/")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    # "What differs" stacks each field as a card there: a four-column table at this width broke
+    # every name and value letter by letter ("te/na/nt").
+    widths = page.eval_on_selector_all("#conflict tbody tr > *", "els => els.map(e => [e.textContent.trim().slice(0, 20), e.getBoundingClientRect().width])")
+    table_w = page.locator("#conflict table").bounding_box()["width"]
+    assert widths and all(w >= 0.8 * table_w for _, w in widths), (table_w, widths)
     shot(page, "approval-conflict-390")
     page.set_viewport_size({"width": 1280, "height": FOLD})
     # The expired key, in words: the date it was forgotten and what a retry may do a second time.
