@@ -320,13 +320,18 @@ def decision_cursor_parse(text: str) -> tuple[datetime, int, str]:
 DECISION_LOG_PAGE = 50
 
 
+# Filters tested on each decision row (its payload's fields, or its call looked up): a page with one
+# of them is found by walking the log newest first (``_decisions_walk``), and not counted.
+ROW_FILTERS = ("by", "tool", "tenant", "disposition", "kind")
+
+
 def decisions_count(*, cap: int = 10_000, **search) -> tuple[int, bool]:
     """How many decisions the log's filters match, counting at most ``cap`` (then ``(cap, False)``).
 
-    ``(None, False)`` with a tool or tenant filter: each decision's call is looked up to test it,
-    and counting 10,000 of them that way took most of a second (``bench console``), where the page
-    itself needs only its fifty."""
-    if search.get("tool") or search.get("tenant"):
+    ``(None, False)`` with a filter tested row by row (``ROW_FILTERS``): counting means testing
+    every decision there is (each payload parsed, or each call looked up), which took most of a
+    second for 10,000 decisions (``bench console``), where the page itself needs only its fifty."""
+    if any(search.get(f) for f in ROW_FILTERS):
         return None, False
     qs = decisions_search(query_only=True, **search)
     n = qs.order_by()[: cap + 1].count()
@@ -376,18 +381,62 @@ def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposit
         qs = qs.filter(ts__lt=until)
     if query_only:
         return qs
+    base = Event.objects.filter(type__in=DECISION_LOG_TYPES)
+    if since is not None:
+        base = base.filter(ts__gte=since)
+    if until is not None:
+        base = base.filter(ts__lt=until)
     if before is not None:
         at, seq, run_id = decision_cursor_parse(before)
-        qs = qs.filter(Q(ts__lt=at) | Q(ts=at, run_id__lt=run_id) | Q(ts=at, run_id=run_id, seq__lt=seq))
+        qs, base = _older_than(qs, (at, run_id, seq)), _older_than(base, (at, run_id, seq))
     qs = qs.annotate(
         tool=Coalesce(Subquery(by_key.values("tool")[:1]), Subquery(by_call_id.values("tool")[:1])),
         tenant=Coalesce(Subquery(by_key.values("tenant")[:1]), Subquery(by_call_id.values("tenant")[:1])),
         call_pk=Coalesce(Subquery(by_key.values("pk")[:1]), Subquery(by_call_id.values("pk")[:1])),
-    ).order_by("-ts", "-run_id", "-seq")
-    rows = list(qs[: limit + 1])
+    ).order_by(*_NEWEST_FIRST)
+    filtered = by or tool or tenant or disposition or kind
+    rows = _decisions_walk(qs, base, limit + 1) if filtered else list(qs[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(rows, decision_cursor(rows[-1]) if more and rows else None)
+
+
+_NEWEST_FIRST = ("-ts", "-run_id", "-seq")
+
+
+def _older_than(qs, edge: tuple[datetime, str, int]):
+    """The rows after ``edge`` (ts, run_id, seq) newest first. ``ts <= at`` repeats the keyset's
+    first column on its own, so the planner reads it as a range of the decision index."""
+    at, run_id, seq = edge
+    return qs.filter(ts__lte=at).filter(Q(ts__lt=at) | Q(ts=at, run_id__lt=run_id) | Q(ts=at, run_id=run_id, seq__lt=seq))
+
+
+_WALK_FIRST = 200
+
+
+def _decisions_walk(qs, base, n: int) -> list:
+    """The first ``n`` rows of ``qs`` (filtered row by row) newest first, read range by range of
+    the decision index: the newest ``first`` decisions, then five times as many, and so on.
+
+    Asked for the whole log at once, the planner cannot tell how many decisions a text filter
+    keeps, guesses a few, and reads and sorts all of them (10,000 decisions, 70 ms, where a
+    common name's fifty newest are among the first hundred); a range bounds what each query reads.
+    """
+    rows: list = []
+    upper = None  # the range's newer end: the last range's oldest decision
+    size = _WALK_FIRST
+    while len(rows) < n:
+        older = base if upper is None else _older_than(base, upper)
+        edge = older.order_by(*_NEWEST_FIRST).values_list("ts", "run_id", "seq")[size - 1 : size].first()
+        chunk = qs if upper is None else _older_than(qs, upper)
+        if edge is not None:
+            at, run_id, seq = edge
+            chunk = chunk.filter(ts__gte=at).filter(Q(ts__gt=at) | Q(ts=at, run_id__gt=run_id) | Q(ts=at, run_id=run_id, seq__gte=seq))
+        rows += list(chunk[: n - len(rows)])
+        if edge is None:
+            break
+        upper, size = edge, size * 5
+    return rows
 
 
 def call_notes(*, history: list[dict]) -> list[dict]:
