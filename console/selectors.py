@@ -320,19 +320,28 @@ def decision_cursor_parse(text: str) -> tuple[datetime, int, str]:
 DECISION_LOG_PAGE = 50
 
 
-# Filters tested on each decision row (its payload's fields, or its call looked up): a page with one
-# of them is found by walking the log newest first (``_decisions_walk``), and not counted.
-ROW_FILTERS = ("by", "tool", "tenant", "disposition", "kind")
+# Filters tested on each decision row: its payload's fields, or its call looked up. A page with one
+# of them is found by walking the log newest first (``_decisions_walk``).
+PAYLOAD_FILTERS = ("by", "disposition", "kind")
+CALL_FILTERS = ("tool", "tenant")
+FILTERED_COUNT_CAP = 1_000
 
 
-def decisions_count(*, cap: int = 10_000, **search) -> tuple[int, bool]:
+def decisions_count(*, cap: int = 10_000, shown: Page | None = None, **search) -> tuple[int | None, bool]:
     """How many decisions the log's filters match, counting at most ``cap`` (then ``(cap, False)``).
 
-    ``(None, False)`` with a filter tested row by row (``ROW_FILTERS``): counting means testing
-    every decision there is (each payload parsed, or each call looked up), which took most of a
-    second for 10,000 decisions (``bench console``), where the page itself needs only its fifty."""
-    if any(search.get(f) for f in ROW_FILTERS):
+    ``(None, False)`` with a tool or tenant filter: each decision's call is looked up to test it,
+    and counting 10,000 of them that way took most of a second (``bench console``), where the page
+    itself needs only its fifty. With a filter on the payload's fields each decision's payload is
+    parsed to test it, so the count stops at ``FILTERED_COUNT_CAP``; and when ``shown``, the first
+    page, already holds every match (its walk read the whole log), it is the count."""
+    if any(search.get(f) for f in CALL_FILTERS):
         return None, False
+    if any(search.get(f) for f in PAYLOAD_FILTERS):
+        if shown is not None and not search.get("before") and shown.next_cursor is None:
+            return len(shown.items), True
+        cap = min(cap, FILTERED_COUNT_CAP)
+    search.pop("before", None)
     qs = decisions_search(query_only=True, **search)
     n = qs.order_by()[: cap + 1].count()
     return (n, True) if n <= cap else (cap, False)

@@ -561,7 +561,7 @@ def decisions(request):
         # The screen with its filters and the message, so the value can be corrected in place.
         return _render(request, "console/decisions.html", {**ctx, "page": None, "error": error}, nav="decisions", status=400)
     page = selectors.decisions_shown(fields=masking.sensitive_fields(), **form.search_kwargs(), before=before)
-    page.count, page.count_exact = selectors.decisions_count(**form.search_kwargs())
+    page.count, page.count_exact = selectors.decisions_count(**form.search_kwargs(), shown=page, before=before)
     paging.pages_link(page, request, trail=trail, size=selectors.DECISION_LOG_PAGE, cursor_name="before")
     ctx.update({"page": page, "q": {k: form.cleaned_data.get(k) or "" for k in form.TEXT}})
     return _render(request, "console/decisions.html", ctx, nav="decisions", partial="rows" if request.htmx and before else None)

@@ -61,4 +61,14 @@ def test_a_filtered_log_read_in_tiny_ranges_holds_exactly_the_matching_decisions
     # One page of the newest alice decisions, as the screen asks for it.
     page = selectors.decisions_search(by="alice")
     assert [(e.ts, e.run_id, e.seq) for e in page.items] == alice[: selectors.DECISION_LOG_PAGE]
-    assert selectors.decisions_count(by="alice") == (None, False)
+    # Counted exactly below the cap; a first page that holds every match is its own count.
+    assert selectors.decisions_count(by="alice") == (len(alice), True)
+    assert selectors.decisions_count(by="nobody-at-all", shown=selectors.decisions_search(by="nobody-at-all")) == (0, True)
+    assert selectors.decisions_count(tool="post") == (None, False)
+
+
+def test_a_filtered_count_stops_at_its_cap(monkeypatch):
+    monkeypatch.setattr(selectors, "FILTERED_COUNT_CAP", 5)
+    made = _decisions("walk-c", 30)
+    assert selectors.decisions_count(by="bob") == (5, False)
+    assert selectors.decisions_count() == (len(made), True)
