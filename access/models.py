@@ -42,7 +42,8 @@ class AccessRecord(models.Model):
     """One showing of sensitive values unmasked: who, when, through which front end, what, and why.
 
     Written before the value leaves Reckon (access.services), by the console's reveals and unmasked
-    exports and by every API read that answers with sensitive values unmasked. Append-only like the
+    exports, by every API read that answers with sensitive values unmasked, and by the commands that
+    print them (``replay --json``, ``uncertain --json``). Append-only like the
     run log: the database refuses UPDATE and DELETE (migration 0002). Who is kept by id and by name
     as text rather than by foreign key, so that removing a user or a token never has to change (or
     could cascade into) a record.
@@ -52,6 +53,7 @@ class AccessRecord(models.Model):
         CONSOLE = "console", "console reveal"
         EXPORT = "export", "console export"
         API = "api", "HTTP API"
+        COMMAND = "command", "command line"
 
     class ActorKind(models.TextChoices):
         USER = "user", "person"

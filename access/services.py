@@ -2,7 +2,8 @@
 
 One service below the console and the API, so the rule "record it before it is shown" lives once.
 The console records a reveal (with the reason the person gave) and an unmasked export; the API
-records every read whose answer carries a sensitive value unmasked, naming the route. A read that
+records every read whose answer carries a sensitive value unmasked, naming the route; the commands
+that print such values record what they print, naming the command. A read that
 shows nothing sensitive unmasked writes nothing: a masked reader, a run without sensitive values,
 and an agent's token reading back a run it writes (what it wrote is not news to it).
 """
@@ -95,8 +96,9 @@ def access_record_write(
     return record
 
 
-def unmasked_reads_record(*, who: Principal, mask: frozenset[str], route: str, shown: Sequence[Shown]) -> list[AccessRecord]:
-    """Record each item of an API answer that carries sensitive values unmasked, before it is sent.
+def unmasked_reads_record(*, who: Principal, mask: frozenset[str], route: str, shown: Sequence[Shown], front_end: str = AccessRecord.FrontEnd.API) -> list[AccessRecord]:
+    """Record each item of an answer that carries sensitive values unmasked, before it is sent: an
+    API answer, or what a command prints (``front_end``).
 
     ``mask`` is what the answer was masked with (``access.masking.mask_fields``) and ``shown`` is
     the answer as sent. What counts is what it shows beyond a fully masked answer: a reader whose
@@ -129,7 +131,7 @@ def unmasked_reads_record(*, who: Principal, mask: frozenset[str], route: str, s
             actor_kind=kind,
             actor_id=ident,
             actor_name=who.name[:200],
-            front_end=AccessRecord.FrontEnd.API,
+            front_end=front_end,
             run_id=s.run_id,
             call_id=s.call_id[:200],
             idempotency_key=s.idempotency_key[:200],
@@ -150,3 +152,16 @@ def run_writer_note(*, who: Principal, run_id: str) -> None:
     kind, ident = _actor(who)
     if kind == "token" and ident is not None:
         RunWriter.objects.get_or_create(token_id=ident, run_id=run_id)
+
+
+def command_principal(by: str) -> Principal:
+    """Who runs a command that prints or writes sensitive values: ``by`` (its ``--by``), or the
+    operating system's user name, or "manage.py" where there is none."""
+    import getpass
+
+    if not by:
+        try:
+            by = f"{getpass.getuser()} (manage.py)"
+        except (KeyError, OSError):
+            by = "manage.py"
+    return Principal(kind="user", name=by[:200], owner="user:", scopes=frozenset())
