@@ -154,13 +154,13 @@ def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> f
     sensitive key (calls' arguments, lookups' observations and comparisons, JSON results).
 
     Empty when nothing is to be masked (``fields`` empty). Two queries at most whatever the number
-    of runs: their fence rows, then the events none of this process's earlier reads has seen (for
-    a single run, those events in (run, seq) ranges of ``RECKON_READ_CHUNK``).
+    of runs: their fence rows, then, of the events none of this process's earlier reads has seen,
+    those whose stored text names a sensitive field (fetched in chunks).
     """
-    from django.db.models import Q
+    from django.db.models import Q, TextField
+    from django.db.models.functions import Cast
 
     from runs.models import Event, Run
-    from runs.store import events_stream
 
     ids = sorted(set(run_ids))
     if not fields or not ids:
@@ -178,22 +178,24 @@ def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> f
                 stale[run_id] = (created, cached[1], set(cached[2]))
             else:
                 stale[run_id] = (created, 0, set())
-    if len(stale) == 1:
-        # One run (its page, its export): read by (run, seq) ranges, decoded as the replay decodes.
-        # A long run's first read is a pass over its log; the server never materialises it whole.
-        [(run_id, (created, after, found))] = stale.items()
-        for ev in events_stream(run_id=run_id, after=after, upcast=False):
-            found.update(sensitive_values(ev.payload, fields))
-            after = ev.seq
-        stale[run_id] = (created, after, found)
-    elif stale:
+    if stale:
+        # Only events whose stored text could name a sensitive key are decoded: the database tests
+        # the text (in C, as it reads the rows), so a long run's first read costs a scan, not a
+        # decode of every event. A key is written as '"name' in the payload and as '\"name' in JSON
+        # kept as text; any other spelling of it needs a \u escape, so text holding one is read too.
+        named = Q(text__contains="\\u")
+        for f in fields:
+            named |= Q(text__contains=f'"{f}')
         q = Q()
         for run_id, (_, after, _) in stale.items():
-            q |= Q(run_id=run_id, seq__gt=after)
-        for run_id, seq, payload in Event.objects.filter(q).values_list("run_id", "seq", "payload").iterator(chunk_size=2000):
+            q |= Q(run_id=run_id, seq__gt=after, seq__lte=runs[run_id][1])
+        rows = Event.objects.filter(q).annotate(text=Cast("payload", TextField())).filter(named)
+        for run_id, seq, payload in rows.values_list("run_id", "seq", "payload").iterator(chunk_size=2000):
             created, after, found = stale[run_id]
             found.update(sensitive_values(payload, fields))
-            stale[run_id] = (created, max(after, seq), found)
+            stale[run_id] = (created, after, found)
+        # Every event up to the last seq the fence rows gave has been considered.
+        stale = {run_id: (created, max(after, runs[run_id][1]), found) for run_id, (created, after, found) in stale.items()}
     if stale:
         with _lock:
             for run_id, (created, after, found) in stale.items():
