@@ -11,11 +11,9 @@ lock), each at the next seq. A tool may be a coroutine function or a plain one.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import Any
 
-from reckon_client.errors import ToolFailed
-from reckon_client.run import Run, RunState, ToolCall, ToolResult, current_key, current_run
+from reckon_client.run import Run, RunState, ToolCall, ToolResult, current_run
 from reckon_client.run import open_run as _open_run
 
 
@@ -45,24 +43,10 @@ class AsyncRun:
         return await asyncio.to_thread(self.run.append, type, **payload)
 
     async def invoke(self, call: ToolCall, tool: Any, *, retry_uncertain: bool = False) -> ToolResult:
-        """``Run.invoke`` with ``await``: ``tool(arguments, idempotency_key=key)`` may return an
-        awaitable. Cancelling the task while the tool runs leaves the call uncertain (it may have
-        taken effect), exactly as a crash would."""
-        begun = await asyncio.to_thread(self.run._begin, call, retry_uncertain)
-        if isinstance(begun, ToolResult):
-            return begun
-        token = current_key.set(begun.key)
-        try:
-            content = tool(call.arguments, idempotency_key=begun.key)
-            if inspect.isawaitable(content):
-                content = await content
-        except ToolFailed as exc:
-            return await asyncio.to_thread(self.run._failed, begun, exc)
-        except Exception as exc:
-            raise self.run._unknown(begun, exc) from exc
-        finally:
-            current_key.reset(token)
-        return await asyncio.to_thread(self.run._done, begun, content)
+        """``Run.invoke`` with ``await`` (``Run.ainvoke``): ``tool(arguments, idempotency_key=key)``
+        may return an awaitable. Cancelling the task while the tool runs leaves the call uncertain
+        (it may have taken effect), exactly as a crash would."""
+        return await self.run.ainvoke(call, tool, retry_uncertain=retry_uncertain)
 
     def tool(self, fn=None, *, name: str | None = None, retry_uncertain: bool = False):
         from reckon_client.run import tool

@@ -316,6 +316,28 @@ class Run:
             current_key.reset(token)
         return self._done(begun, content)
 
+    async def ainvoke(self, call: ToolCall, tool: Tool, *, retry_uncertain: bool = False) -> ToolResult:
+        """``invoke`` with ``await`` (``AsyncRun.invoke``): the appends run in worker threads and
+        ``tool`` may return an awaitable. Cancelling the task while the tool runs leaves the call
+        uncertain (it may have taken effect), exactly as a crash would."""
+        import asyncio
+
+        begun = await asyncio.to_thread(self._begin, call, retry_uncertain)
+        if isinstance(begun, ToolResult):
+            return begun
+        token = current_key.set(begun.key)
+        try:
+            content = tool(call.arguments, idempotency_key=begun.key)
+            if inspect.isawaitable(content):
+                content = await content
+        except ToolFailed as exc:
+            return await asyncio.to_thread(self._failed, begun, exc)
+        except Exception as exc:
+            raise self._unknown(begun, exc) from exc
+        finally:
+            current_key.reset(token)
+        return await asyncio.to_thread(self._done, begun, content)
+
     def tool(self, fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False):
         """Decorate a plain function as a tool recorded in this run (see ``reckon_client.tool``)."""
         return tool(fn, name=name, retry_uncertain=retry_uncertain, run=self)
@@ -488,12 +510,10 @@ def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain
         if inspect.iscoroutinefunction(fn):
 
             async def arecorded(*args: Any, operation_id: str | None = None, **kwargs: Any) -> Any:
-                from reckon_client.aio import AsyncRun
-
                 r = active()
-                ar = r if isinstance(r, AsyncRun) else AsyncRun(r)
+                sync_run = r if isinstance(r, Run) else r.run  # an AsyncRun passed as ``run=``
                 call = ToolCall.new(tool_name, _arguments(params, args, kwargs), operation_id=operation_id)
-                result = await ar.invoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain)
+                result = await sync_run.ainvoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain)
                 if result.is_error:
                     raise ToolFailed(result.content)
                 return result.content
