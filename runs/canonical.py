@@ -104,15 +104,25 @@ def _ts_text(ts: datetime) -> str:
 # The frame of the last event digested, as one tuple so that threads never see one event's time
 # with another's text: (ts, type, v, the bytes after the seq).
 _last_frame: tuple = (None, None, None, b"")
+# The frame's end after the time, by (type, version): '","type":"model_turn","v":2}'.
+_type_tails: dict[tuple[str, int], bytes] = {}
 
 
 def _frame(seq: int, type: str, ts: datetime, v: int) -> bytes:
-    """What follows the payload in the event's canonical bytes: the seq, then the ts, type and v
-    (kept from the last event: a batch's events mostly share the append's clock reading)."""
+    """What follows the payload in the event's canonical bytes (``event_canonical``'s frame): the
+    seq, then the ts, type and v. A batch's events mostly share the append's clock reading, so
+    the last frame is kept; an import's events each have their own time, whose text is the only
+    part built per event (a time never needs an escape)."""
     global _last_frame
     last_ts, last_type, last_v, tail = _last_frame
     if ts is not last_ts or type != last_type or v != last_v:
-        tail = event_canonical(seq=0, type=type, ts=_ts_text(ts), v=v, payload_canonical=b"")[len(b'{"payload":,"seq":0') :]
+        type_tail = _type_tails.get((type, v))
+        if type_tail is None:
+            if len(_type_tails) > 256:
+                _type_tails.clear()
+            frame = event_canonical(seq=0, type=type, ts="", v=v, payload_canonical=b"")
+            type_tail = _type_tails[(type, v)] = frame[frame.index(b'"",') + 2 :]
+        tail = b',"ts":"' + _ts_text(ts).encode() + b'"' + type_tail
         _last_frame = (ts, type, v, tail)
     return b',"seq":%d' % seq + tail
 
