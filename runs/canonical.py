@@ -56,15 +56,17 @@ def _orjson_exact(raw: bytes) -> bool:
     if 45 in raw and raw.find(b"e-") >= 0:  # "-" is common (dates, ids); "e-" after it is not
         return False
     i = raw.find(b".0")
-    while i >= 0:  # a whole double "N.0" ends before a comma or a closing bracket
-        if raw[i + 2 : i + 3] in _AFTER_WHOLE:
+    end = len(raw)
+    while i >= 0:  # a whole double "N.0" ends before a comma, a closing bracket or the text's end
+        i += 2
+        if i == end or raw[i] in _AFTER_WHOLE:
             return False
-        i = raw.find(b".0", i + 2)
+        i = raw.find(b".0", i)
     # A character beyond U+FFFF (UTF-8 lead bytes F0-F4) sorts differently by UTF-16 unit.
     return raw.isascii() or not (240 in raw or 241 in raw or 242 in raw or 243 in raw or 244 in raw)
 
 
-_AFTER_WHOLE = (b",", b"}", b"]")
+_AFTER_WHOLE = frozenset(b",}]")
 
 
 def canonical_fast(value) -> bytes:
@@ -259,6 +261,40 @@ def event_digest(
     sealed = canonical_json({p: c.hex() for p, c in commitments.items()})
     canon = event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload_canonical=canonical_fast(chained), sealed_canonical=sealed)
     return _sha256(canon).digest(), {p: s.hex() for p, s in salts.items()}
+
+
+def event_digests(
+    *, first_seq: int, types: list[str], tss: list[datetime], vs: list[int], payloads: list[dict], stored: list[bytes], stored_sorted: bool, sealing: tuple[frozenset[str], tuple[bytes, ...]]
+) -> tuple[list[bytes], list[tuple[int, dict[str, str]]]]:
+    """``event_digest`` for consecutive events (an append's batch, an import's chunk) at seqs
+    ``first_seq, first_seq + 1, ...``: their digests, and (seq, salts) of those with sealed values.
+
+    ``stored_sorted``: every text in ``stored`` is orjson's sorted encoding of its payload. Then the
+    scans that send a payload to the exact or the sealing path run once over the whole batch (one
+    C scan each, where per event each would cost a call), and only when one finds something are the
+    events looked at one by one."""
+    names, needles = sealing
+    blob = b"\x00".join(stored)  # a NUL never occurs in JSON text, so no mark spans two events
+    per_event = not stored_sorted or not _orjson_exact(blob)
+    if not per_event:
+        for n in needles:
+            if blob.find(n) >= 0:
+                per_event = True
+                break
+    digests: list[bytes] = []
+    seals: list[tuple[int, dict[str, str]]] = []
+    if per_event:
+        for i, raw in enumerate(stored):
+            d, salts = event_digest(seq=first_seq + i, type=types[i], ts=tss[i], v=vs[i], payload=payloads[i], stored=raw, sealing=sealing, stored_sorted=stored_sorted)
+            digests.append(d)
+            if salts is not None:
+                seals.append((first_seq + i, salts))
+        return digests, seals
+    # The common case: each payload's stored text is its RFC 8785 bytes; frame and hash it.
+    sha, append, frame = _sha256, digests.append, _frame
+    for i, raw in enumerate(stored):
+        append(sha(b'{"payload":' + raw + frame(first_seq + i, types[i], tss[i], vs[i])).digest())
+    return digests, seals
 
 
 def seal_commitments(payload, salts: dict[str, bytes]) -> dict[str, bytes]:

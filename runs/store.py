@@ -41,7 +41,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 from psycopg.rows import tuple_row
 
-from runs.canonical import event_digest, sealing_now
+from runs.canonical import event_digests, sealing_now
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.events import CURRENT_SCHEMA_VERSION, INTRODUCED_IN, KEY_SECRET_SINCE, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
@@ -538,6 +538,7 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
     # which are written beside it (EventSeal) in the same transaction.
     sealing = sealing_now() if chained else None
     seals: list[tuple[int, dict]] = []
+    stored_sorted = True
     for i, ev in enumerate(events):
         seq += 1
         type_, payload, v = ev.type, ev.payload, ev.v
@@ -558,21 +559,26 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
         tss.append(ts)
         # Encoded before anything is sent: a payload the store cannot hold refuses the append.
         try:
-            stored = dumps(payload, option=fast)
-            stored_sorted = True
+            encoded.append(dumps(payload, option=fast))
         except TypeError:
-            stored = _dumps_full(i, payload)
+            encoded.append(_dumps_full(i, payload))
             stored_sorted = False  # its keys were not all strings: the digest encodes it again
-        encoded.append(stored)
-        if chained:
-            event_hash, salts = event_digest(seq=seq, type=type_, ts=ts, v=v, payload=payload, stored=stored, sealing=sealing, stored_sorted=stored_sorted)
-            canons.append(event_hash)
-            if salts is not None:
-                seals.append((seq, salts))
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
     _batch_check(appended, encoded)
+    if chained:
+        # The chain's digests, for the whole batch at once (runs.canonical).
+        canons, seals = event_digests(
+            first_seq=expected_seq + 1,
+            types=[e.type for e in appended],
+            tss=tss,
+            vs=[e.v for e in appended],
+            payloads=[e.payload for e in appended],
+            stored=encoded,
+            stored_sorted=stored_sorted,
+            sealing=sealing,
+        )
     return tss, encoded, canons, seals, appended, finished_seq, seq
 
 

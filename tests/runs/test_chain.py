@@ -230,6 +230,25 @@ def test_a_refused_batch_from_a_remembered_head_is_diagnosed_as_before():
 
 
 @pytestmark_db
+def test_a_sealed_whole_double_is_committed_as_rfc8785_writes_it():
+    # orjson writes 100.0 where RFC 8785 writes 100: a sealed value that is such a number on its own
+    # must be committed over the latter, or verify_chain (and reckon-verify) would call it changed.
+    from runs import canonical
+
+    before = canonical._provider
+    canonical.sealed_names_provider_set(lambda: frozenset({"amount"}))
+    try:
+        lease = lease_acquire(run_id="r1", holder="w", ttl_seconds=60)
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "r1"})])
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("user_message", {"content": "pay", "amount": 100.0})])
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=2, events=[NewEvent("user_message", {"content": "pay", "amount": x}) for x in (-0.0, 2.0, 0.5)])
+    finally:
+        canonical.sealed_names_provider_set(before)
+    ok, rows = _verify("r1")
+    assert ok and rows[0]["last_seq"] == 5, rows
+
+
+@pytestmark_db
 def test_it_names_a_changed_payload():
     _run()
     _sql([("UPDATE reckon_event SET payload = %s WHERE run_id = 'r1' AND seq = 4", ['{"content": "m2", "ratio": 3.0, "big": 1000000000000000000}'])])
