@@ -41,7 +41,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 from psycopg.rows import tuple_row
 
-from runs.canonical import event_digests, sealing_now
+from runs.canonical import event_digest, event_digests, sealing_now
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.events import CURRENT_SCHEMA_VERSION, INTRODUCED_IN, KEY_SECRET_SINCE, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
@@ -567,7 +567,13 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
     _batch_check(appended, encoded)
-    if chained:
+    if chained and len(appended) == 1:  # the single append: no batch to scan at once
+        ev = appended[0]
+        digest, salts = event_digest(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, payload=ev.payload, stored=encoded[0], sealing=sealing, stored_sorted=stored_sorted)
+        canons = [digest]
+        if salts is not None:
+            seals.append((ev.seq, salts))
+    elif chained:
         # The chain's digests, for the whole batch at once (runs.canonical).
         canons, seals = event_digests(
             first_seq=expected_seq + 1,
