@@ -92,6 +92,8 @@ def payload_canonical(payload: dict, stored: bytes) -> bytes:
 def _ts_text(ts: datetime) -> str:
     """``runs.verify.ts_text`` (the definition), through ``isoformat`` where that is the same text:
     strftime costs about a microsecond, and the importer encodes one time per event."""
+    if ts.tzinfo is UTC and ts.year >= 1000:  # the store's and the importer's times
+        return ts.isoformat(timespec="microseconds")[:-6] + "Z"
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=UTC)
     elif ts.utcoffset():
