@@ -25,6 +25,7 @@ from runs.identity import KEY_SECRET_FIELD
 from runs.verify import SEALED, canonical_json, commitment, event_canonical, pointer_get, pointer_join, pointers_replace, ts_text
 
 _sha256 = hashlib.sha256
+_orjson_dumps = orjson.dumps
 
 
 def _loads(stored: bytes):
@@ -44,10 +45,28 @@ _SORTED = orjson.OPT_SORT_KEYS
 
 
 def _orjson_exact(raw: bytes) -> bool:
-    """Whether orjson's sorted output ``raw`` is certainly RFC 8785's (the marks above absent)."""
-    if b"e+" in raw or b"e-" in raw or (b".0" in raw and (b".0," in raw or b".0}" in raw or b".0]" in raw)):
+    """Whether orjson's sorted output ``raw`` is certainly RFC 8785's (the marks above absent).
+
+    Called once per event appended or imported, so it is written for CPython's byte search: an
+    ``int in bytes`` is a memchr, far cheaper than a two-byte ``in`` (which walks every byte in
+    Python 3.11), so each two-byte search runs only after a one-byte look says it may find
+    something."""
+    if 43 in raw:  # "+": an exponent "e+"
         return False
-    return raw.isascii() or not (b"\xf0" in raw or b"\xf1" in raw or b"\xf2" in raw or b"\xf3" in raw or b"\xf4" in raw)
+    if 45 in raw and raw.find(b"e-") >= 0:  # "-" is common (dates, ids); "e-" after it is not
+        return False
+    i = raw.find(b".0")
+    end = len(raw)
+    while i >= 0:  # a whole double "N.0" ends before a comma, a closing bracket or the text's end
+        i += 2
+        if i == end or raw[i] in _AFTER_WHOLE:
+            return False
+        i = raw.find(b".0", i)
+    # A character beyond U+FFFF (UTF-8 lead bytes F0-F4) sorts differently by UTF-16 unit.
+    return raw.isascii() or not (240 in raw or 241 in raw or 242 in raw or 243 in raw or 244 in raw)
+
+
+_AFTER_WHOLE = frozenset(b",}]")
 
 
 def canonical_fast(value) -> bytes:
@@ -67,57 +86,53 @@ def payload_canonical(payload: dict, stored: bytes) -> bytes:
         raw = orjson.dumps(payload, option=_SORTED)
     except TypeError:
         return canonical_json(_loads(stored))
-    # Plain ``in`` tests: each is one C scan; a generator over the marks cost more than the encoding.
-    if b"e+" in raw or b"e-" in raw or (b".0" in raw and (b".0," in raw or b".0}" in raw or b".0]" in raw)):
-        return canonical_json(_loads(stored))
-    if not raw.isascii() and (b"\xf0" in raw or b"\xf1" in raw or b"\xf2" in raw or b"\xf3" in raw or b"\xf4" in raw):
-        return canonical_json(_loads(stored))
-    return raw
+    return raw if _orjson_exact(raw) else canonical_json(_loads(stored))
 
 
-# The last timestamp encoded, as one tuple so that threads never see a time with another's text.
-_last_ts: tuple = (None, "")
+def _ts_text(ts: datetime) -> str:
+    """``runs.verify.ts_text`` (the definition), through ``isoformat`` where that is the same text:
+    strftime costs about a microsecond, and the importer encodes one time per event."""
+    if ts.tzinfo is UTC and ts.year >= 1000:  # the store's and the importer's times
+        return ts.isoformat(timespec="microseconds")[:-6] + "Z"
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    elif ts.utcoffset():
+        ts = ts.astimezone(UTC)
+    text = ts.isoformat(timespec="microseconds")
+    # strftime's %Y does not pad a year below 1000 to four digits; isoformat does.
+    if ts.year < 1000 or not text.endswith("+00:00"):
+        return ts_text(ts)
+    return text[:-6] + "Z"
+
+
+# The frame of the last event digested, as one tuple so that threads never see one event's time
+# with another's text: (ts, type, v, the bytes after the seq).
+_last_frame: tuple = (None, None, None, b"")
+# The frame's end after the time, by (type, version): '","type":"model_turn","v":2}'.
+_type_tails: dict[tuple[str, int], bytes] = {}
+
+
+def _frame(seq: int, type: str, ts: datetime, v: int) -> bytes:
+    """What follows the payload in the event's canonical bytes (``event_canonical``'s frame): the
+    seq, then the ts, type and v. A batch's events mostly share the append's clock reading, so
+    the last frame is kept; an import's events each have their own time, whose text is the only
+    part built per event (a time never needs an escape)."""
+    global _last_frame
+    last_ts, last_type, last_v, tail = _last_frame
+    if ts is not last_ts or type != last_type or v != last_v:
+        type_tail = _type_tails.get((type, v))
+        if type_tail is None:
+            if len(_type_tails) > 256:
+                _type_tails.clear()
+            frame = event_canonical(seq=0, type=type, ts="", v=v, payload_canonical=b"")
+            type_tail = _type_tails[(type, v)] = frame[frame.index(b'"",') + 2 :]
+        tail = b',"ts":"' + _ts_text(ts).encode() + b'"' + type_tail
+        _last_frame = (ts, type, v, tail)
+    return b',"seq":%d' % seq + tail
 
 
 def _ts(ts: datetime) -> str:
-    global _last_ts
-    cached_ts, text = _last_ts
-    if ts is not cached_ts:  # a batch's events mostly share one clock reading
-        text = ts_text(ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC))
-        _last_ts = (ts, text)
-    return text
-
-
-_orjson_dumps = orjson.dumps
-
-
-def _beyond_bmp(raw: bytes) -> bool:
-    return b"\xf0" in raw or b"\xf1" in raw or b"\xf2" in raw or b"\xf3" in raw or b"\xf4" in raw
-
-
-def _whole_double(raw: bytes) -> bool:
-    """Whether ``raw`` may hold a double orjson wrote as ``N.0`` (RFC 8785 writes ``N``): a ``.0``
-    before a comma or a closing bracket. One scan, then a look at each (rare) ``.0``."""
-    i = raw.find(b".0")
-    while i >= 0:
-        if raw[i + 2 : i + 3] in (b",", b"}", b"]"):
-            return True
-        i = raw.find(b".0", i + 2)
-    return False
-
-
-_frames: dict[tuple, bytes] = {}
-
-
-def _frame(seq: int, type: str, ts: str, v: int) -> bytes:
-    """What follows the payload in the event's canonical bytes: the seq, then (cached per time, type
-    and version: a batch's events mostly share them) the ts, type and v."""
-    tail = _frames.get((ts, type, v))
-    if tail is None:
-        if len(_frames) > 256:
-            _frames.clear()
-        tail = _frames[(ts, type, v)] = event_canonical(seq=0, type=type, ts=ts, v=v, payload_canonical=b"")[len(b'{"payload":,"seq":0') :]
-    return b',"seq":%d' % seq + tail
+    return _ts_text(ts)
 
 
 # --- sealed values -------------------------------------------------------------------------------
@@ -211,27 +226,32 @@ def _names_in_json_text(text: str, names: frozenset[str]) -> bool:
     return bool(seal_pointers(inner, names))
 
 
-def event_digest(*, seq: int, type: str, ts: datetime, v: int, payload: dict, stored: bytes, sealing: tuple[frozenset[str], tuple[bytes, ...]]) -> tuple[bytes, dict[str, str] | None]:
+def event_digest(
+    *, seq: int, type: str, ts: datetime, v: int, payload: dict, stored: bytes, sealing: tuple[frozenset[str], tuple[bytes, ...]], stored_sorted: bool = False
+) -> tuple[bytes, dict[str, str] | None]:
     """The event's chain digest, and the salts (hex, by JSON Pointer) of its sealed values or None.
 
-    ``sealing`` from ``sealing_now()``, once per append."""
+    ``sealing`` from ``sealing_now()``, once per append. ``stored_sorted``: ``stored`` is orjson's
+    sorted encoding of ``payload`` (``orjson.dumps(payload, option=OPT_SORT_KEYS)``, which the store
+    writes), so the common case hashes it as it is, with no second encoding."""
     names, needles = sealing
     for n in needles:
-        if n in stored:
+        if stored.find(n) >= 0:  # find: one C scan, cheaper than ``in`` for a bytes needle
             break
     else:
-        # The common case, inlined (this runs once per event appended): orjson's sorted bytes where
-        # they are RFC 8785's (see payload_canonical), framed as event_canonical frames them.
-        try:
-            raw = _orjson_dumps(payload, option=_SORTED)
-        except TypeError:
-            raw = b"+"  # sends it to the exact encoder below
-        if b"+" in raw or b"e-" in raw or _whole_double(raw) or (not raw.isascii() and _beyond_bmp(raw)):
+        # The common case, inlined (this runs once per event appended or imported): orjson's
+        # sorted bytes where they are RFC 8785's (see _orjson_exact), framed as event_canonical
+        # frames them.
+        if stored_sorted:
+            raw = stored
+        else:
+            try:
+                raw = _orjson_dumps(payload, option=_SORTED)
+            except TypeError:
+                raw = b"+"  # sends it to the exact encoder below
+        if not _orjson_exact(raw):
             raw = canonical_json(_loads(stored))
-        h = _sha256(b'{"payload":')
-        h.update(raw)
-        h.update(_frame(seq, type, _ts(ts), v))
-        return h.digest(), None
+        return _sha256(b'{"payload":' + raw + _frame(seq, type, ts, v)).digest(), None
     # It names a sealed field (or merely contains the text): the exact path, on what a read returns.
     decoded = _loads(stored)
     pointers = seal_pointers(decoded, names)
@@ -243,6 +263,40 @@ def event_digest(*, seq: int, type: str, ts: datetime, v: int, payload: dict, st
     sealed = canonical_json({p: c.hex() for p, c in commitments.items()})
     canon = event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload_canonical=canonical_fast(chained), sealed_canonical=sealed)
     return _sha256(canon).digest(), {p: s.hex() for p, s in salts.items()}
+
+
+def event_digests(
+    *, first_seq: int, types: list[str], tss: list[datetime], vs: list[int], payloads: list[dict], stored: list[bytes], stored_sorted: bool, sealing: tuple[frozenset[str], tuple[bytes, ...]]
+) -> tuple[list[bytes], list[tuple[int, dict[str, str]]]]:
+    """``event_digest`` for consecutive events (an append's batch, an import's chunk) at seqs
+    ``first_seq, first_seq + 1, ...``: their digests, and (seq, salts) of those with sealed values.
+
+    ``stored_sorted``: every text in ``stored`` is orjson's sorted encoding of its payload. Then the
+    scans that send a payload to the exact or the sealing path run once over the whole batch (one
+    C scan each, where per event each would cost a call), and only when one finds something are the
+    events looked at one by one."""
+    names, needles = sealing
+    blob = b"\x00".join(stored)  # a NUL never occurs in JSON text, so no mark spans two events
+    per_event = not stored_sorted or not _orjson_exact(blob)
+    if not per_event:
+        for n in needles:
+            if blob.find(n) >= 0:
+                per_event = True
+                break
+    digests: list[bytes] = []
+    seals: list[tuple[int, dict[str, str]]] = []
+    if per_event:
+        for i, raw in enumerate(stored):
+            d, salts = event_digest(seq=first_seq + i, type=types[i], ts=tss[i], v=vs[i], payload=payloads[i], stored=raw, sealing=sealing, stored_sorted=stored_sorted)
+            digests.append(d)
+            if salts is not None:
+                seals.append((first_seq + i, salts))
+        return digests, seals
+    # The common case: each payload's stored text is its RFC 8785 bytes; frame and hash it.
+    sha, append, frame = _sha256, digests.append, _frame
+    for i, raw in enumerate(stored):
+        append(sha(b'{"payload":' + raw + frame(first_seq + i, types[i], tss[i], vs[i])).digest())
+    return digests, seals
 
 
 def seal_commitments(payload, salts: dict[str, bytes]) -> dict[str, bytes]:

@@ -38,7 +38,8 @@ from runs.store import NewEvent, after_append_merged, events_append, events_copy
 from runs.upcasters import payload_complete
 
 IMPORT_HOLDER = "reckon-import"
-_KEYS = {"seq", "type", "ts", "payload", "v"}
+_KEYS = frozenset({"seq", "type", "ts", "payload", "v"})
+_REQUIRED_KEYS = frozenset({"seq", "type", "ts", "payload"})
 
 
 class ImportRejected(Exception):
@@ -106,21 +107,25 @@ def parse_ts(value: object) -> datetime:
 
 def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Event:
     try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ImportRejected(f"line {lineno}: bytes that are not UTF-8 (byte {exc.start + 1} of the line)") from None
-    try:
         obj = json_loads_strict_bytes(raw)
     except JsonRefused as exc:
+        # A line that decodes is valid UTF-8 (the decoder refuses anything else), so the UTF-8
+        # check runs only for a refused line, where it names the byte first, as it always has.
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise ImportRejected(f"line {lineno}: bytes that are not UTF-8 (byte {bad.start + 1} of the line)") from None
         raise ImportRejected(f"line {lineno}: {exc}") from None
     if not isinstance(obj, dict):
         raise ImportRejected(f"line {lineno}: not a JSON object")
-    unknown = sorted(set(obj) - _KEYS)
-    if unknown:
+    keys = obj.keys()
+    if not keys <= _KEYS:
+        unknown = sorted(set(obj) - _KEYS)
         raise ImportRejected(f"line {lineno}: unknown field {unknown[0]!r} (a line has seq, type, ts, payload and optional v)")
-    for key in ("seq", "type", "ts", "payload"):
-        if key not in obj:
-            raise ImportRejected(f"line {lineno}: missing field {key!r}")
+    if not keys >= _REQUIRED_KEYS:
+        for key in ("seq", "type", "ts", "payload"):
+            if key not in obj:
+                raise ImportRejected(f"line {lineno}: missing field {key!r}")
     seq = obj["seq"]
     if isinstance(seq, bool) or not isinstance(seq, int):
         raise ImportRejected(f"line {lineno}: seq {seq!r} is not an integer")

@@ -145,9 +145,11 @@ def json_loads_strict_bytes(raw: bytes, root: str = "") -> object:
     begin with a colon. A duplicate leaves the decoded objects with fewer keys than were written,
     so equal counts prove there is none. Anything else takes the strict path.
     """
+    # ``find`` and ``int in bytes`` rather than ``bytes in bytes``: the same answers, and in CPython
+    # 3.11 the latter costs several times as much per line (a line is checked per event imported).
     folded = raw.translate(_FOLD)
-    escaped = b"\\" in raw
-    if b'" ' not in folded and _LONG_NUMBER not in folded and not (escaped and (b"\\u0000" in raw or b'\\\\"' in raw)):
+    escaped = 92 in raw  # a backslash
+    if folded.find(b'" ') < 0 and folded.find(_LONG_NUMBER) < 0 and not (escaped and (raw.find(b"\\u0000") >= 0 or raw.find(b'\\\\"') >= 0)):
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:

@@ -81,7 +81,10 @@ def _digest_agrees(payload) -> bool:
     ts = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
     expected = hashlib.sha256(b'{"payload":' + rfc8785.dumps(payload) + b',"seq":7,"ts":"2026-11-30T12:00:00.123456Z","type":"user_message","v":2}').digest()
     got, salts = event_digest(seq=7, type="user_message", ts=ts, v=2, payload=payload, stored=orjson.dumps(payload), sealing=(frozenset(), ()))
-    return got == expected and salts is None
+    # As the store calls it: the stored text is orjson's sorted encoding, hashed as it is when exact.
+    stored = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    got_stored, salts_stored = event_digest(seq=7, type="user_message", ts=ts, v=2, payload=payload, stored=stored, sealing=(frozenset(), ()), stored_sorted=True)
+    return got == expected and salts is None and got_stored == expected and salts_stored is None
 
 
 @settings(max_examples=400, deadline=None)
@@ -165,6 +168,84 @@ def test_every_append_path_writes_the_chain_and_verify_chain_accepts_it():
     assert ok, rows
     assert rows[0]["ok"] and rows[0]["last_seq"] == 6
     assert rows[0]["head"] == bytes(Run.objects.get(run_id="r1").head).hex()
+
+
+def _batch(k, tag):
+    return [NewEvent("user_message", {"content": f"{tag} {i}", "n": i}) for i in range(k)]
+
+
+@pytestmark_db
+def test_batches_linked_by_the_appending_process_chain_exactly_as_the_database_would():
+    from runs import store
+
+    lease = lease_acquire(run_id="r1", holder="w", ttl_seconds=60)
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "r1"})])
+    seq = 1
+    for tag in "abcd":  # the first batch is linked by the database, the next ones by this process
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=seq, events=_batch(5, tag))
+        seq += 5
+    if connection.vendor == "postgresql":
+        assert store._heads[(connection.alias, "r1")] == (seq, bytes(Run.objects.get(run_id="r1").head))
+    ok, rows = _verify("r1")
+    assert ok and rows[0]["last_seq"] == 21, rows
+
+
+@pytestmark_db
+def test_a_batch_from_a_head_this_process_remembers_wrongly_is_chained_from_the_stored_head():
+    # Another writer, a rolled-back transaction or a rebuilt database can leave the remembered head
+    # stale at the very seq the caller expects: the fence refuses it, and the database links instead.
+    from runs import store
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite links every append from the head its write transaction reads")
+    lease = lease_acquire(run_id="r1", holder="w", ttl_seconds=60)
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "r1"})])
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=_batch(4, "a"))
+    store._heads[(connection.alias, "r1")] = (5, hashlib.sha256(b"a head this run never had").digest())
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=5, events=_batch(4, "b"))
+    ok, rows = _verify("r1")
+    assert ok and rows[0]["last_seq"] == 9, rows
+    assert store._heads[(connection.alias, "r1")] == (9, bytes(Run.objects.get(run_id="r1").head))
+
+
+@pytestmark_db
+def test_a_refused_batch_from_a_remembered_head_is_diagnosed_as_before():
+    from runs.errors import SeqConflict, StaleEpoch
+
+    lease = lease_acquire(run_id="r1", holder="w", ttl_seconds=60)
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "r1"})])
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=_batch(3, "a"))
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=4, events=_batch(3, "b"))  # head remembered at seq 7
+    with pytest.raises(StaleEpoch):
+        events_append(run_id="r1", epoch=lease.epoch - 1, expected_seq=7, events=_batch(3, "c"))
+    # A single append (which this process does not remember) moves the run on: the remembered head
+    # is at the seq the caller still expects, and the refusal names the run's real last seq.
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=7, events=[NewEvent("user_message", {"content": "single"})])
+    with pytest.raises(SeqConflict, match="expected 7, the run's last seq is 8"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=7, events=_batch(3, "c"))
+    assert list(Event.objects.filter(run_id="r1").values_list("seq", flat=True).order_by("seq")) == list(range(1, 9))
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=8, events=_batch(3, "c"))
+    ok, rows = _verify("r1")
+    assert ok and rows[0]["last_seq"] == 11, rows
+
+
+@pytestmark_db
+def test_a_sealed_whole_double_is_committed_as_rfc8785_writes_it():
+    # orjson writes 100.0 where RFC 8785 writes 100: a sealed value that is such a number on its own
+    # must be committed over the latter, or verify_chain (and reckon-verify) would call it changed.
+    from runs import canonical
+
+    before = canonical._provider
+    canonical.sealed_names_provider_set(lambda: frozenset({"amount"}))
+    try:
+        lease = lease_acquire(run_id="r1", holder="w", ttl_seconds=60)
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "r1"})])
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("user_message", {"content": "pay", "amount": 100.0})])
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=2, events=[NewEvent("user_message", {"content": "pay", "amount": x}) for x in (-0.0, 2.0, 0.5)])
+    finally:
+        canonical.sealed_names_provider_set(before)
+    ok, rows = _verify("r1")
+    assert ok and rows[0]["last_seq"] == 5, rows
 
 
 @pytestmark_db
