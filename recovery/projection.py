@@ -357,6 +357,11 @@ HANDLERS = rule_table(
     ),
 )
 RELEVANT = frozenset(HANDLERS)  # the types an append must carry for the projector to run
+# The handlers that, given an event naming its start seq, read and change that start's row alone
+# (``RunRows.target`` goes by the start seq first); the others may change any row of the run.
+_TARGETED = frozenset(
+    t.value for t in (EventType.TOOL_CALL_UNCERTAIN, EventType.RECONCILIATION_ATTEMPTED, EventType.APPROVAL_REQUESTED, EventType.APPROVAL_DECIDED, EventType.OPERATOR_NOTE)
+)
 _STARTED = EventType.TOOL_CALL_STARTED.value
 _COMPLETED = EventType.TOOL_CALL_COMPLETED.value
 
@@ -563,7 +568,11 @@ def projection_apply(run_id: str, events: list[Event], epoch: int) -> None:
     named = {ev.payload.get("start_seq") for ev in relevant} | {ev.payload.get("retry_of") for ev in relevant}
     named.discard(None)
     policies = Policies()
-    rows = run_rows_read(run_id, named)
+    # Events whose handlers read only the row their start seq names (an escalation, an attempt, a
+    # decision, a note) need no other row of the run: a run with fifty calls in doubt cost every
+    # escalation fifty rows read and built.
+    targeted = all(ev.type in _TARGETED and type(ev.payload.get("start_seq")) is int for ev in relevant)
+    rows = run_rows_read(run_id, named, unresolved=not targeted)
     for row in rows:
         row._narrow = False
     rows += in_flight_rows(run_id, list(InFlightCall.objects.filter(run_id=run_id)), policies=policies)
