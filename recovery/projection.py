@@ -359,9 +359,7 @@ HANDLERS = rule_table(
 RELEVANT = frozenset(HANDLERS)  # the types an append must carry for the projector to run
 # The handlers that, given an event naming its start seq, read and change that start's row alone
 # (``RunRows.target`` goes by the start seq first); the others may change any row of the run.
-_TARGETED = frozenset(
-    t.value for t in (EventType.TOOL_CALL_UNCERTAIN, EventType.RECONCILIATION_ATTEMPTED, EventType.APPROVAL_REQUESTED, EventType.APPROVAL_DECIDED, EventType.OPERATOR_NOTE)
-)
+_TARGETED = frozenset(t.value for t in (EventType.TOOL_CALL_UNCERTAIN, EventType.RECONCILIATION_ATTEMPTED, EventType.APPROVAL_REQUESTED, EventType.APPROVAL_DECIDED, EventType.OPERATOR_NOTE))
 _STARTED = EventType.TOOL_CALL_STARTED.value
 _COMPLETED = EventType.TOOL_CALL_COMPLETED.value
 

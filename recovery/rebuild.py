@@ -27,10 +27,7 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
     """Rebuild every row from the log; returns counts. Runs in one transaction: readers see old or new."""
     types = sorted(RELEVANT)
     placeholders = ", ".join(["%s"] * len(types))
-    sql = (
-        "SELECT e.run_id, e.seq, e.type, e.v, e.ts, e.payload, e.epoch FROM reckon_event e "
-        f"WHERE e.type IN ({placeholders}) ORDER BY e.run_id, e.seq"
-    )
+    sql = f"SELECT e.run_id, e.seq, e.type, e.v, e.ts, e.payload, e.epoch FROM reckon_event e WHERE e.type IN ({placeholders}) ORDER BY e.run_id, e.seq"
     pg = connection.vendor == "postgresql"
     if pg:
         sql = sql.replace("e.payload", "e.payload::text")
