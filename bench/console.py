@@ -138,9 +138,13 @@ def _load_history_pg(n: int, now) -> int:
             " FROM generate_series(1, %(n)s) i".replace("{tools}", tools).replace("{risks}", risks),
             {"now": now, "n": n},
         )
+        # Calls in flight are kept on their run's row (Run.in_flight, read through the view
+        # reckon_in_flight_call): one run per call, its start at seq 1.
         c.execute(
-            "INSERT INTO reckon_in_flight_call (run_id, start_seq, id, call_id, idempotency_key, tool, tenant, started_at, start_epoch)"
-            " SELECT 'flying-' || i, 1, nextval(pg_get_serial_sequence('reckon_uncertain_call', 'id')), 'c1', md5('f' || i), 'issue_refund', 't' || (i %% 20), %(now)s, 1"
+            "INSERT INTO reckon_run (run_id, origin, source_file, created_at, last_seq, lease_epoch, lease_holder, in_flight)"
+            " SELECT 'flying-' || i, 'live', '', %(now)s, 1, 1, 'bench', jsonb_build_object('c1', jsonb_build_object("
+            "  's', 1, 'i', nextval(pg_get_serial_sequence('reckon_uncertain_call', 'id')), 'c', 'c1', 'k', md5('f' || i), 't', 'issue_refund',"
+            "  'n', 't' || (i %% 20), 'a', %(now)s::timestamptz, 'e', 1))"
             " FROM generate_series(1, %(n)s) i",
             {"now": now, "n": max(1, n // 1000)},
         )

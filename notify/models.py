@@ -76,8 +76,11 @@ class Notification(models.Model):
         DEAD = "dead"  # every attempt allowed failed: kept, shown, counted, never dropped
 
     id = models.BigAutoField(primary_key=True)
-    delivery_id = models.CharField(max_length=64, unique=True, default=delivery_id_new)
-    logical_key = models.CharField(max_length=400, unique=True)
+    # Unique by constraints (Meta) rather than ``unique=True``: on PostgreSQL that also built a
+    # second, pattern-matching index per column, which no query uses and every escalation's rows
+    # paid for (four more index entries per escalation with two channels).
+    delivery_id = models.CharField(max_length=64, default=delivery_id_new)
+    logical_key = models.CharField(max_length=400)
     type = models.CharField(max_length=32)
     action = models.CharField(max_length=16, default="trigger")  # trigger | acknowledge | resolve (PagerDuty's words)
     channel = models.CharField(max_length=100)
@@ -111,6 +114,10 @@ class Notification(models.Model):
             models.Index(fields=["call_pk", "id"], name="reckon_notify_call"),
             # The call's current episode, read by the projector on every escalation it writes for.
             models.Index(fields=["call_pk", "episode_seq"], name="reckon_notify_call_episode", condition=Q(action="trigger")),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["delivery_id"], name="reckon_notify_delivery_id_uniq"),
+            models.UniqueConstraint(fields=["logical_key"], name="reckon_notify_logical_key_uniq"),
         ]
 
     def __str__(self) -> str:

@@ -196,15 +196,18 @@ class UncertainCall(models.Model):
 class InFlightCall(models.Model):
     """A start whose writer may still complete it, and about which nothing else has happened.
 
-    The agent's hot path writes one of these per tool call instead of a full ``UncertainCall``:
-    the start's append inserts it in the same statement, the live completion's append deletes it in
-    the same statement, and nothing is left behind. It carries what detection needs to find a
-    start its writer abandoned (run, seq, epoch) and what the console's "in flight" list shows
-    (tool, tenant, key, started at). The moment anything else happens to the call (detection
-    declares it uncertain, a completion flags it a possible duplicate, a person claims it) the
-    projection promotes it to an ``UncertainCall`` with the same ``id``, so the call's address in
-    the console and the API does not change. One index, the primary key: in-flight calls of one run
-    are read by run, and the table holds only calls in flight, so it stays small.
+    The agent's hot path keeps one of these per tool call instead of a full ``UncertainCall``, on
+    the run's own row (``Run.in_flight``): the start's append adds it in the fence's UPDATE, the
+    live completion's append removes it the same way, and nothing is left behind. This model reads
+    them through the view ``reckon_in_flight_call`` (recovery migration 0008), one row per call,
+    so it cannot be written through the ORM; the projection writes the column. It carries what
+    detection needs to find a start its writer abandoned (run, seq, epoch) and what the console's
+    "in flight" list shows (tool, tenant, key, started at). The moment anything else happens to
+    the call (detection declares it uncertain, a completion flags it a possible duplicate, a person
+    claims it) the projection promotes it to an ``UncertainCall`` with the same ``id``, so the
+    call's address in the console and the API does not change. The view has no index of its own:
+    reading one run's calls is the run's primary key, and reading all of them scans the run table
+    (the price of a hot path that writes no index entry).
     """
 
     pk = models.CompositePrimaryKey("run_id", "start_seq")
@@ -221,6 +224,7 @@ class InFlightCall(models.Model):
 
     class Meta:
         db_table = "reckon_in_flight_call"
+        managed = False  # a view over reckon_run.in_flight
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.start_seq} {self.tool} (in flight)"

@@ -26,7 +26,6 @@ from typing import Callable, Iterable
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q
 from django.utils import timezone as djtz
 
 from recovery.models import InFlightCall, ToolPolicy, UncertainCall
@@ -35,6 +34,7 @@ from recovery.rows import call_ids_allocate, events_at, row_update, run_rows_rea
 from runs.calls import completion_key, completion_pair, start_key
 from runs.events import CURRENT_SCHEMA_VERSION, EventType, rule_table
 from runs.fold import Event
+from runs.models import Run
 from runs.store import StatementPart
 from runs.selectors import run_key_secret
 from runs.upcasters import events_upcast
@@ -357,6 +357,9 @@ HANDLERS = rule_table(
     ),
 )
 RELEVANT = frozenset(HANDLERS)  # the types an append must carry for the projector to run
+# The handlers that, given an event naming its start seq, read and change that start's row alone
+# (``RunRows.target`` goes by the start seq first); the others may change any row of the run.
+_TARGETED = frozenset(t.value for t in (EventType.TOOL_CALL_UNCERTAIN, EventType.RECONCILIATION_ATTEMPTED, EventType.APPROVAL_REQUESTED, EventType.APPROVAL_DECIDED, EventType.OPERATOR_NOTE))
 _STARTED = EventType.TOOL_CALL_STARTED.value
 _COMPLETED = EventType.TOOL_CALL_COMPLETED.value
 
@@ -400,37 +403,54 @@ def plain_in_flight(row: UncertainCall) -> bool:
     return row.state == S.IN_FLIGHT and row.last_seq == row.start_seq
 
 
-def in_flight_of(row: UncertainCall) -> InFlightCall:
-    fields = ("run_id", "start_seq", "call_id", "idempotency_key", "tool", "tenant", "started_at", "start_epoch")
-    return InFlightCall(id=row.pk, **{f: getattr(row, f) for f in fields})
+def in_flight_entry(row: UncertainCall) -> dict:
+    """A call in flight as the run row keeps it (``Run.in_flight``, read by the ``InFlightCall`` view)."""
+    # The time in the form the view reads back: an offset time on PostgreSQL (cast to timestamptz),
+    # and Django's own text form of a datetime on SQLite, so that the view's column compares and
+    # converts like any DateTimeField.
+    at = row.started_at.isoformat() if connection.vendor == "postgresql" else connection.ops.adapt_datetimefield_value(row.started_at)
+    return {"s": row.start_seq, "i": row.pk, "c": row.call_id, "k": row.idempotency_key, "t": row.tool, "n": row.tenant, "a": at, "e": row.start_epoch}
+
+
+def in_flight_write(run_id: str, rows: Iterable[UncertainCall]) -> None:
+    """Set the run's calls in flight to ``rows`` (each with its id), replacing what it held.
+
+    Each is kept under its call id, the earliest start of a call id, which a completion of that
+    call id closes (``runs.calls.completion_pair``), so that the hot path finds and removes it by
+    that key alone (``projection_statement``); a later start of the same call id in flight (rare:
+    a writer reusing call ids) under ``call id#seq``, which the hot path never matches."""
+    calls: dict[str, dict] = {}
+    for r in sorted(rows, key=lambda r: r.start_seq):
+        calls[r.call_id if r.call_id not in calls else f"{r.call_id}#{r.start_seq}"] = in_flight_entry(r)
+    Run.objects.filter(run_id=run_id).update(in_flight=calls or None)
 
 
 def _save(rr: RunRows) -> None:
-    """Write what an apply changed. A row is in one of two places: the narrow table while it is a
-    plain call in flight, the full table from the moment anything else happened to it (it keeps
-    its id across the move); a call that completed live leaves neither."""
-    narrow_gone = [r for r in rr.deleted if getattr(r, "_narrow", False)]
+    """Write what an apply changed. A row is in one of two places: the run row's calls in flight
+    while it is a plain call in flight, the full table from the moment anything else happened to it
+    (it keeps its id across the move); a call that completed live leaves neither."""
     full_gone = [r.pk for r in rr.deleted if not getattr(r, "_narrow", False)]
     if full_gone:
         UncertainCall.objects.filter(pk__in=full_gone).delete()
+    narrow_changed = any(getattr(r, "_narrow", False) for r in rr.deleted)
     narrow_new: list[UncertainCall] = []
+    narrow_kept: list[UncertainCall] = []
     promoted: list[UncertainCall] = []
     for row in rr.rows:
         if getattr(row, "_narrow", False):
-            if not plain_in_flight(row):
-                narrow_gone.append(row)
+            if plain_in_flight(row):
+                narrow_kept.append(row)
+            else:
                 promoted.append(row)
         elif row.pk is None and plain_in_flight(row):
             narrow_new.append(row)
-    if narrow_gone:
-        q = Q()
-        for r in narrow_gone:
-            q |= Q(run_id=r.run_id, start_seq=r.start_seq)
-        InFlightCall.objects.filter(q).delete()
     if narrow_new:
         for row, pk in zip(narrow_new, call_ids_allocate(n=len(narrow_new))):
             row.pk = pk
-        InFlightCall.objects.bulk_create([in_flight_of(r) for r in narrow_new])
+    if narrow_changed or narrow_new or promoted:
+        # Every call in flight of the run was read into ``rr`` (projection_apply), so the kept ones
+        # and the new ones are the whole of it. The run row is already locked by the append's fence.
+        in_flight_write(rr.run_id, narrow_kept + narrow_new)
     now = djtz.now()
     for row in promoted:
         row.updated_at = now
@@ -463,12 +483,18 @@ def projection_statement(run_id: str, event: Event) -> StatementPart | None:
     """``projection_apply`` for the agent's two hot appends, as part of the append's statement
     (``runs.store.StatementPart``); None for anything else, which takes the Python path.
 
-    A live start (not a retry) becomes an ``InFlightCall`` row, with an id from the full table's
-    sequence. A live completion deletes the start it pairs with by call id, on condition that the
-    general path would do exactly that and nothing more: the run has no full row in doubt (no flag
-    or key mismatch can land on one), the start is in flight, and no other start of the run in flight
-    records the key the completion names (which would be flagged a possible duplicate). Otherwise
-    the fence refuses the statement and the append takes the general path in a transaction.
+    Both change the run row's calls in flight (``Run.in_flight``, keyed by call id: see
+    ``in_flight_write``) in the fence's own UPDATE, where ``reckon_run.in_flight`` is the row as it
+    was before the append. A live start (not a retry) whose call id has no start in flight is added
+    under its call id, with an id from the full table's sequence. A live completion removes the
+    start held under its call id (the earliest start of that call id in flight), on condition that
+    the general path would do exactly that and nothing more: the run has no full row in doubt (no
+    flag or key mismatch can land on one), and no other start of the run in flight records the key
+    the completion names (which would be flagged a possible duplicate) or the same call id (held
+    under ``call id#seq``: the general path then moves it to the plain key, so that a start under
+    ``call id#seq`` exists only beside one under the plain call id, and a start's condition need
+    look at the plain key alone). Otherwise the fence refuses the statement and the append takes
+    the general path in a transaction.
     """
     if event.v != CURRENT_SCHEMA_VERSION:
         return None
@@ -476,33 +502,33 @@ def projection_statement(run_id: str, event: Event) -> StatementPart | None:
     if event.type == _STARTED:
         if p.get("retry_of") is not None or p.get("call_id") is None:
             return None
+        call_id = str(p["call_id"])
         tenant = str(p.get("tenant") or "default")[:200]
         return StatementPart(
-            cte=(
-                "INSERT INTO reckon_in_flight_call (run_id, start_seq, id, call_id, idempotency_key, tool, tenant, started_at, start_epoch)\n"
-                f"SELECT ev.run_id, ev.seq, nextval({_call_id_sequence()}), %b, %b, %b, %b, %b, ev.epoch FROM ev"
+            set=(
+                "in_flight = COALESCE(reckon_run.in_flight, '{}'::jsonb) || jsonb_build_object(%b::text, jsonb_build_object('s', reckon_run.last_seq + 1, "
+                f"'i', nextval({_call_id_sequence()}), 'c', %b::text, 'k', %b::text, 't', %b::text, 'n', %b::text, 'a', %b::timestamptz, 'e', reckon_run.lease_epoch))"
             ),
-            cte_params=(str(p["call_id"]), start_key(run_id, p, secret=lambda: run_key_secret(run_id=run_id)), p["name"], tenant, _aware(event.ts)),
+            set_params=(call_id, call_id, start_key(run_id, p, secret=lambda: run_key_secret(run_id=run_id)), p["name"], tenant, _aware(event.ts)),
+            condition="(reckon_run.in_flight IS NULL OR NOT reckon_run.in_flight ? %b)",
+            condition_params=(call_id,),
         )
     if event.type == _COMPLETED:
         if p.get("source", "live") != "live" or p.get("call_id") is None:
             return None
         call_id, key = str(p["call_id"]), p.get("idempotency_key") or ""
         return StatementPart(
+            set="in_flight = NULLIF(reckon_run.in_flight - %b, '{}'::jsonb)",
+            set_params=(call_id,),
+            # The other calls in flight are read only when there are any (an agent's calls usually
+            # run one at a time): CASE decides the order, where AND would leave it to the planner.
             condition=(
-                "NOT EXISTS (SELECT 1 FROM reckon_uncertain_call u WHERE u.run_id = reckon_run.run_id AND u.state <> 'resolved')\n"
-                "       AND EXISTS (SELECT 1 FROM reckon_in_flight_call o WHERE o.run_id = reckon_run.run_id AND o.call_id = %b)\n"
-                "       AND NOT EXISTS (SELECT 1 FROM reckon_in_flight_call o WHERE o.run_id = reckon_run.run_id AND o.idempotency_key = %b\n"
-                "                       AND o.start_seq <> (SELECT min(f.start_seq) FROM reckon_in_flight_call f WHERE f.run_id = reckon_run.run_id AND f.call_id = %b))"
+                "reckon_run.in_flight ? %b\n"
+                "       AND NOT EXISTS (SELECT 1 FROM reckon_uncertain_call u WHERE u.run_id = reckon_run.run_id AND u.state <> 'resolved')\n"
+                "       AND CASE WHEN reckon_run.in_flight - %b = '{}'::jsonb THEN true\n"
+                "                ELSE NOT EXISTS (SELECT 1 FROM jsonb_each(reckon_run.in_flight - %b) o WHERE o.value->>'k' = %b OR o.value->>'c' = %b) END"
             ),
-            condition_params=(call_id, key, call_id),
-            # The run named by a parameter, not joined from ``ev``: a join let the planner read the
-            # whole narrow table (a hash join over a sequential scan) instead of its primary key.
-            cte=(
-                "DELETE FROM reckon_in_flight_call o WHERE o.run_id = %b AND EXISTS (SELECT 1 FROM ev)\n"
-                "   AND o.start_seq = (SELECT min(f.start_seq) FROM reckon_in_flight_call f WHERE f.run_id = %b AND f.call_id = %b)"
-            ),
-            cte_params=(run_id, run_id, call_id),
+            condition_params=(call_id, call_id, call_id, key, call_id),
         )
     return None
 
@@ -540,7 +566,11 @@ def projection_apply(run_id: str, events: list[Event], epoch: int) -> None:
     named = {ev.payload.get("start_seq") for ev in relevant} | {ev.payload.get("retry_of") for ev in relevant}
     named.discard(None)
     policies = Policies()
-    rows = run_rows_read(run_id, named)
+    # Events whose handlers read only the row their start seq names (an escalation, an attempt, a
+    # decision, a note) need no other row of the run: a run with fifty calls in doubt cost every
+    # escalation fifty rows read and built.
+    targeted = all(ev.type in _TARGETED and type(ev.payload.get("start_seq")) is int for ev in relevant)
+    rows = run_rows_read(run_id, named, unresolved=not targeted)
     for row in rows:
         row._narrow = False
     rows += in_flight_rows(run_id, list(InFlightCall.objects.filter(run_id=run_id)), policies=policies)

@@ -12,11 +12,12 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone as djtz
 
-from recovery.models import InFlightCall, UncertainCall
+from recovery.models import UncertainCall
 from recovery.policies import call_terms
-from recovery.projection import RELEVANT, Policies, RunRows, in_flight_of, plain_in_flight, rows_apply
+from recovery.projection import RELEVANT, Policies, RunRows, in_flight_write, plain_in_flight, rows_apply
 from recovery.rows import call_ids_allocate, rows_insert, user_lookup
 from runs.fold import Event, gc_paused
+from runs.models import Run
 from runs.pg import server_cursor
 from runs.store import payload_loads
 from runs.upcasters import events_upcast
@@ -26,10 +27,7 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
     """Rebuild every row from the log; returns counts. Runs in one transaction: readers see old or new."""
     types = sorted(RELEVANT)
     placeholders = ", ".join(["%s"] * len(types))
-    sql = (
-        "SELECT e.run_id, e.seq, e.type, e.v, e.ts, e.payload, e.epoch FROM reckon_event e "
-        f"WHERE e.type IN ({placeholders}) ORDER BY e.run_id, e.seq"
-    )
+    sql = f"SELECT e.run_id, e.seq, e.type, e.v, e.ts, e.payload, e.epoch FROM reckon_event e WHERE e.type IN ({placeholders}) ORDER BY e.run_id, e.seq"
     pg = connection.vendor == "postgresql"
     if pg:
         sql = sql.replace("e.payload", "e.payload::text")
@@ -46,7 +44,7 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
         rows_apply(rr, events_upcast(evs, run_id), epoch_of=epochs.__getitem__, policies=policies, users=users)
         for r in rr.rows:
             r.updated_at = now
-            # A plain call in flight is kept in the narrow table, exactly as the incremental path keeps it.
+            # A plain call in flight is kept on its run's row, exactly as the incremental path keeps it.
             (in_flight if plain_in_flight(r) else created).append(r)
         total_rows += len(rr.rows)
 
@@ -69,7 +67,7 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
     in_flight: list[UncertainCall] = []
     with transaction.atomic():
         UncertainCall.objects.all().delete()
-        InFlightCall.objects.all().delete()
+        Run.objects.filter(in_flight__isnull=False).update(in_flight=None)
         if pg:
             # Binary rows: timestamps arrive as numbers instead of text parsed in Python, which took
             # as long as decoding the payloads. The sort by (run, seq) stays in memory.
@@ -91,7 +89,11 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
             rows_insert(created)
         for r, pk in zip(in_flight, call_ids_allocate(n=len(in_flight))):
             r.pk = pk
-        InFlightCall.objects.bulk_create([in_flight_of(r) for r in in_flight], batch_size=1000)
+        by_run: dict[str, list[UncertainCall]] = {}
+        for r in in_flight:
+            by_run.setdefault(r.run_id, []).append(r)
+        for run_id, rows in by_run.items():
+            in_flight_write(run_id, rows)
     return {"rows": total_rows}
 
 

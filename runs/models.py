@@ -31,6 +31,13 @@ class Run(models.Model):
     # fence in the same statement. NULL with last_seq > 0: a run recorded before the chain existed,
     # until ``manage.py chain_backfill`` has chained it (appends leave it NULL until then).
     head = models.BinaryField(null=True, blank=True, editable=False)
+    # The run's tool calls in flight that nothing else has happened to, as the uncertain-call
+    # projection keeps them (recovery/projection.py; read through the ``InFlightCall`` view): call
+    # id -> {"s": start seq, "i": id, "c": call id, "k": key, "t": tool, "n": tenant, "a": started
+    # at, "e": epoch} (a later start of a call id already in flight under "call id#seq").
+    # NULL when there are none. On this row because the append's fence rewrites the row anyway: a
+    # start and its completion change it in their own statements and add no row or index entry.
+    in_flight = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         db_table = "reckon_run"

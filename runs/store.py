@@ -78,13 +78,18 @@ class StatementPart:
     general way (a transaction, the projector called in Python), so a condition states when the
     one-statement form is exact, never whether the append is allowed. ``cte`` is one data-modifying
     statement that may read ``ev`` (the inserted event: ``run_id``, ``seq``, ``epoch``). Parameters
-    are positional (``%b``), in the order the texts are placed.
+    are positional (``%b``): the set's, the condition's, then the cte's.
     """
 
     condition: str = ""
     condition_params: tuple = ()
     cte: str = ""
     cte_params: tuple = ()
+    # An assignment added to the fence's SET clause (``column = expression``), evaluated on the run
+    # row the fence moves: a read model kept on that row costs no row, index entry or lock of its
+    # own (the uncertain-call projection's calls in flight). Its expressions see the row as it was.
+    set: str = ""
+    set_params: tuple = ()
 
 
 # statement(run_id, event) -> StatementPart | None; None: this event needs the Python projector.
@@ -438,15 +443,17 @@ SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoc
 # The event's digest is the first parameter (the SET clause comes first).
 # The fence of one event that does not end the run; this statement and the projected ones
 # (``_pg_append_projected``, ``_pg_append_riding``) all start with it.
-_PG_PROJECTED_HEAD = f"""
+_PG_PROJECTED_SET = f"""
 WITH fence AS (
     UPDATE reckon_run
        SET last_seq = last_seq + 1,
-           head = sha256({_PG_PREV_HEAD} || %b)
+           head = sha256({_PG_PREV_HEAD} || %b)"""
+_PG_PROJECTED_WHERE = """
      WHERE run_id = %b
        AND lease_epoch = %b
        AND lease_holder <> ''
        AND last_seq = %b"""
+_PG_PROJECTED_HEAD = _PG_PROJECTED_SET + _PG_PROJECTED_WHERE
 
 _PG_APPEND_ONE_PLAIN = _PG_PROJECTED_HEAD + """
  RETURNING run_id, last_seq, lease_epoch, head
@@ -870,8 +877,14 @@ def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, enco
         if part is None:
             return None
         parts.append(part)
-    sql = [_PG_PROJECTED_HEAD]
-    params = [canon, run_id, epoch, expected_seq]
+    sql = [_PG_PROJECTED_SET]
+    params = [canon]
+    for part in parts:
+        if part.set:
+            sql.append(f",\n           {part.set}")
+            params.extend(part.set_params)
+    sql.append(_PG_PROJECTED_WHERE)
+    params += [run_id, epoch, expected_seq]
     for part in parts:
         if part.condition:
             sql.append(f"\n       AND {part.condition}")

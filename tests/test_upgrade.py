@@ -127,3 +127,68 @@ def test_an_upgrade_from_the_previous_layout_keeps_roles_tokens_and_rows_on_post
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# Calls in flight held in the table of recovery 0004-0007 move onto their runs' rows (recovery 0008),
+# where the view of the same name reads them back; going back restores the table.
+IN_FLIGHT_FILL = """
+from django.db import connection
+with connection.cursor() as cur:
+    for run_id in ("run-a", "run-b"):
+        cur.execute("INSERT INTO reckon_run (run_id, origin, source_file, created_at, last_seq, lease_epoch, lease_holder) VALUES (%s, 'live', '', CURRENT_TIMESTAMP, 9, 2, 'agent')", [run_id])
+    for row in [("run-a", 3, 101, "c1", "k1", "post_note", "acme", 1), ("run-a", 5, 102, "c2", "k2", "post_correction", "default", 2),
+                ("run-a", 7, 103, "c1", "k3", "post_note", "acme", 2), ("run-b", 2, 104, "c1", "k4", "issue_refund", "t3", 2)]:
+        cur.execute("INSERT INTO reckon_in_flight_call (run_id, start_seq, id, call_id, idempotency_key, tool, tenant, started_at, start_epoch) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, '2026-11-30 10:00:00.250000+00:00', %s)", row)
+print("filled")
+"""
+
+IN_FLIGHT_CHECK = """
+import json
+from django.db import connection
+from recovery.models import InFlightCall
+rows = [[r.run_id, r.start_seq, r.id, r.call_id, r.idempotency_key, r.tool, r.tenant, r.started_at.isoformat(), r.start_epoch] for r in InFlightCall.objects.order_by("run_id", "start_seq")]
+with connection.cursor() as cur:
+    cur.execute("SELECT run_id, in_flight FROM reckon_run ORDER BY run_id")
+    keys = {run_id: sorted(json.loads(v) if isinstance(v, str) else v) if v is not None else None for run_id, v in cur.fetchall()}
+print(json.dumps({"rows": rows, "keys": keys}))
+"""
+
+IN_FLIGHT_ROWS = [
+    ["run-a", 3, 101, "c1", "k1", "post_note", "acme", "2026-11-30T10:00:00.250000+00:00", 1],
+    ["run-a", 5, 102, "c2", "k2", "post_correction", "default", "2026-11-30T10:00:00.250000+00:00", 2],
+    ["run-a", 7, 103, "c1", "k3", "post_note", "acme", "2026-11-30T10:00:00.250000+00:00", 2],
+    ["run-b", 2, 104, "c1", "k4", "issue_refund", "t3", "2026-11-30T10:00:00.250000+00:00", 2],
+]
+
+
+def _in_flight_moves(database_url: str) -> None:
+    _manage(database_url, "migrate", "recovery", "0007", "--no-input")
+    _manage(database_url, "migrate", "runs", "0009", "--no-input")
+    assert "filled" in _manage(database_url, "shell", "-c", IN_FLIGHT_FILL)
+    _manage(database_url, "migrate", "--no-input")
+    doc = json.loads(_manage(database_url, "shell", "-c", IN_FLIGHT_CHECK).strip().splitlines()[-1])
+    assert doc["rows"] == IN_FLIGHT_ROWS
+    # Under its call id; a later start of the same call id in flight under "call id#seq".
+    assert doc["keys"] == {"run-a": ["c1", "c1#7", "c2"], "run-b": ["c1"]}
+    _manage(database_url, "migrate", "recovery", "0007", "--no-input")
+    back = json.loads(_manage(database_url, "shell", "-c", IN_FLIGHT_CHECK.replace("in_flight FROM reckon_run", "NULL FROM reckon_run")).strip().splitlines()[-1])
+    assert back["rows"] == IN_FLIGHT_ROWS
+
+
+def test_calls_in_flight_move_onto_their_runs_rows_and_back_on_sqlite(tmp_path):
+    _in_flight_moves(f"sqlite:///{tmp_path / 'in_flight.sqlite3'}")
+
+
+@pytest.mark.postgres
+def test_calls_in_flight_move_onto_their_runs_rows_and_back_on_postgresql():
+    s = connection.settings_dict
+    name = f"reckon_upgrade_{uuid.uuid4().hex[:10]}"
+    admin = f"host={s['HOST'] or '127.0.0.1'} port={s['PORT'] or 5432} user={s['USER'] or 'postgres'} dbname=postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        _in_flight_moves(f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{name}")
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

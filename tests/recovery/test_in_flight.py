@@ -124,3 +124,49 @@ def test_a_start_that_records_no_key_is_held_in_flight_under_the_key_the_fold_co
     (held,) = InFlightCall.objects.filter(run_id="run-keyless")
     (open_call,) = run_state(run_id="run-keyless").open_calls.values()
     assert held.idempotency_key == open_call.idempotency_key == idempotency_key("run-keyless", signature("post_correction", args), secret)
+
+
+def test_starts_that_share_a_call_id_are_closed_earliest_first_as_the_fold_closes_them():
+    """Calls in flight are kept under their call id on the run's row; a later start of the same call
+    id in flight under another key. Completions of that call id close the earliest start, on every
+    path (the one-statement form when it applies, the general one otherwise), as the fold does."""
+    from runs.selectors import run_state
+
+    lease = lease_acquire(run_id="run-reuse", holder="agent", ttl_seconds=300)
+    seq = 0
+
+    def append(type_, **payload) -> None:
+        nonlocal seq
+        events_append(run_id="run-reuse", epoch=lease.epoch, expected_seq=seq, events=[NewEvent(type_, payload)])
+        seq += 1
+
+    def held() -> list[tuple[int, str]]:
+        return sorted((r.start_seq, r.idempotency_key) for r in InFlightCall.objects.filter(run_id="run-reuse"))
+
+    def folded() -> list[tuple[int, str]]:
+        return sorted((c.start_seq, c.idempotency_key) for c in run_state(run_id="run-reuse").open_calls.values())
+
+    def start(key: str) -> None:
+        append("tool_call_started", call_id="c1", name="post_note", arguments={"key": key}, idempotency_key=key)
+
+    def complete(key: str | None) -> None:
+        # A proven failure records no key: only the call id says which start it closes.
+        append("tool_call_completed", call_id="c1", name="post_note", content="ok", is_error=key is None, idempotency_key=key)
+
+    append("run_started", run_id="run-reuse")
+    start("k-a")  # seq 2
+    start("k-b")  # seq 3: the same call id, while seq 2 is in flight
+    assert held() == folded() == [(2, "k-a"), (3, "k-b")]
+    complete("k-a")  # closes seq 2, the earliest start of c1
+    assert held() == folded() == [(3, "k-b")]
+    start("k-c")  # seq 5: c1 again, while seq 3 is still in flight
+    assert held() == folded() == [(3, "k-b"), (5, "k-c")]
+    complete(None)  # closes seq 3, the earliest start of c1 left
+    assert held() == folded() == [(5, "k-c")]
+    complete("k-c")
+    assert held() == folded() == []
+    assert not UncertainCall.objects.exists()
+    start("k-d")
+    before = _tables()
+    projections_rebuild()
+    assert _tables() == before

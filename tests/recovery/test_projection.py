@@ -212,3 +212,29 @@ def test_the_projections_rule_table_names_every_event_type_once():
         rule_table("projection", {t: f for t, f in handlers.items() if t != EventType.OPERATOR_NOTE}, ignored=ignored)
     with pytest.raises(RegistryIncomplete, match="both handled and ignored: \\['run_started'\\]"):
         rule_table("projection", {**handlers, EventType.RUN_STARTED: handlers[EventType.OPERATOR_NOTE]}, ignored=ignored)
+
+
+def test_an_escalation_reads_only_its_calls_row_and_a_resolution_still_closes_every_start_of_its_action():
+    """Events that name their start (an escalation here) change that start's row alone, so the
+    projection reads only it; a resolution may close other starts of the same action, so it reads
+    them all. Both end as a rebuild from the log ends."""
+    from runs.leases import lease_acquire as acquire
+
+    # Two starts of the same action (same arguments, so the same key) and one other call, all left in doubt.
+    rows = crashed_run("run-many", [("a", "post_correction", correction()), ("b", "post_correction", correction()), ("c", "read_ledger", {"tenant": "acme", "account": "1"})])
+    a, b, c = rows
+    assert a.idempotency_key == b.idempotency_key != c.idempotency_key
+    lease = acquire(run_id="run-many", holder="operator-console", ttl_seconds=300)
+    seq = max(r.last_seq for r in rows)
+    about = {"call_id": "a", "idempotency_key": a.idempotency_key, "start_seq": a.start_seq}
+    events_append(run_id="run-many", epoch=lease.epoch, expected_seq=seq, events=[NewEvent("approval_requested", {**about, "question": "did it happen?", "reason": "conflict"})])
+    by_call = {r.call_id: r for r in UncertainCall.objects.filter(run_id="run-many")}
+    assert (by_call["a"].state, by_call["b"].state, by_call["c"].state) == (UncertainCall.State.ESCALATED, UncertainCall.State.OPEN, UncertainCall.State.OPEN)
+    assert (by_call["b"].version, by_call["c"].version) == (b.version, c.version)  # untouched
+    resolved = {**about, "disposition": "completed", "by": "dana.oncall"}
+    events_append(run_id="run-many", epoch=lease.epoch, expected_seq=seq + 1, events=[NewEvent("tool_call_resolved", resolved)])
+    states = dict(UncertainCall.objects.filter(run_id="run-many").values_list("call_id", "state"))
+    assert states == {"a": "resolved", "b": "resolved", "c": "open"}
+    incremental = snapshot()
+    projections_rebuild()
+    assert snapshot() == incremental
