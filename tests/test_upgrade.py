@@ -10,6 +10,8 @@ PostgreSQL database too when the suite runs on PostgreSQL.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import hashlib
 import json
 import os
@@ -115,18 +117,25 @@ def test_an_upgrade_from_the_previous_layout_keeps_roles_tokens_and_rows_on_sqli
     _assert_upgraded(_upgrade(f"sqlite:///{tmp_path / 'upgrade.sqlite3'}"))
 
 
-@pytest.mark.postgres
-def test_an_upgrade_from_the_previous_layout_keeps_roles_tokens_and_rows_on_postgresql():
+@contextmanager
+def _scratch_postgres():
+    """The URL of a new, empty PostgreSQL database on the test server, dropped afterwards."""
     s = connection.settings_dict
     name = f"reckon_upgrade_{uuid.uuid4().hex[:10]}"
     admin = f"host={s['HOST'] or '127.0.0.1'} port={s['PORT'] or 5432} user={s['USER'] or 'postgres'} dbname=postgres"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        _assert_upgraded(_upgrade(f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{name}"))
+        yield f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{name}"
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.postgres
+def test_an_upgrade_from_the_previous_layout_keeps_roles_tokens_and_rows_on_postgresql():
+    with _scratch_postgres() as url:
+        _assert_upgraded(_upgrade(url))
 
 
 # Calls in flight held in the table of recovery 0004-0007 move onto their runs' rows (recovery 0008),
@@ -182,13 +191,5 @@ def test_calls_in_flight_move_onto_their_runs_rows_and_back_on_sqlite(tmp_path):
 
 @pytest.mark.postgres
 def test_calls_in_flight_move_onto_their_runs_rows_and_back_on_postgresql():
-    s = connection.settings_dict
-    name = f"reckon_upgrade_{uuid.uuid4().hex[:10]}"
-    admin = f"host={s['HOST'] or '127.0.0.1'} port={s['PORT'] or 5432} user={s['USER'] or 'postgres'} dbname=postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        _in_flight_moves(f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{name}")
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with _scratch_postgres() as url:
+        _in_flight_moves(url)
