@@ -177,6 +177,11 @@ def _time(client: Client, urls: list[str], n: int) -> dict:
     return figures
 
 
+def _say_by_url(out, page: dict) -> None:
+    for url, f in page.get("by_url", {}).items():
+        out.write(f"      {url[:60]:<60} p50 {f['p50_ms']:>7} ms   p95 {f['p95_ms']:>7} ms")
+
+
 def _queries(client: Client, url: str) -> int:
     with CaptureQueriesContext(connection) as ctx:
         assert client.get(url).status_code == 200
@@ -241,15 +246,13 @@ def bench_console(*, quick: bool, out) -> dict:
         figures["queue_history"] = _time(client, ["/queue/?state=resolved", "/queue/?state=all", "/queue/?state=all&tenant=t3", "/queue/?view=mine", "/queue/?view=unassigned"], n)
         if out is not None:
             out.write(f"  queue over {figures['history_rows']:,} settled calls (resolved, all, mine, unassigned): p50 {figures['queue_history']['p50_ms']} ms   p95 {figures['queue_history']['p95_ms']} ms")
-            for url, f in figures["queue_history"]["by_url"].items():
-                out.write(f"      {url[:60]:<60} p50 {f['p50_ms']:>7} ms   p95 {f['p95_ms']:>7} ms")
+            _say_by_url(out, figures["queue_history"])
         figures["plans"], figures["indexes_unused"] = _plans(client, pks[0])
     if out is not None:
         out.write(f"console on {figures['engine']}: {figures['events']:,} events, {figures['open_uncertain_calls']:,} open uncertain calls (loaded in {figures['load_s']} s)")
         for page in ("queue", "overview", "approval", "search", "badge", "decisions", "runs"):
             out.write(f"  {page:<9} p50 {figures[page]['p50_ms']:>7} ms   p95 {figures[page]['p95_ms']:>7} ms   ({n} requests)")
-            for url, f in figures[page].get("by_url", {}).items():
-                out.write(f"      {url[:60]:<60} p50 {f['p50_ms']:>7} ms   p95 {f['p95_ms']:>7} ms")
+            _say_by_url(out, figures[page])
         q = figures["queries"]
         out.write(f"  queries: queue {q['queue_25']} at 25 per page, {q['queue_200']} at 200 per page; overview {q['overview']}; approval {q['approval']}")
         if "plans" in figures:

@@ -327,21 +327,21 @@ CALL_FILTERS = ("tool", "tenant")
 FILTERED_COUNT_CAP = 1_000
 
 
-def decisions_count(*, cap: int = 10_000, shown: Page | None = None, **search) -> tuple[int | None, bool]:
+def decisions_count(*, cap: int = 10_000, shown: Page | None = None, before: str | None = None, **search) -> tuple[int | None, bool]:
     """How many decisions the log's filters match, counting at most ``cap`` (then ``(cap, False)``).
 
     ``(None, False)`` with a tool or tenant filter: each decision's call is looked up to test it,
     and counting 10,000 of them that way took most of a second (``bench console``), where the page
     itself needs only its fifty. With a filter on the payload's fields each decision's payload is
     parsed to test it, so the count stops at ``FILTERED_COUNT_CAP``; and when ``shown``, the first
-    page, already holds every match (its walk read the whole log), it is the count."""
+    page (``before`` None), already holds every match (its walk read the whole log), it is the count.
+    The count is of the whole log whatever page ``before`` names."""
     if any(search.get(f) for f in CALL_FILTERS):
         return None, False
     if any(search.get(f) for f in PAYLOAD_FILTERS):
-        if shown is not None and not search.get("before") and shown.next_cursor is None:
+        if shown is not None and before is None and shown.next_cursor is None:
             return len(shown.items), True
         cap = min(cap, FILTERED_COUNT_CAP)
-    search.pop("before", None)
     qs = decisions_search(query_only=True, **search)
     n = qs.order_by()[: cap + 1].count()
     return (n, True) if n <= cap else (cap, False)
@@ -360,7 +360,14 @@ def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposit
     """
     from recovery.selectors import calls_values_containing
 
-    qs = Event.objects.filter(type__in=DECISION_LOG_TYPES).annotate(
+    # Every decision in the time range: the rows the filters below test, and the index a filtered
+    # page walks (``_decisions_walk``).
+    base = Event.objects.filter(type__in=DECISION_LOG_TYPES)
+    if since is not None:
+        base = base.filter(ts__gte=since)
+    if until is not None:
+        base = base.filter(ts__lt=until)
+    qs = base.annotate(
         key=KeyTextTransform("idempotency_key", "payload"),
         p_call_id=KeyTextTransform("call_id", "payload"),
         # As plain text (Cast), so the filters below are ordinary text comparisons rather than
@@ -384,17 +391,8 @@ def decisions_search(*, by: str = "", tool: str = "", tenant: str = "", disposit
         if text:
             names = calls_values_containing(column=name, text=text)
             qs = qs.filter(Exists(by_key.filter(**{f"{name}__in": names})) | Exists(by_call_id.filter(**{f"{name}__in": names})))
-    if since is not None:
-        qs = qs.filter(ts__gte=since)
-    if until is not None:
-        qs = qs.filter(ts__lt=until)
     if query_only:
         return qs
-    base = Event.objects.filter(type__in=DECISION_LOG_TYPES)
-    if since is not None:
-        base = base.filter(ts__gte=since)
-    if until is not None:
-        base = base.filter(ts__lt=until)
     if before is not None:
         at, seq, run_id = decision_cursor_parse(before)
         qs, base = _older_than(qs, (at, run_id, seq)), _older_than(base, (at, run_id, seq))
@@ -420,12 +418,18 @@ def _older_than(qs, edge: tuple[datetime, str, int]):
     return qs.filter(ts__lte=at).filter(Q(ts__lt=at) | Q(ts=at, run_id__lt=run_id) | Q(ts=at, run_id=run_id, seq__lt=seq))
 
 
+def _edge_or_newer(qs, edge: tuple[datetime, str, int]):
+    """``edge`` and the rows before it newest first: what ``_older_than(qs, edge)`` leaves out."""
+    at, run_id, seq = edge
+    return qs.filter(ts__gte=at).filter(Q(ts__gt=at) | Q(ts=at, run_id__gt=run_id) | Q(ts=at, run_id=run_id, seq__gte=seq))
+
+
 _WALK_FIRST = 200
 
 
 def _decisions_walk(qs, base, n: int) -> list:
     """The first ``n`` rows of ``qs`` (filtered row by row) newest first, read range by range of
-    the decision index: the newest ``first`` decisions, then five times as many, and so on.
+    the decision index: the newest ``_WALK_FIRST`` decisions, then five times as many, and so on.
 
     Asked for the whole log at once, the planner cannot tell how many decisions a text filter
     keeps, guesses a few, and reads and sorts all of them (10,000 decisions, 70 ms, where a
@@ -439,8 +443,7 @@ def _decisions_walk(qs, base, n: int) -> list:
         edge = older.order_by(*_NEWEST_FIRST).values_list("ts", "run_id", "seq")[size - 1 : size].first()
         chunk = qs if upper is None else _older_than(qs, upper)
         if edge is not None:
-            at, run_id, seq = edge
-            chunk = chunk.filter(ts__gte=at).filter(Q(ts__gt=at) | Q(ts=at, run_id__gt=run_id) | Q(ts=at, run_id=run_id, seq__gte=seq))
+            chunk = _edge_or_newer(chunk, edge)
         rows += list(chunk[: n - len(rows)])
         if edge is None:
             break

@@ -180,32 +180,32 @@ def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> f
                 stale[run_id] = (created, cached[1], set(cached[2]))
             else:
                 stale[run_id] = (created, 0, set())
-    if len(stale) == 1 and _few_new(stale, runs):
-        # One run with a few events not read yet (the usual case once its values are cached: a
-        # screen or a decision after an append): its store's prepared range read, decoded as a
-        # replay decodes. The text filter below pays for itself only on longer reads.
-        [(run_id, (created, after, found))] = stale.items()
-        for ev in events_stream(run_id=run_id, after=after, upto=runs[run_id][1], upcast=False):
-            found.update(sensitive_values(ev.payload, fields))
-        stale[run_id] = (created, max(after, runs[run_id][1]), found)
-    elif stale:
-        # Only events whose stored text could name a sensitive key are decoded: the database tests
-        # the text (in C, as it reads the rows), so a long run's first read costs a scan, not a
-        # decode of every event. A key is written as '"name' in the payload and as '\"name' in JSON
-        # kept as text; any other spelling of it needs a \u escape, so text holding one is read too.
-        named = Q(text__contains="\\u")
-        for f in fields:
-            named |= Q(text__contains=f'"{f}')
-        q = Q()
-        for run_id, (_, after, _) in stale.items():
-            q |= Q(run_id=run_id, seq__gt=after, seq__lte=runs[run_id][1])
-        rows = Event.objects.filter(q).annotate(text=Cast("payload", TextField())).filter(named)
-        for run_id, seq, payload in rows.values_list("run_id", "seq", "payload").iterator(chunk_size=2000):
-            created, after, found = stale[run_id]
-            found.update(sensitive_values(payload, fields))
-            stale[run_id] = (created, after, found)
+    if stale:
+        upto = {run_id: runs[run_id][1] for run_id in stale}  # read as far as the fence rows say
+        if len(stale) == 1 and all(upto[r] - after <= FEW_NEW_EVENTS for r, (_, after, _) in stale.items()):
+            # One run with a few events not read yet (the usual case once its values are cached: a
+            # screen or a decision after an append): its store's prepared range read, decoded as a
+            # replay decodes. The text filter below pays for itself only on longer reads.
+            [(run_id, (_, after, found))] = stale.items()
+            for ev in events_stream(run_id=run_id, after=after, upto=upto[run_id], upcast=False):
+                found.update(sensitive_values(ev.payload, fields))
+        else:
+            # Only events whose stored text could name a sensitive key are decoded: the database
+            # tests the text (in C, as it reads the rows), so a long run's first read costs a scan,
+            # not a decode of every event. A key is written as '"name' in the payload and as
+            # '\"name' in JSON kept as text; any other spelling of it needs a \u escape, so text
+            # holding one is read too.
+            named = Q(text__contains="\\u")
+            for f in fields:
+                named |= Q(text__contains=f'"{f}')
+            q = Q()
+            for run_id, (_, after, _) in stale.items():
+                q |= Q(run_id=run_id, seq__gt=after, seq__lte=upto[run_id])
+            rows = Event.objects.filter(q).annotate(text=Cast("payload", TextField())).filter(named)
+            for run_id, payload in rows.values_list("run_id", "payload").iterator(chunk_size=2000):
+                stale[run_id][2].update(sensitive_values(payload, fields))
         # Every event up to the last seq the fence rows gave has been considered.
-        stale = {run_id: (created, max(after, runs[run_id][1]), found) for run_id, (created, after, found) in stale.items()}
+        stale = {run_id: (created, max(after, upto[run_id]), found) for run_id, (created, after, found) in stale.items()}
     if stale:
         with _lock:
             for run_id, (created, after, found) in stale.items():
@@ -215,11 +215,6 @@ def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> f
             while len(_RUN_VALUES) > _RUN_VALUES_MAX:
                 _RUN_VALUES.popitem(last=False)
     return frozenset(values)
-
-
-def _few_new(stale: dict, runs: dict) -> bool:
-    [(run_id, (_, after, _))] = stale.items()
-    return runs[run_id][1] - after <= FEW_NEW_EVENTS
 
 
 # --- masking -------------------------------------------------------------------------------------

@@ -85,11 +85,8 @@ def rows_fetch(sql: str, params: list) -> list:
 def run_rows_read(run_id: str, named: set, *, unresolved: bool = True) -> list[UncertainCall]:
     """The run's unresolved rows plus the resolved ones whose start seq is in ``named``; with
     ``unresolved`` false, only the rows whose start seq is in ``named``."""
-    sql = f"SELECT {CALL_COLUMNS.select()} FROM reckon_uncertain_call uc WHERE uc.run_id = %s AND (uc.state <> %s"
-    params: list = [run_id, S.RESOLVED.value]
-    if not unresolved:
-        sql = sql.replace("(uc.state <> %s", "(false")
-        params.pop()
+    sql = f"SELECT {CALL_COLUMNS.select()} FROM reckon_uncertain_call uc WHERE uc.run_id = %s AND ({'uc.state <> %s' if unresolved else 'false'}"
+    params: list = [run_id, S.RESOLVED.value] if unresolved else [run_id]
     if named:
         if connection.vendor == "postgresql":
             sql += " OR uc.start_seq = ANY(%s)"

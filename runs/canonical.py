@@ -131,10 +131,6 @@ def _frame(seq: int, type: str, ts: datetime, v: int) -> bytes:
     return b',"seq":%d' % seq + tail
 
 
-def _ts(ts: datetime) -> str:
-    return _ts_text(ts)
-
-
 # --- sealed values -------------------------------------------------------------------------------
 
 _always = frozenset({KEY_SECRET_FIELD})
@@ -256,12 +252,12 @@ def event_digest(
     decoded = _loads(stored)
     pointers = seal_pointers(decoded, names)
     if not pointers:
-        return _sha256(event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload_canonical=canonical_json(decoded))).digest(), None
+        return _sha256(event_canonical(seq=seq, type=type, ts=_ts_text(ts), v=v, payload_canonical=canonical_json(decoded))).digest(), None
     salts = {p: os.urandom(16) for p in pointers}
     commitments = {p: _sha256(salt + canonical_fast(pointer_get(decoded, p))).digest() for p, salt in salts.items()}
     chained = pointers_replace(decoded, sorted(commitments), SEALED)
     sealed = canonical_json({p: c.hex() for p, c in commitments.items()})
-    canon = event_canonical(seq=seq, type=type, ts=_ts(ts), v=v, payload_canonical=canonical_fast(chained), sealed_canonical=sealed)
+    canon = event_canonical(seq=seq, type=type, ts=_ts_text(ts), v=v, payload_canonical=canonical_fast(chained), sealed_canonical=sealed)
     return _sha256(canon).digest(), {p: s.hex() for p, s in salts.items()}
 
 

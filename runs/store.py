@@ -25,7 +25,6 @@ append's transaction: a read model they maintain can never disagree with the com
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 from contextlib import contextmanager
@@ -755,7 +754,7 @@ def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, can
             prev = chain_genesis(run_id)
         hashes = []
         for c in canons:
-            prev = None if prev is None else hashlib.sha256(bytes(prev) + c).digest()
+            prev = None if prev is None else chain_link(bytes(prev), c)
             hashes.append(prev)
         cur.execute(_SQLITE_FENCE, [seqs[-1], finished_seq, prev, run_id, epoch, expected_seq, finished_seq is not None])
         if cur.rowcount != 1:
@@ -834,9 +833,8 @@ def _pg_append_batch(db, run_id, expected_seq, seqs, events, tss, encoded, canon
         start = chain_genesis(run_id) if expected_seq == 0 else known[1]
         prev = start
         hashes = []
-        sha = hashlib.sha256
         for c in canons:
-            prev = sha(prev + c).digest()
+            prev = chain_link(prev, c)
             hashes.append(prev)
         with db.wrap_database_errors:
             cur.execute(_PG_APPEND_LINKED, {**params, "prev": start, "head": prev, "hashes": bytea_array(hashes)}, prepare=True)
