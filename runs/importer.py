@@ -39,7 +39,8 @@ from runs.upcasters import payload_complete
 
 IMPORT_HOLDER = "reckon-import"
 _KEYS = frozenset({"seq", "type", "ts", "payload", "v"})
-_REQUIRED_KEYS = frozenset({"seq", "type", "ts", "payload"})
+_REQUIRED = ("seq", "type", "ts", "payload")  # in the order a missing one is named
+_REQUIRED_KEYS = frozenset(_REQUIRED)
 
 
 class ImportRejected(Exception):
@@ -123,7 +124,7 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
         unknown = sorted(set(obj) - _KEYS)
         raise ImportRejected(f"line {lineno}: unknown field {unknown[0]!r} (a line has seq, type, ts, payload and optional v)")
     if not keys >= _REQUIRED_KEYS:
-        for key in ("seq", "type", "ts", "payload"):
+        for key in _REQUIRED:
             if key not in obj:
                 raise ImportRejected(f"line {lineno}: missing field {key!r}")
     seq = obj["seq"]
