@@ -17,6 +17,7 @@ import psycopg
 from django.db import connection
 from django.test.utils import override_settings
 
+from runs.canonical import COMPILED as CHAIN_COMPILED
 from runs.fold import fold
 from runs.leases import lease_acquire
 from runs.pg import round_trips_count
@@ -235,6 +236,7 @@ def _bench_store(*, quick: bool, out) -> dict:
         "chain_cost_single": round(1 - fenced / unchained, 3) if unchained else None,
         "fenced_batch_unchained_per_s": round(batched_unchained, 1) if batched_unchained else None,
         "chain_cost_batch": round(1 - batched / batched_unchained, 3) if batched_unchained else None,
+        "chain_compiled": CHAIN_COMPILED,
         "fenced_batch_with_projections_per_s": round(batched_projected, 1),
         "replay_4k_ms": round(replay_4k, 2),
         ("replay_100k_ms" if big == 100_000 else f"replay_{big // 1000}k_ms"): round(replay_big, 2),
@@ -251,7 +253,8 @@ def _bench_store(*, quick: bool, out) -> dict:
         say(f"  ... without the hash chain      {unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_single']:.1%})")
     say(f"  fenced 100-event batch append   {figures['fenced_batch_per_s']:>12,.0f} events/s   (model turns: no read model subscribed)")
     if batched_unchained:
-        say(f"  ... without the hash chain      {batched_unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_batch']:.1%})")
+        steps = "compiled, runs/_chain.c" if CHAIN_COMPILED else "in Python: runs._chain was not built"
+        say(f"  ... without the hash chain      {batched_unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_batch']:.1%}; its steps {steps})")
     say(f"  ... with tool calls             {figures['fenced_batch_with_projections_per_s']:>12,.0f} events/s   (read models kept in the same transaction)")
     say(f"  full replay, 4,000 events       {figures['replay_4k_ms']:>12,.2f} ms")
     say(f"  full replay, {big:,} events   {replay_big:>12,.2f} ms   ({figures['replay_us_per_event']:.2f} us/event)")

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 import orjson
 
 from runs.identity import KEY_SECRET_FIELD
-from runs.verify import SEALED, canonical_json, commitment, event_canonical, pointer_get, pointer_join, pointers_replace, ts_text
+from runs.verify import SEALED, canonical_json, chain_link, commitment, event_canonical, pointer_get, pointer_join, pointers_replace, ts_text
 
 _sha256 = hashlib.sha256
 _orjson_dumps = orjson.dumps
@@ -105,20 +105,20 @@ def _ts_text(ts: datetime) -> str:
     return text[:-6] + "Z"
 
 
-# The frame of the last event digested, as one tuple so that threads never see one event's time
+# The tail of the last event digested, as one tuple so that threads never see one event's time
 # with another's text: (ts, type, v, the bytes after the seq).
-_last_frame: tuple = (None, None, None, b"")
+_last_tail: tuple = (None, None, None, b"")
 # The frame's end after the time, by (type, version): '","type":"model_turn","v":2}'.
 _type_tails: dict[tuple[str, int], bytes] = {}
 
 
-def _frame(seq: int, type: str, ts: datetime, v: int) -> bytes:
-    """What follows the payload in the event's canonical bytes (``event_canonical``'s frame): the
-    seq, then the ts, type and v. A batch's events mostly share the append's clock reading, so
-    the last frame is kept; an import's events each have their own time, whose text is the only
-    part built per event (a time never needs an escape)."""
-    global _last_frame
-    last_ts, last_type, last_v, tail = _last_frame
+def _tail(type: str, ts: datetime, v: int) -> bytes:
+    """What follows the seq in the event's canonical bytes (``event_canonical``'s frame): the ts,
+    type and v. A batch's events mostly share the append's clock reading, so the last tail is
+    kept; an import's events each have their own time, whose text is the only part built per
+    event (a time never needs an escape)."""
+    global _last_tail
+    last_ts, last_type, last_v, tail = _last_tail
     if ts is not last_ts or type != last_type or v != last_v:
         type_tail = _type_tails.get((type, v))
         if type_tail is None:
@@ -127,8 +127,52 @@ def _frame(seq: int, type: str, ts: datetime, v: int) -> bytes:
             frame = event_canonical(seq=0, type=type, ts="", v=v, payload_canonical=b"")
             type_tail = _type_tails[(type, v)] = frame[frame.index(b'"",') + 2 :]
         tail = b',"ts":"' + _ts_text(ts).encode() + b'"' + type_tail
-        _last_frame = (ts, type, v, tail)
-    return b',"seq":%d' % seq + tail
+        _last_tail = (ts, type, v, tail)
+    return tail
+
+
+def _frame(seq: int, type: str, ts: datetime, v: int) -> bytes:
+    """What follows the payload in the event's canonical bytes: the seq, then ``_tail``."""
+    return b',"seq":%d' % seq + _tail(type, ts, v)
+
+
+# The chain's work for a whole batch (docs/evidence.md): whether the batch's stored texts can be
+# hashed as they are (``_plain``: no mark of _orjson_exact, no sealed field name), each event's
+# digest over its canonical bytes (given as the payload's RFC 8785 text, the first seq and each
+# event's tail) and the links from a head. Compiled (runs/_chain.c) where it was built: a hashlib
+# call costs about half a microsecond before it hashes a byte, the chain makes two per event, and
+# CPython 3.11 searches bytes for a short needle at about a nanosecond a byte. The Python below is
+# the same computation (tests/runs/test_chain_compiled.py holds the two to each other).
+
+
+def _digests_py(raws: list[bytes], first_seq: int, tails: list[bytes]) -> list[bytes]:
+    sha = _sha256
+    return [sha(b'{"payload":' + raw + b',"seq":%d' % (first_seq + i) + tail).digest() for i, (raw, tail) in enumerate(zip(raws, tails, strict=True))]
+
+
+def _plain_py(text: bytes, needles: tuple[bytes, ...]) -> bool:
+    return _orjson_exact(text) and not any(text.find(n) >= 0 for n in needles)
+
+
+def _links_py(prev: bytes, digests: list[bytes]) -> list[bytes]:
+    out = []
+    for d in digests:
+        prev = chain_link(prev, d)
+        out.append(prev)
+    return out
+
+
+try:
+    from runs._chain import digests as _digests, links as _links, plain as _plain
+except ImportError:  # not built here (no compiler or no OpenSSL headers at install)
+    _digests, _links, _plain = _digests_py, _links_py, _plain_py
+
+COMPILED = _digests is not _digests_py
+
+
+def chain_links(prev: bytes, digests: list[bytes]) -> list[bytes]:
+    """The chain's hashes after ``prev`` for ``digests``: ``chain_link`` applied in turn."""
+    return _links(prev, digests) if digests else []
 
 
 # --- sealed values -------------------------------------------------------------------------------
@@ -272,13 +316,8 @@ def event_digests(
     C scan each, where per event each would cost a call), and only when one finds something are the
     events looked at one by one."""
     names, needles = sealing
-    blob = b"\x00".join(stored)  # a NUL never occurs in JSON text, so no mark spans two events
-    per_event = not stored_sorted or not _orjson_exact(blob)
-    if not per_event:
-        for n in needles:
-            if blob.find(n) >= 0:
-                per_event = True
-                break
+    # A NUL never occurs in JSON text, so no mark spans two events.
+    per_event = not stored_sorted or not _plain(b"\x00".join(stored), needles)
     digests: list[bytes] = []
     seals: list[tuple[int, dict[str, str]]] = []
     if per_event:
@@ -288,11 +327,16 @@ def event_digests(
             if salts is not None:
                 seals.append((first_seq + i, salts))
         return digests, seals
-    # The common case: each payload's stored text is its RFC 8785 bytes; frame and hash it.
-    sha, append, frame = _sha256, digests.append, _frame
-    for i, raw in enumerate(stored):
-        append(sha(b'{"payload":' + raw + frame(first_seq + i, types[i], tss[i], vs[i])).digest())
-    return digests, seals
+    # The common case: each payload's stored text is its RFC 8785 bytes; frame and hash them all.
+    tails = []
+    add = tails.append
+    last_ts = last_type = last_v = tail = None
+    for ts, type_, v in zip(tss, types, vs):
+        if ts is not last_ts or type_ is not last_type or v != last_v:
+            tail = _tail(type_, ts, v)
+            last_ts, last_type, last_v = ts, type_, v
+        add(tail)
+    return _digests(stored, first_seq, tails), seals
 
 
 def seal_commitments(payload, salts: dict[str, bytes]) -> dict[str, bytes]:

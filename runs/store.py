@@ -40,12 +40,12 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 from psycopg.rows import tuple_row
 
-from runs.canonical import event_digest, event_digests, sealing_now
+from runs.canonical import chain_links, event_digest, event_digests, sealing_now
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.events import CURRENT_SCHEMA_VERSION, INTRODUCED_IN, KEY_SECRET_SINCE, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, key_secret_new
-from runs.verify import chain_link, genesis as chain_genesis
+from runs.verify import genesis as chain_genesis
 from runs.pg import ARRAY_DUMPERS, binary_arrays, bytea_array, server_cursor
 from runs.upcasters import UPCASTERS, call_tenant_problem, events_upcast, payload_complete
 
@@ -714,10 +714,10 @@ def events_copy(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[
         prev = bytes(head) if head is not None else (chain_genesis(run_id) if expected_seq == 0 else None)
         rid = _copy_text(run_id.encode())
         rows = []
-        for ev, ts, text, canon in zip(appended, tss, encoded, canons):
-            if prev is not None:
-                prev = chain_link(prev, canon)
-            hashed = b"\\\\x" + prev.hex().encode() if prev is not None else b"\\N"
+        hashes = chain_links(prev, canons) if prev is not None else [None] * len(canons)
+        prev = hashes[-1]
+        for ev, ts, text, h in zip(appended, tss, encoded, hashes):
+            hashed = b"\\\\x" + h.hex().encode() if h is not None else b"\\N"
             rows.append(b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n" % (rid, ev.seq, ev.type.encode(), ev.v, ts.isoformat().encode(), _copy_text(text), epoch, hashed))
         with cur.copy(_PG_COPY) as copy:
             copy.write(b"".join(rows))
@@ -752,10 +752,8 @@ def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, can
         prev = row[0] if row is not None else None
         if prev is None and expected_seq == 0:
             prev = chain_genesis(run_id)
-        hashes = []
-        for c in canons:
-            prev = None if prev is None else chain_link(bytes(prev), c)
-            hashes.append(prev)
+        hashes = chain_links(bytes(prev), canons) if prev is not None else [None] * len(canons)
+        prev = hashes[-1]
         cur.execute(_SQLITE_FENCE, [seqs[-1], finished_seq, prev, run_id, epoch, expected_seq, finished_seq is not None])
         if cur.rowcount != 1:
             return False
@@ -831,11 +829,8 @@ def _pg_append_batch(db, run_id, expected_seq, seqs, events, tss, encoded, canon
     cur = _append_cursor(db)
     if expected_seq == 0 or (known is not None and known[0] == expected_seq):
         start = chain_genesis(run_id) if expected_seq == 0 else known[1]
-        prev = start
-        hashes = []
-        for c in canons:
-            prev = chain_link(prev, c)
-            hashes.append(prev)
+        hashes = chain_links(start, canons)
+        prev = hashes[-1]
         with db.wrap_database_errors:
             cur.execute(_PG_APPEND_LINKED, {**params, "prev": start, "head": prev, "hashes": bytea_array(hashes)}, prepare=True)
         if cur.rowcount == n:

@@ -1,0 +1,208 @@
+/*
+ * runs._chain: the hash chain's steps for a whole batch of events in one call.
+ *
+ * The definitions live in runs/verify.py (and docs/evidence.md); runs/canonical.py holds the same
+ * two functions in Python and uses them whenever this module is not built. Each hashlib call costs
+ * about half a microsecond before it hashes a byte (OpenSSL's context set-up), two per event,
+ * which is most of what the chain adds to a batch append or an import. Here the context is
+ * set up once per call and the event's canonical bytes are hashed in place, with no copy.
+ *
+ *   digests(raws, first_seq, tails) -> list[bytes]
+ *       sha256(b'{"payload":' + raws[i] + b',"seq":' + str(first_seq + i) + tails[i])
+ *   links(prev, digests) -> list[bytes]
+ *       hash[i] = sha256(hash[i - 1] + digests[i]), hash[-1] = prev
+ *   plain(text, needles) -> bool
+ *       whether orjson's sorted text is certainly RFC 8785's (canonical.py's _orjson_exact) and
+ *       contains none of needles (the sealed field names), in one pass and memmem each
+ */
+#define PY_SSIZE_T_CLEAN
+/* SHA256_Init/Update/Final: deprecated in OpenSSL 3 in favour of EVP, which costs a third more per
+ * small message (its provider dispatch); the functions are still part of libcrypto 3. */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <Python.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DIGEST_LEN 32
+
+static const char PAYLOAD_OPEN[] = "{\"payload\":";
+
+static int
+bytes_of(PyObject *obj, const char *what, Py_ssize_t i, const char **buf, Py_ssize_t *len)
+{
+    if (!PyBytes_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s[%zd] must be bytes, not %.100s", what, i, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *buf = PyBytes_AS_STRING(obj);
+    *len = PyBytes_GET_SIZE(obj);
+    return 0;
+}
+
+static PyObject *
+chain_digests(PyObject *self, PyObject *args)
+{
+    PyObject *raws, *tails;
+    long long first_seq;
+    if (!PyArg_ParseTuple(args, "O!LO!:digests", &PyList_Type, &raws, &first_seq, &PyList_Type, &tails))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(raws);
+    if (PyList_GET_SIZE(tails) != n) {
+        PyErr_SetString(PyExc_ValueError, "digests: raws and tails differ in length");
+        return NULL;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    SHA256_CTX ctx;
+    unsigned char digest[DIGEST_LEN];
+    char seq_text[40];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *raw, *tail;
+        Py_ssize_t raw_len, tail_len;
+        if (bytes_of(PyList_GET_ITEM(raws, i), "raws", i, &raw, &raw_len) < 0
+            || bytes_of(PyList_GET_ITEM(tails, i), "tails", i, &tail, &tail_len) < 0)
+            goto fail;
+        int seq_len = snprintf(seq_text, sizeof seq_text, ",\"seq\":%lld", first_seq + (long long)i);
+        if (!SHA256_Init(&ctx)
+            || !SHA256_Update(&ctx, PAYLOAD_OPEN, sizeof PAYLOAD_OPEN - 1)
+            || !SHA256_Update(&ctx, raw, (size_t)raw_len)
+            || !SHA256_Update(&ctx, seq_text, (size_t)seq_len)
+            || !SHA256_Update(&ctx, tail, (size_t)tail_len)
+            || !SHA256_Final(digest, &ctx)) {
+            PyErr_SetString(PyExc_RuntimeError, "OpenSSL failed to hash an event");
+            goto fail;
+        }
+        PyObject *item = PyBytes_FromStringAndSize((const char *)digest, DIGEST_LEN);
+        if (item == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, i, item);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *
+chain_links(PyObject *self, PyObject *args)
+{
+    const char *prev;
+    Py_ssize_t prev_len;
+    PyObject *digests;
+    if (!PyArg_ParseTuple(args, "y#O!:links", &prev, &prev_len, &PyList_Type, &digests))
+        return NULL;
+    if (prev_len != DIGEST_LEN) {
+        PyErr_SetString(PyExc_ValueError, "links: prev must be a 32-byte hash");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(digests);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    SHA256_CTX ctx;
+    unsigned char head[DIGEST_LEN];
+    memcpy(head, prev, DIGEST_LEN);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *d;
+        Py_ssize_t d_len;
+        if (bytes_of(PyList_GET_ITEM(digests, i), "digests", i, &d, &d_len) < 0)
+            goto fail;
+        if (!SHA256_Init(&ctx)
+            || !SHA256_Update(&ctx, head, DIGEST_LEN)
+            || !SHA256_Update(&ctx, d, (size_t)d_len)
+            || !SHA256_Final(head, &ctx)) {
+            PyErr_SetString(PyExc_RuntimeError, "OpenSSL failed to link a hash");
+            goto fail;
+        }
+        PyObject *item = PyBytes_FromStringAndSize((const char *)head, DIGEST_LEN);
+        if (item == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, i, item);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* Whether orjson's sorted text may differ from RFC 8785's here: the marks runs/canonical.py's
+ * _orjson_exact looks for (an exponent, a whole double "N.0", a character beyond U+FFFF), in one
+ * pass. Texts joined by NUL count as ends of text. */
+static int
+marks_found(const unsigned char *p, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        if (c < '+' || (c > '.' && c < 0xF0))  /* most bytes: none of + , - . nor a lead byte F0-FF */
+            continue;
+        switch (c) {
+        case '+':  /* an exponent "e+" */
+            return 1;
+        case '-':  /* "e-": an exponent, or merely text such as "one-time" */
+            if (i > 0 && p[i - 1] == 'e')
+                return 1;
+            break;
+        case '.':  /* a whole double "N.0" ends before a comma, a bracket or the text's end */
+            if (i + 1 < n && p[i + 1] == '0') {
+                if (i + 2 == n)
+                    return 1;
+                unsigned char after = p[i + 2];
+                if (after == ',' || after == '}' || after == ']' || after == 0)
+                    return 1;
+            }
+            break;
+        case ',':
+            break;
+        default:  /* a character beyond U+FFFF (lead bytes F0-F4) sorts differently by UTF-16 unit */
+            if (c <= 0xF4)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+chain_plain(PyObject *self, PyObject *args)
+{
+    const char *text;
+    Py_ssize_t len;
+    PyObject *needles;
+    if (!PyArg_ParseTuple(args, "y#O!:plain", &text, &len, &PyTuple_Type, &needles))
+        return NULL;
+    if (marks_found((const unsigned char *)text, len))
+        Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(needles); i++) {
+        const char *needle;
+        Py_ssize_t needle_len;
+        if (bytes_of(PyTuple_GET_ITEM(needles, i), "needles", i, &needle, &needle_len) < 0)
+            return NULL;
+        if (memmem(text, (size_t)len, needle, (size_t)needle_len) != NULL)
+            Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef chain_methods[] = {
+    {"plain", chain_plain, METH_VARARGS,
+     "plain(text, needles): whether orjson's sorted text is certainly RFC 8785's and holds none of needles."},
+    {"digests", chain_digests, METH_VARARGS,
+     "digests(raws, first_seq, tails): each event's chain digest, "
+     "sha256(b'{\"payload\":' + raw + b',\"seq\":N' + tail)."},
+    {"links", chain_links, METH_VARARGS,
+     "links(prev, digests): the chain's hashes after prev, sha256(previous hash + digest) each."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef chain_module = {
+    PyModuleDef_HEAD_INIT, "runs._chain",
+    "The hash chain's steps for a batch of events (runs/canonical.py has the same in Python).",
+    -1, chain_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__chain(void)
+{
+    return PyModule_Create(&chain_module);
+}

@@ -1,0 +1,140 @@
+"""The chain's batch steps, compiled (runs/_chain.c) and in Python (runs/canonical.py), against each
+other and against the definition: sha256 of the event framed around RFC 8785's payload bytes, as an
+independent encoder writes them, and each link sha256(previous hash || digest)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+
+import orjson
+import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runs import canonical
+from tests.runs.test_chain import json_values
+
+compiled = pytest.importorskip("runs._chain", reason="runs._chain was not built here (no C compiler or OpenSSL headers at install)")
+
+TS = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
+payloads = st.lists(st.dictionaries(st.text(max_size=6), json_values, max_size=5), min_size=1, max_size=8)
+
+
+def _expected_digest(seq: int, type_: str, payload: dict) -> bytes:
+    frame = b',"seq":%d,"ts":"2026-11-30T12:00:00.123456Z","type":"%s","v":2}' % (seq, type_.encode())
+    return hashlib.sha256(b'{"payload":' + rfc8785.dumps(payload) + frame).digest()
+
+
+def _event_digests(batch: list[dict], first_seq: int) -> tuple[list[bytes], list]:
+    types = ["user_message" if i % 3 else "model_turn" for i in range(len(batch))]
+    return canonical.event_digests(
+        first_seq=first_seq,
+        types=types,
+        tss=[TS] * len(batch),
+        vs=[2] * len(batch),
+        payloads=batch,
+        stored=[orjson.dumps(p, option=orjson.OPT_SORT_KEYS) for p in batch],
+        stored_sorted=True,
+        sealing=(frozenset(), ()),
+    )
+
+
+@pytest.fixture(params=["compiled", "python"])
+def implementation(request, monkeypatch):
+    if request.param == "python":
+        monkeypatch.setattr(canonical, "_digests", canonical._digests_py)
+        monkeypatch.setattr(canonical, "_links", canonical._links_py)
+        monkeypatch.setattr(canonical, "_plain", canonical._plain_py)
+    return request.param
+
+
+def test_the_compiled_steps_are_the_ones_in_use():
+    assert canonical.COMPILED
+    assert canonical._digests is compiled.digests and canonical._links is compiled.links and canonical._plain is compiled.plain
+
+
+@settings(max_examples=300, deadline=None)
+@given(batch=payloads, first_seq=st.integers(min_value=1, max_value=2**62))
+def test_a_batch_digests_as_the_definition_says(batch, first_seq):
+    for use_python in (False, True):
+        with pytest.MonkeyPatch.context() as mp:
+            if use_python:
+                mp.setattr(canonical, "_digests", canonical._digests_py)
+                mp.setattr(canonical, "_plain", canonical._plain_py)
+            digests, seals = _event_digests(batch, first_seq)
+        types = ["user_message" if i % 3 else "model_turn" for i in range(len(batch))]
+        assert digests == [_expected_digest(first_seq + i, types[i], p) for i, p in enumerate(batch)]
+        assert seals == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.binary(max_size=200) | st.dictionaries(st.text(max_size=6), json_values, max_size=5).map(lambda p: orjson.dumps(p, option=orjson.OPT_SORT_KEYS)),
+    needles=st.lists(st.binary(min_size=1, max_size=4), max_size=3),
+)
+def test_plain_answers_as_the_python_scans_do(text, needles):
+    needles = tuple(needles)
+    assert compiled.plain(text, needles) is canonical._plain_py(text, needles)
+    joined = text + b"\x00" + text
+    assert compiled.plain(joined, needles) is canonical._plain_py(joined, needles)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b'{"x":1.0}', b'{"x":[1.0]}', b'{"x":{"y":2.0}}', b'{"x":1e+16}', b'{"x":1e-7}', '{"\U0001f600":1}'.encode(), b'{"x":1.0', b"1.0"],
+)
+def test_plain_refuses_every_mark_of_a_text_orjson_writes_otherwise(text):
+    assert compiled.plain(text, ()) is False
+    assert canonical._plain_py(text, ()) is False
+
+
+def test_plain_accepts_lookalikes_and_finds_needles():
+    text = b'{"amount":0.0031,"iban":"DE-1","note":"one-time","when":"2026-01-01"}'
+    assert compiled.plain(text, ()) is False  # "e-" in "one-time": sent to the exact path, harmless
+    text = b'{"amount":0.0031,"iban":"DE-1","when":"2026-01-01"}'
+    assert compiled.plain(text, ()) is True
+    assert compiled.plain(text, (b'"iban',)) is False
+    assert compiled.plain(text, (b'"account', b'"secret')) is True
+
+
+@settings(max_examples=200, deadline=None)
+@given(prev=st.binary(min_size=32, max_size=32), digests=st.lists(st.binary(min_size=32, max_size=32), max_size=10))
+def test_links_chain_as_the_definition_says(prev, digests):
+    expected, head = [], prev
+    for d in digests:
+        head = hashlib.sha256(head + d).digest()
+        expected.append(head)
+    assert compiled.links(prev, digests) == expected
+    assert canonical._links_py(prev, digests) == expected
+
+
+def test_sealed_names_send_a_batch_to_the_exact_path_in_either_implementation(implementation):
+    batch = [{"content": "hello"}, {"account": "4010", "content": "Reading ledger 4010"}]
+    types = ["model_turn", "user_message"]
+    digests, seals = canonical.event_digests(
+        first_seq=5,
+        types=types,
+        tss=[TS, TS],
+        vs=[2, 2],
+        payloads=batch,
+        stored=[orjson.dumps(p, option=orjson.OPT_SORT_KEYS) for p in batch],
+        stored_sorted=True,
+        sealing=(frozenset({"account"}), (b'"account',)),
+    )
+    assert digests[0] == _expected_digest(5, "model_turn", batch[0])
+    # The second names a sealed field: its digest covers commitments, and its salts come back.
+    assert [seq for seq, _ in seals] == [6] and set(seals[0][1]) == {"/account", "/content"}
+    assert digests[1] != _expected_digest(6, "user_message", batch[1])
+
+
+def test_wrong_arguments_are_refused_with_a_message():
+    with pytest.raises(TypeError, match=r"raws\[1\] must be bytes"):
+        compiled.digests([b"{}", "{}"], 1, [b"}", b"}"])
+    with pytest.raises(ValueError, match="differ in length"):
+        compiled.digests([b"{}"], 1, [])
+    with pytest.raises(ValueError, match="32-byte"):
+        compiled.links(b"short", [])
+    with pytest.raises(TypeError, match=r"digests\[0\] must be bytes"):
+        compiled.links(b"x" * 32, [None])
