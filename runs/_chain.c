@@ -40,8 +40,34 @@ bytes_of(PyObject *obj, const char *what, Py_ssize_t i, const char **buf, Py_ssi
     return 0;
 }
 
+/* sha256 of the k parts, one after another, into out: 0, or -1 with an exception set. */
+static int
+hash_parts(int k, const void *const parts[], const size_t lens[], unsigned char out[DIGEST_LEN])
+{
+    SHA256_CTX ctx;
+    int ok = SHA256_Init(&ctx);
+    for (int j = 0; ok && j < k; j++)
+        ok = SHA256_Update(&ctx, parts[j], lens[j]);
+    if (!ok || !SHA256_Final(out, &ctx)) {
+        PyErr_SetString(PyExc_RuntimeError, "OpenSSL failed to compute a SHA-256");
+        return -1;
+    }
+    return 0;
+}
+
+/* list[i] = the 32 bytes of digest: 0, or -1 with an exception set. */
+static int
+list_set_digest(PyObject *list, Py_ssize_t i, const unsigned char digest[DIGEST_LEN])
+{
+    PyObject *item = PyBytes_FromStringAndSize((const char *)digest, DIGEST_LEN);
+    if (item == NULL)
+        return -1;
+    PyList_SET_ITEM(list, i, item);
+    return 0;
+}
+
 static PyObject *
-chain_digests(PyObject *self, PyObject *args)
+chain_digests(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *raws, *tails;
     long long first_seq;
@@ -55,7 +81,6 @@ chain_digests(PyObject *self, PyObject *args)
     PyObject *out = PyList_New(n);
     if (out == NULL)
         return NULL;
-    SHA256_CTX ctx;
     unsigned char digest[DIGEST_LEN];
     char seq_text[40];
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -65,19 +90,10 @@ chain_digests(PyObject *self, PyObject *args)
             || bytes_of(PyList_GET_ITEM(tails, i), "tails", i, &tail, &tail_len) < 0)
             goto fail;
         int seq_len = snprintf(seq_text, sizeof seq_text, ",\"seq\":%lld", first_seq + (long long)i);
-        if (!SHA256_Init(&ctx)
-            || !SHA256_Update(&ctx, PAYLOAD_OPEN, sizeof PAYLOAD_OPEN - 1)
-            || !SHA256_Update(&ctx, raw, (size_t)raw_len)
-            || !SHA256_Update(&ctx, seq_text, (size_t)seq_len)
-            || !SHA256_Update(&ctx, tail, (size_t)tail_len)
-            || !SHA256_Final(digest, &ctx)) {
-            PyErr_SetString(PyExc_RuntimeError, "OpenSSL failed to hash an event");
+        const void *parts[] = {PAYLOAD_OPEN, raw, seq_text, tail};
+        const size_t lens[] = {sizeof PAYLOAD_OPEN - 1, (size_t)raw_len, (size_t)seq_len, (size_t)tail_len};
+        if (hash_parts(4, parts, lens, digest) < 0 || list_set_digest(out, i, digest) < 0)
             goto fail;
-        }
-        PyObject *item = PyBytes_FromStringAndSize((const char *)digest, DIGEST_LEN);
-        if (item == NULL)
-            goto fail;
-        PyList_SET_ITEM(out, i, item);
     }
     return out;
 fail:
@@ -86,7 +102,7 @@ fail:
 }
 
 static PyObject *
-chain_links(PyObject *self, PyObject *args)
+chain_links(PyObject *Py_UNUSED(self), PyObject *args)
 {
     const char *prev;
     Py_ssize_t prev_len;
@@ -101,7 +117,6 @@ chain_links(PyObject *self, PyObject *args)
     PyObject *out = PyList_New(n);
     if (out == NULL)
         return NULL;
-    SHA256_CTX ctx;
     unsigned char head[DIGEST_LEN];
     memcpy(head, prev, DIGEST_LEN);
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -109,17 +124,10 @@ chain_links(PyObject *self, PyObject *args)
         Py_ssize_t d_len;
         if (bytes_of(PyList_GET_ITEM(digests, i), "digests", i, &d, &d_len) < 0)
             goto fail;
-        if (!SHA256_Init(&ctx)
-            || !SHA256_Update(&ctx, head, DIGEST_LEN)
-            || !SHA256_Update(&ctx, d, (size_t)d_len)
-            || !SHA256_Final(head, &ctx)) {
-            PyErr_SetString(PyExc_RuntimeError, "OpenSSL failed to link a hash");
+        const void *parts[] = {head, d};
+        const size_t lens[] = {DIGEST_LEN, (size_t)d_len};
+        if (hash_parts(2, parts, lens, head) < 0 || list_set_digest(out, i, head) < 0)
             goto fail;
-        }
-        PyObject *item = PyBytes_FromStringAndSize((const char *)head, DIGEST_LEN);
-        if (item == NULL)
-            goto fail;
-        PyList_SET_ITEM(out, i, item);
     }
     return out;
 fail:
@@ -164,7 +172,7 @@ marks_found(const unsigned char *p, Py_ssize_t n)
 }
 
 static PyObject *
-chain_plain(PyObject *self, PyObject *args)
+chain_plain(PyObject *Py_UNUSED(self), PyObject *args)
 {
     const char *text;
     Py_ssize_t len;
@@ -198,7 +206,7 @@ static PyMethodDef chain_methods[] = {
 static struct PyModuleDef chain_module = {
     PyModuleDef_HEAD_INIT, "runs._chain",
     "The hash chain's steps for a batch of events (runs/canonical.py has the same in Python).",
-    -1, chain_methods,
+    -1, chain_methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
