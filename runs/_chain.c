@@ -136,8 +136,8 @@ fail:
 }
 
 /* Whether orjson's sorted text may differ from RFC 8785's here: the marks runs/canonical.py's
- * _orjson_exact looks for (an exponent, a whole double "N.0", a character beyond U+FFFF), in one
- * pass. Texts joined by NUL count as ends of text. */
+ * _orjson_exact looks for (an exponent after a digit, a whole double "N.0", a character beyond
+ * U+FFFF), in one pass. Texts joined by NUL count as ends of text. */
 static int
 marks_found(const unsigned char *p, Py_ssize_t n)
 {
@@ -146,10 +146,9 @@ marks_found(const unsigned char *p, Py_ssize_t n)
         if (c < '+' || (c > '.' && c < 0xF0))  /* most bytes: none of + , - . nor a lead byte F0-FF */
             continue;
         switch (c) {
-        case '+':  /* an exponent "e+" */
-            return 1;
-        case '-':  /* "e-": an exponent, or merely text such as "one-time" */
-            if (i > 0 && p[i - 1] == 'e')
+        case '+':
+        case '-':  /* an exponent follows a digit ("1e-7", "1e+16"); "one-time" is text */
+            if (i > 1 && p[i - 1] == 'e' && p[i - 2] >= '0' && p[i - 2] <= '9')
                 return 1;
             break;
         case '.':  /* a whole double "N.0" ends before a comma, a bracket or the text's end */

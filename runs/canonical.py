@@ -37,7 +37,8 @@ def _loads(stored: bytes):
 
 _SORTED = orjson.OPT_SORT_KEYS
 # orjson's sorted output is already RFC 8785's for strings, integers and most doubles. It differs
-# for a double it writes with an exponent ("1e-7", "1e+16") or as a whole number ("1.0"), and sorts
+# for a double it writes with an exponent (a digit, then "e-" or "e+": "1e-6", "1e+16") or as a
+# whole number ("1.0"), and sorts
 # keys by code point where RFC 8785 sorts by UTF-16 unit (different only beside a character beyond
 # U+FFFF, whose UTF-8 begins with F0-F4). Any of those marks sends the payload to the slow, exact
 # encoder; the marks may also occur inside a string, which costs time, never correctness
@@ -51,10 +52,13 @@ def _orjson_exact(raw: bytes) -> bool:
     ``int in bytes`` is a memchr, far cheaper than a two-byte ``in`` (which walks every byte in
     Python 3.11), so each two-byte search runs only after a one-byte look says it may find
     something."""
-    if 43 in raw:  # "+": an exponent "e+"
-        return False
-    if 45 in raw and raw.find(b"e-") >= 0:  # "-" is common (dates, ids); "e-" after it is not
-        return False
+    for sign, mark in _EXPONENTS:
+        if sign in raw:  # "-" is common (dates, ids), "+" less so; "e-" and "e+" rarer still
+            i = raw.find(mark)
+            while i >= 0:  # an exponent follows a digit ("1e-7"); "one-time" and "ue+1" are text
+                if i and 48 <= raw[i - 1] <= 57:
+                    return False
+                i = raw.find(mark, i + 2)
     i = raw.find(b".0")
     end = len(raw)
     while i >= 0:  # a whole double "N.0" ends before a comma, a closing bracket or the text's end
@@ -67,6 +71,7 @@ def _orjson_exact(raw: bytes) -> bool:
 
 
 _AFTER_WHOLE = frozenset(b",}]")
+_EXPONENTS = ((45, b"e-"), (43, b"e+"))
 
 
 def canonical_fast(value) -> bytes:
