@@ -840,48 +840,48 @@ def _numbered_text(sql: str) -> bytes | None:
     return text
 
 
+def _timestamptz(value: datetime) -> bytes:
+    # timestamptz's binary form, microseconds since 2000-01-01 UTC: isoformat's text cost about
+    # 12,000 instructions a value, more than the rest of the encoding together. A naive time
+    # raises TypeError here and is left to the cursor (which sends it as a timestamp).
+    d = value - _PG_EPOCH
+    return _pack_int8((d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds)
+
+
+# By Python type: the encoder, the format (1: binary) and the type oid, as psycopg's binary dumpers
+# send them (text as UTF-8, integers as int8, bytes as bytea). Encoders are C functions but one.
+_LEAN_ENCODERS: dict[type, tuple[Callable, int, int]] = {
+    str: (str.encode, 1, _OID_TEXT),
+    int: (_pack_int8, 1, _OID_INT8),
+    bytes: (bytes, 1, _OID_BYTEA),
+    bool: (_BOOL_BYTES.__getitem__, 1, _OID_BOOL),
+    datetime: (_timestamptz, 1, _OID_TIMESTAMPTZ),
+}
+# By the parameters' types: (encoders, formats, type oids), or None when one has no encoder.
+_lean_specs: dict[tuple, tuple | None] = {}
+
+
 def _lean_params(params: Sequence) -> tuple[list, list, tuple] | None:
-    """``params`` for ``PQsendQueryPrepared``: values, formats and type oids, each as psycopg's
-    binary dumpers would send it (text as UTF-8, integers as int8, bytes as bytea); an aware
-    datetime as timestamptz. None for any other value: the cursor sends it."""
-    values, formats, types = [], [], []
-    for p in params:
-        t = type(p)
-        if t is str:
-            try:
-                values.append(p.encode())
-            except UnicodeEncodeError:  # a lone surrogate: psycopg's own error, from the cursor
-                return None
-            formats.append(1)
-            types.append(_OID_TEXT)
-        elif t is int:
-            try:
-                values.append(_pack_int8(p))
-            except struct.error:
-                return None
-            formats.append(1)
-            types.append(_OID_INT8)
-        elif t is bytes:
-            values.append(p)
-            formats.append(1)
-            types.append(_OID_BYTEA)
-        elif t is bool:
-            values.append(_BOOL_BYTES[p])
-            formats.append(1)
-            types.append(_OID_BOOL)
-        elif t is datetime and p.tzinfo is not None:
-            # timestamptz's binary form: microseconds since 2000-01-01 UTC (isoformat's text cost
-            # about 12,000 instructions a value, more than the rest of the encoding together).
-            try:
-                d = p - _PG_EPOCH
-                values.append(_pack_int8((d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds))
-            except (TypeError, struct.error):  # a tzinfo without an offset; beyond int8
-                return None
-            formats.append(1)
-            types.append(_OID_TIMESTAMPTZ)
-        else:
+    """``params`` for ``PQsendQueryPrepared``: values, formats and type oids; None for a value of
+    another type, or one these encoders refuse (a lone surrogate, an integer beyond int8, a naive
+    time): the cursor then sends it, with psycopg's own handling and errors."""
+    kinds = tuple(map(type, params))
+    spec = _lean_specs.get(kinds)
+    if spec is None:
+        if kinds in _lean_specs:
             return None
-    return values, formats, tuple(types)
+        found = [_LEAN_ENCODERS.get(k) for k in kinds]
+        spec = None if None in found else (tuple(f[0] for f in found), [f[1] for f in found], tuple(f[2] for f in found))
+        if len(_lean_specs) >= 256:
+            _lean_specs.clear()
+        _lean_specs[kinds] = spec
+        if spec is None:
+            return None
+    encoders, formats, types = spec
+    try:
+        return [enc(p) for enc, p in zip(encoders, params)], formats, types
+    except (UnicodeEncodeError, struct.error, TypeError, OverflowError):
+        return None
 
 
 def _prepared_names(conn):
