@@ -909,7 +909,8 @@ def _single_execute(db, sql: str, params: Sequence, *, again: bool = True) -> in
         conn = db.connection
     pgconn = conn.pgconn
     status = pgconn.transaction_status
-    names = _prepared_names(conn) if conn.prepare_threshold is not None else None
+    # Not in pipeline mode (Django never uses it), nor with preparing turned off.
+    names = _prepared_names(conn) if conn.prepare_threshold is not None and getattr(conn, "_pipeline", None) is None else None
     # Autocommit, or a transaction psycopg has already begun: outside autocommit psycopg sends
     # BEGIN before a transaction's first statement, which only the cursor does.
     lean = names is not None and (status == _TX_INTRANS or (status == _TX_IDLE and conn.autocommit))
