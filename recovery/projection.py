@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable
 
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils import timezone as djtz
 
 from recovery.models import InFlightCall, ToolPolicy, UncertainCall
@@ -463,20 +463,42 @@ def _save(rr: RunRows) -> None:
             row_update(row)
 
 
-_CALL_ID_SEQUENCES: dict[tuple[str, str], str] = {}
+_CALL_ID_SEQUENCES: dict[str, str] = {}
 
 
 def _call_id_sequence() -> str:
     """The uncertain-call id sequence as a regclass literal, looked up once per database: written
     into the prepared statement it is resolved when the statement is planned, where
     ``pg_get_serial_sequence`` in the statement searched the catalog on every start."""
-    key = (connection.alias, str(connection.settings_dict["NAME"]))
+    # By the database's name from the connection settings (the same dict the connection holds,
+    # renamed in place for a test database): read on every start, and a plain dict lookup, where
+    # the connection proxy's attributes go through a context-local lookup each.
+    key = str(connections.settings[DEFAULT_DB_ALIAS]["NAME"])
     found = _CALL_ID_SEQUENCES.get(key)
     if found is None:
         with connection.cursor() as cur:
             cur.execute("SELECT quote_literal(pg_get_serial_sequence('reckon_uncertain_call', 'id'))")
             found = _CALL_ID_SEQUENCES[key] = f"{cur.fetchone()[0]}::regclass"
     return found
+
+
+# The start's part of the append statement, by sequence literal: one text (the store assembles
+# and prepares the statement once per text).
+_START_SETS: dict[str, str] = {}
+_START_SET = (
+    "in_flight = COALESCE(reckon_run.in_flight, '{{}}'::jsonb) || jsonb_build_object(%b::text, jsonb_build_object('s', reckon_run.last_seq + 1, "
+    "'i', nextval({sequence}), 'c', %b::text, 'k', %b::text, 't', %b::text, 'n', %b::text, 'a', %b::timestamptz, 'e', reckon_run.lease_epoch))"
+)
+_START_CONDITION = "(reckon_run.in_flight IS NULL OR NOT reckon_run.in_flight ? %b)"
+_COMPLETION_SET = "in_flight = NULLIF(reckon_run.in_flight - %b, '{}'::jsonb)"
+# The other calls in flight are read only when there are any (an agent's calls usually run one at
+# a time): CASE decides the order, where AND would leave it to the planner.
+_COMPLETION_CONDITION = (
+    "reckon_run.in_flight ? %b\n"
+    "       AND NOT EXISTS (SELECT 1 FROM reckon_uncertain_call u WHERE u.run_id = reckon_run.run_id AND u.state <> 'resolved')\n"
+    "       AND CASE WHEN reckon_run.in_flight - %b = '{}'::jsonb THEN true\n"
+    "                ELSE NOT EXISTS (SELECT 1 FROM jsonb_each(reckon_run.in_flight - %b) o WHERE o.value->>'k' = %b OR o.value->>'c' = %b) END"
+)
 
 
 def projection_statement(run_id: str, event: Event) -> StatementPart | None:
@@ -504,13 +526,14 @@ def projection_statement(run_id: str, event: Event) -> StatementPart | None:
             return None
         call_id = str(p["call_id"])
         tenant = str(p.get("tenant") or "default")[:200]
+        sequence = _call_id_sequence()
+        set_ = _START_SETS.get(sequence)
+        if set_ is None:
+            set_ = _START_SETS[sequence] = _START_SET.format(sequence=sequence)
         return StatementPart(
-            set=(
-                "in_flight = COALESCE(reckon_run.in_flight, '{}'::jsonb) || jsonb_build_object(%b::text, jsonb_build_object('s', reckon_run.last_seq + 1, "
-                f"'i', nextval({_call_id_sequence()}), 'c', %b::text, 'k', %b::text, 't', %b::text, 'n', %b::text, 'a', %b::timestamptz, 'e', reckon_run.lease_epoch))"
-            ),
+            set=set_,
             set_params=(call_id, call_id, start_key(run_id, p, secret=lambda: run_key_secret(run_id=run_id)), p["name"], tenant, _aware(event.ts)),
-            condition="(reckon_run.in_flight IS NULL OR NOT reckon_run.in_flight ? %b)",
+            condition=_START_CONDITION,
             condition_params=(call_id,),
         )
     if event.type == _COMPLETED:
@@ -518,16 +541,9 @@ def projection_statement(run_id: str, event: Event) -> StatementPart | None:
             return None
         call_id, key = str(p["call_id"]), p.get("idempotency_key") or ""
         return StatementPart(
-            set="in_flight = NULLIF(reckon_run.in_flight - %b, '{}'::jsonb)",
+            set=_COMPLETION_SET,
             set_params=(call_id,),
-            # The other calls in flight are read only when there are any (an agent's calls usually
-            # run one at a time): CASE decides the order, where AND would leave it to the planner.
-            condition=(
-                "reckon_run.in_flight ? %b\n"
-                "       AND NOT EXISTS (SELECT 1 FROM reckon_uncertain_call u WHERE u.run_id = reckon_run.run_id AND u.state <> 'resolved')\n"
-                "       AND CASE WHEN reckon_run.in_flight - %b = '{}'::jsonb THEN true\n"
-                "                ELSE NOT EXISTS (SELECT 1 FROM jsonb_each(reckon_run.in_flight - %b) o WHERE o.value->>'k' = %b OR o.value->>'c' = %b) END"
-            ),
+            condition=_COMPLETION_CONDITION,
             condition_params=(call_id, call_id, call_id, key, call_id),
         )
     return None

@@ -25,8 +25,11 @@ append's transaction: a read model they maintain can never disagree with the com
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import logging
+import struct
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -37,7 +40,9 @@ import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from psycopg.adapt import Loader
-from psycopg.pq import Format
+from psycopg.errors import error_from_result as _error_from_result
+from psycopg.generators import execute as _pg_execute
+from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.rows import tuple_row
 
 from runs.canonical import chain_links, event_digest, event_digests, sealing_now
@@ -68,7 +73,9 @@ Projector = Callable[[str, list[Event], int], None]
 _PROJECTORS: list[tuple[Projector, frozenset[str] | None]] = []
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a projector builds one or two per appended event on the agent's hot path, and a
+# frozen dataclass's __init__ (object.__setattr__ per field) cost three times a plain one's.
+@dataclass(slots=True)
 class StatementPart:
     """A projector's work on one appended event, as SQL that rides in the append's own statement.
 
@@ -296,14 +303,16 @@ def _dumps_full(i: int, payload: dict) -> bytes:
 
 
 def _suspects_check(i: int, payload: dict, raw: bytes) -> None:
-    if b"null" in raw:
+    # find, not ``in``: a bytes operand of ``in`` is first tried as an integer, and the TypeError
+    # raised and cleared costs more than the search.
+    if raw.find(b"null") >= 0:
         # orjson writes NaN and Infinity as null; only when a null appears is the slower check
         # needed to tell a real null from a number that JSON cannot represent.
         try:
             json.dumps(payload, allow_nan=False)
         except ValueError as exc:
             raise InvalidEvent(f"event {i}: payload is not storable JSON: {exc}") from None
-    if b"\\u0000" in raw and _has_nul(payload):
+    if raw.find(b"\\u0000") >= 0 and _has_nul(payload):
         # NUL cannot be held by PostgreSQL text (nor jsonb); refusing it on every backend keeps logs portable.
         raise InvalidEvent(f"event {i}: payload contains a NUL character (\\u0000), which the store does not hold")
 
@@ -787,16 +796,170 @@ def _append_cursor(db) -> psycopg.Cursor:
     return cur
 
 
+# --- the single append's statement, sent through libpq directly ---------------------------------
+#
+# A single append is bounded by its commit, and the client's time between two commits counts
+# about double on a small machine (the server's side goes idle and has to wake). psycopg's cursor
+# spends about 25 us of Python per execute on work this path does not need: converting the query
+# and its parameters generically, looking the statement up in its prepared-statement cache,
+# building result objects. ``_single_execute`` prepares each of the hot single-event statements
+# once per connection under its own name and sends it with ``PQsendQueryPrepared``, its
+# parameters encoded here for the few types these statements carry; anything else (another
+# type, preparing turned off for a connection proxy, a transaction psycopg has still to begin)
+# takes the cursor as before. Either way it is the same statement, the same parameters, the same
+# single round trip, and Django's error types.
+
+_TX_IDLE, _TX_INTRANS = TransactionStatus.IDLE, TransactionStatus.INTRANS
+_RESULT_FATAL, _RESULT_TUPLES = ExecStatus.FATAL_ERROR, ExecStatus.TUPLES_OK
+_DIAG_SQLSTATE = DiagnosticField.SQLSTATE
+_OID_BOOL, _OID_BYTEA, _OID_INT8, _OID_TEXT, _OID_TIMESTAMPTZ = 16, 17, 20, 25, 1184
+_pack_int8 = struct.Struct(">q").pack
+_PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+_BOOL_BYTES = {True: b"\x01", False: b"\x00"}
+# The statements' texts with psycopg's ``%b`` marks numbered for libpq (None: a text this path
+# does not send, e.g. one with named parameters).
+_numbered: dict[str, bytes | None] = {}
+
+
+def _numbered_text(sql: str) -> bytes | None:
+    text = _numbered.get(sql)
+    if text is None and sql not in _numbered:
+        pieces = sql.split("%b")
+        text = None
+        if not any("%" in piece for piece in pieces):
+            out = [pieces[0]]
+            for i, piece in enumerate(pieces[1:], 1):
+                out.append(f"${i}")
+                out.append(piece)
+            text = "".join(out).encode()
+        if len(_numbered) >= 256:
+            _numbered.clear()
+        _numbered[sql] = text
+    return text
+
+
+def _timestamptz(value: datetime) -> bytes:
+    # timestamptz's binary form, microseconds since 2000-01-01 UTC: isoformat's text cost about
+    # 12,000 instructions a value, more than the rest of the encoding together. A naive time
+    # raises TypeError here and is left to the cursor (which sends it as a timestamp).
+    d = value - _PG_EPOCH
+    return _pack_int8((d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds)
+
+
+# By Python type: the encoder, the format (1: binary) and the type oid, as psycopg's binary dumpers
+# send them (text as UTF-8, integers as int8, bytes as bytea). Encoders are C functions but one.
+_LEAN_ENCODERS: dict[type, tuple[Callable, int, int]] = {
+    str: (str.encode, 1, _OID_TEXT),
+    int: (_pack_int8, 1, _OID_INT8),
+    bytes: (bytes, 1, _OID_BYTEA),
+    bool: (_BOOL_BYTES.__getitem__, 1, _OID_BOOL),
+    datetime: (_timestamptz, 1, _OID_TIMESTAMPTZ),
+}
+# By the parameters' types: (encoders, formats, type oids), or None when one has no encoder.
+_lean_specs: dict[tuple, tuple | None] = {}
+
+
+def _lean_params(params: Sequence) -> tuple[list, list, tuple] | None:
+    """``params`` for ``PQsendQueryPrepared``: values, formats and type oids; None for a value of
+    another type, or one these encoders refuse (a lone surrogate, an integer beyond int8, a naive
+    time): the cursor then sends it, with psycopg's own handling and errors."""
+    kinds = tuple(map(type, params))
+    spec = _lean_specs.get(kinds)
+    if spec is None:
+        if kinds in _lean_specs:
+            return None
+        found = [_LEAN_ENCODERS.get(k) for k in kinds]
+        spec = None if None in found else (tuple(f[0] for f in found), [f[1] for f in found], tuple(f[2] for f in found))
+        if len(_lean_specs) >= 256:
+            _lean_specs.clear()
+        _lean_specs[kinds] = spec
+        if spec is None:
+            return None
+    encoders, formats, types = spec
+    try:
+        return [enc(p) for enc, p in zip(encoders, params)], formats, types
+    except (UnicodeEncodeError, struct.error, TypeError, OverflowError):
+        return None
+
+
+def _prepared_names(conn):
+    """psycopg's own map of the statements prepared on ``conn`` (key -> name), or None.
+
+    The single append's statements are entered in it under keys of their own, because psycopg
+    forgets its statements wholesale (a rollback, a DISCARD ALL, a DROP or ALTER: it then sends
+    DEALLOCATE ALL, within the same call) and evicts the least used ones, deallocating them, and
+    empties or trims this map when it does: a statement found here is one the server still holds.
+    Private to psycopg (pinned in pyproject): when its shape is not the one expected, this path is
+    not taken at all and every statement goes through the cursor."""
+    names = getattr(getattr(conn, "_prepared", None), "_names", None)
+    return names if isinstance(names, OrderedDict) else None
+
+
+_lean_counter = itertools.count()
+
+
+def _single_execute(db, sql: str, params: Sequence, *, again: bool = True) -> int:
+    """Run one of the single append's statements (``%b`` marks, positional ``params``) on
+    ``db`` and return its row count (rows written, or rows returned by a SELECT)."""
+    conn = db.connection
+    if conn is None:
+        db.ensure_connection()
+        conn = db.connection
+    pgconn = conn.pgconn
+    status = pgconn.transaction_status
+    # Not in pipeline mode (Django never uses it), nor with preparing turned off.
+    names = _prepared_names(conn) if conn.prepare_threshold is not None and getattr(conn, "_pipeline", None) is None else None
+    # Autocommit, or a transaction psycopg has already begun: outside autocommit psycopg sends
+    # BEGIN before a transaction's first statement, which only the cursor does.
+    lean = names is not None and (status == _TX_INTRANS or (status == _TX_IDLE and conn.autocommit))
+    encoded = _lean_params(params) if lean else None
+    text = _numbered_text(sql) if encoded is not None else None
+    if text is None:
+        cur = _append_cursor(db)
+        with db.wrap_database_errors:
+            cur.execute(sql, params, prepare=True)
+        return cur.rowcount
+    values, formats, types = encoded
+    key = (_LEAN_KEY, sql, types)
+    with db.wrap_database_errors:
+        name = names.get(key)
+        if name is None:
+            name = b"reckon_single_%d" % next(_lean_counter)
+            pgconn.send_prepare(name, text, param_types=types)
+            _lean_result(conn, conn.wait(_pg_execute(pgconn))[-1])
+            names[key] = name
+        else:
+            names.move_to_end(key)  # psycopg evicts the least recently used first
+        pgconn.send_query_prepared(name, values, param_formats=formats)
+        res = conn.wait(_pg_execute(pgconn))[-1]
+        if res.status == _RESULT_FATAL and res.error_field(_DIAG_SQLSTATE) == b"26000":
+            # The statement is gone behind psycopg's back: forget it. Inside a transaction the
+            # error has aborted it and is raised; in autocommit the statement is prepared again.
+            names.pop(key, None)
+            if status == _TX_IDLE and again:
+                return _single_execute(db, sql, params, again=False)
+        return _lean_result(conn, res)
+
+
+_LEAN_KEY = "reckon.store single append"
+
+
+def _lean_result(conn, res) -> int:
+    if res.status == _RESULT_FATAL:
+        raise _error_from_result(res, encoding=conn.info.encoding)
+    if res.status == _RESULT_TUPLES:
+        return res.ntuples
+    return res.command_tuples or 0
+
+
 def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq) -> bool:
     if len(seqs) == 1 and finished_seq is None:
         ev = events[0]
-        cur = _append_cursor(db)
-        with db.wrap_database_errors:
-            if canons:
-                cur.execute(_PG_APPEND_ONE_PLAIN, [canons[0], run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()], prepare=True)
-            else:  # chain_hashing(enabled=False): bench store only
-                cur.execute(_PG_APPEND_ONE_PLAIN_UNCHAINED, [run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()], prepare=True)
-        return cur.rowcount == 1
+        if canons:
+            count = _single_execute(db, _PG_APPEND_ONE_PLAIN, [canons[0], run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()])
+        else:  # chain_hashing(enabled=False): bench store only
+            count = _single_execute(db, _PG_APPEND_ONE_PLAIN_UNCHAINED, [run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()])
+        return count == 1
     params = {
         "new_last": seqs[-1],
         "finished_seq": finished_seq,
@@ -870,29 +1033,51 @@ def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, enco
         if part is None:
             return None
         parts.append(part)
-    sql = [_PG_PROJECTED_SET]
+    # The statement's text depends only on the parts' texts (a start, a completion, with or
+    # without a tenant to record), so it is assembled once per shape.
+    shape = tuple((part.set, part.condition, part.cte) for part in parts)
+    sql = _projected_texts.get(shape)
+    if sql is None:
+        sql = _projected_text(shape)
     params = [canon]
     for part in parts:
-        if part.set:
-            sql.append(f",\n           {part.set}")
+        if part.set_params:
             params.extend(part.set_params)
-    sql.append(_PG_PROJECTED_WHERE)
     params += [run_id, epoch, expected_seq]
     for part in parts:
-        if part.condition:
-            sql.append(f"\n       AND {part.condition}")
+        if part.condition_params:
             params.extend(part.condition_params)
-    sql.append(_PG_PROJECTED_EVENT)
     params += [ev.type, ev.v, ts, encoded.decode()]
-    for i, part in enumerate(parts):
-        if part.cte:
-            sql.append(f", p{i} AS (\n{part.cte}\n)")
+    for part in parts:
+        if part.cte_params:
             params.extend(part.cte_params)
+    return _single_execute(db, sql, params) == 1
+
+
+_projected_texts: dict[tuple, str] = {}
+
+
+def _projected_text(shape: tuple) -> str:
+    """The projected append's statement for parts of these (set, condition, cte) texts; their
+    parameters go in that order: the sets', the fence's, the conditions', the event's, the ctes'."""
+    sql = [_PG_PROJECTED_SET]
+    for set_, _, _ in shape:
+        if set_:
+            sql.append(f",\n           {set_}")
+    sql.append(_PG_PROJECTED_WHERE)
+    for _, condition, _ in shape:
+        if condition:
+            sql.append(f"\n       AND {condition}")
+    sql.append(_PG_PROJECTED_EVENT)
+    for i, (_, _, cte) in enumerate(shape):
+        if cte:
+            sql.append(f", p{i} AS (\n{cte}\n)")
     sql.append("\nSELECT 1 FROM ev")
-    cur = _append_cursor(db)
-    with db.wrap_database_errors:
-        cur.execute("".join(sql), params, prepare=True)
-    return cur.rowcount == 1
+    text = "".join(sql)
+    if len(_projected_texts) >= 256:  # texts with values written into them would grow it forever
+        _projected_texts.clear()
+    _projected_texts[shape] = text
+    return text
 
 
 def _riders_for(projectors, run_id: str, appended: list[Event]) -> dict[Projector, Rider]:

@@ -254,3 +254,45 @@ def test_a_stored_number_orjson_cannot_read_is_read_with_json_and_the_rest_uncha
     assert [(e.seq, e.type, e.payload.get("content")) for e in events] == [(1, "run_started", None), (2, "user_message", "a"), (3, "user_message", "far")]
     assert events[2].payload["x"] == float("inf") and events[2].ts == datetime(2026, 1, 1, tzinfo=timezone.utc)
     assert events[1] == events_read(run_id="r1", after=1, upto=2)[0]
+
+
+@pytest.mark.postgres
+def test_on_postgres_a_single_append_survives_its_statement_being_deallocated_in_and_out_of_a_transaction():
+    from django.db import transaction
+
+    from runs.pg import round_trips_count, server_cursor
+
+    lease = started("r1")
+    at = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("user_message", {"content": "a"}, at)])
+    # Prepared and sent directly: one round trip, the time stored to the microsecond.
+    assert round_trips_count(lambda: events_append(run_id="r1", epoch=lease.epoch, expected_seq=2, events=[msg("b")])) == 1
+    # psycopg forgets every prepared statement on a rollback (DEALLOCATE ALL, once it holds one
+    # of its own): the next single append inside a transaction must not use a statement the
+    # server no longer holds.
+    with server_cursor() as cur:
+        cur.execute("SELECT 1", prepare=True)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        assert Run.objects.filter(run_id="r1").exists()
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=3, events=[msg("rolled back")])
+        raise RuntimeError
+    with transaction.atomic():
+        assert Run.objects.filter(run_id="r1").exists()  # the transaction has begun
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=3, events=[msg("c")])
+    # Behind psycopg's back (nothing tells it): in autocommit the append prepares it again.
+    connection.connection.pgconn.exec_(b"DEALLOCATE ALL")
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=4, events=[msg("d")])
+    assert [e.payload["content"] for e in events_read(run_id="r1")[1:]] == ["a", "b", "c", "d"]
+    assert Event.objects.get(run_id="r1", seq=2).ts == at
+
+
+@pytest.mark.postgres
+def test_on_postgres_a_single_append_of_values_the_direct_path_does_not_send_takes_the_cursor():
+    lease = started("r1")
+    # An integer beyond int8 in the fence's parameters: psycopg's own error, as before.
+    with pytest.raises(Exception, match="out of range|too large|overflow"):
+        events_append(run_id="r1", epoch=2**70, expected_seq=1, events=[msg()])
+    # A naive time is sent by the cursor as a timestamp, and stored as before.
+    naive = datetime(2026, 3, 1, 12, 0, 0)
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("user_message", {"content": "x"}, naive)])
+    assert stored("r1") == [(1, "run_started"), (2, "user_message")]
