@@ -369,13 +369,14 @@ def _completed_at_once(rr: RunRows, start: Event, nxt: Event) -> bool:
     live completion, paired by call id with no older open start of that call id in the way. The row
     would be created and deleted at once; only the flags it would raise on other rows remain."""
     p, q = start.payload, nxt.payload
-    if (
-        p.get("retry_of") is not None
-        or nxt.type != EventType.TOOL_CALL_COMPLETED.value
-        or q.get("source", "live") != "live"
-        or q.get("call_id") != p["call_id"]
-        or any(r.call_id == str(p["call_id"]) for r in rr.unresolved())
-    ):
+    if p.get("retry_of") is not None or nxt.type != _COMPLETED or q.get("source", "live") != "live" or q.get("call_id") != p["call_id"]:
+        return False
+    if not rr.rows:
+        # No call of the run in doubt: no start for the call id to pair with instead, and no row
+        # for the completion to flag, so the flags below would change nothing (a long import's
+        # common case; its start's key need not even be computed).
+        return True
+    if any(r.call_id == str(p["call_id"]) for r in rr.unresolved()):
         return False
     rr.completion_flags(q, nxt.seq, done=None, start=_StartKey(str(p["call_id"]), start_key(rr.run_id, p, secret=rr.key_secret)))
     return True
