@@ -89,6 +89,7 @@ class RunRows:
         self.changed: set[int] = set()  # id() of rows to save
         self.deleted: list[UncertainCall] = []
         self._key_secret: tuple[str | None] | None = None
+        self._open: tuple[frozenset[str], frozenset] | None = None
 
     def key_secret(self) -> str | None:
         """The run's key secret, read once and only for a start that recorded no key (runs.calls)."""
@@ -103,6 +104,17 @@ class RunRows:
 
     def unresolved(self) -> list[UncertainCall]:
         return [r for r in self.rows if r.state != S.RESOLVED]
+
+    def open_index(self) -> tuple[frozenset[str], frozenset]:
+        """(call ids, keys) of the unresolved rows, kept until ``open_changed`` says a handler
+        may have changed a row (``rows_apply``)."""
+        if self._open is None:
+            open_rows = self.unresolved()
+            self._open = (frozenset(r.call_id for r in open_rows), frozenset(r.idempotency_key for r in open_rows))
+        return self._open
+
+    def open_changed(self) -> None:
+        self._open = None
 
     def by_start(self, start_seq) -> UncertainCall | None:
         return next((r for r in self.rows if r.start_seq == start_seq), None)
@@ -373,12 +385,20 @@ def _completed_at_once(rr: RunRows, start: Event, nxt: Event) -> bool:
         return False
     if not rr.rows:
         # No call of the run in doubt: no start for the call id to pair with instead, and no row
-        # for the completion to flag, so the flags below would change nothing (a long import's
-        # common case; its start's key need not even be computed).
+        # for the completion to flag (a long import's common case).
         return True
-    if any(r.call_id == str(p["call_id"]) for r in rr.unresolved()):
+    call_ids, keys = rr.open_index()
+    cid = str(p["call_id"])
+    if cid in call_ids:
         return False
-    rr.completion_flags(q, nxt.seq, done=None, start=_StartKey(str(p["call_id"]), start_key(rr.run_id, p, secret=rr.key_secret)))
+    recorded = q.get("idempotency_key")
+    # The flags land only on a call in doubt whose key the completion records (``completion_key``
+    # names it, ``flag_duplicates`` finds it): with none, they would change nothing, and the
+    # start's key need not be computed. A run with many calls in doubt (a long import has every
+    # call whose completion a compaction replaced) pays a set lookup per pair, not a walk of them all.
+    if recorded and (type(recorded) is not str or recorded in keys) and not q.get("is_error"):
+        rr.completion_flags(q, nxt.seq, done=None, start=_StartKey(cid, start_key(rr.run_id, p, secret=rr.key_secret)))
+        rr.open_changed()
     return True
 
 
@@ -394,6 +414,7 @@ def rows_apply(rr: RunRows, events: Iterable[Event], *, epoch_of: Callable[[int]
             i += 2
             continue
         HANDLERS[ev.type](rr, ev, cx)
+        rr.open_changed()
         i += 1
 
 

@@ -162,9 +162,7 @@ def version_problem(type_: EventType, v: object, payload: dict) -> str | None:
 # whose payload holds those keys passes both checks above, so a writer of many events (the append
 # path, the importer) may test this alone and call the two functions only when it fails.
 PLAIN_CHECKS: dict[str, tuple[frozenset[str], int]] = {
-    t.value: (frozenset(REQUIRED_FIELDS[t]), INTRODUCED_IN.get(t, 1))
-    for t in EventType
-    if t not in (EventType.RUN_STARTED, EventType.TOOL_CALL_COMPLETED, EventType.TOOL_CALL_RESOLVED)
+    t.value: (frozenset(REQUIRED_FIELDS[t]), INTRODUCED_IN.get(t, 1)) for t in EventType if t not in (EventType.RUN_STARTED, EventType.TOOL_CALL_COMPLETED, EventType.TOOL_CALL_RESOLVED)
 }
 
 
