@@ -173,10 +173,12 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
         raise ImportRejected(
             f"line {lineno}: schema version {v} is newer than this reader knows (up to {CURRENT_SCHEMA_VERSION}); upgrade Reckon to import it"
         )
-    try:
-        ts = parse_ts(obj["ts"])
-    except ValueError as exc:
-        raise ImportRejected(f"line {lineno}: {exc}") from None
+    ts = _ts_utc(obj["ts"])
+    if ts is None:
+        try:
+            ts = parse_ts(obj["ts"])
+        except ValueError as exc:
+            raise ImportRejected(f"line {lineno}: {exc}") from None
     if not isinstance(payload, dict):
         raise ImportRejected(f"line {lineno}: payload is not a JSON object")
     missing = missing_fields(t, payload)
