@@ -120,6 +120,16 @@ def _ts_utc(value: object) -> datetime | None:
     return None
 
 
+def _line_ts(value: object, lineno: int) -> datetime:
+    ts = _ts_utc(value)
+    if ts is None:
+        try:
+            ts = parse_ts(value)
+        except ValueError as exc:
+            raise ImportRejected(f"line {lineno}: {exc}") from None
+    return ts
+
+
 def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Event:
     try:
         obj = json_loads_strict_bytes(raw)
@@ -154,12 +164,7 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
     if spec is not None and type(v) is int and spec[1] <= v <= CURRENT_SCHEMA_VERSION and type(payload) is dict and payload.keys() >= spec[0]:
         # The common case: a type whose only checks are its fields and its versions, both met
         # (``PLAIN_CHECKS``), so of the checks below only the time and the first line's remain.
-        ts = _ts_utc(obj["ts"])
-        if ts is None:
-            try:
-                ts = parse_ts(obj["ts"])
-            except ValueError as exc:
-                raise ImportRejected(f"line {lineno}: {exc}") from None
+        ts = _line_ts(obj["ts"], lineno)
         if seq == 1:
             raise ImportRejected(f"line {lineno}: a run log begins with run_started at seq 1, and has it only there")
         if v == CURRENT_SCHEMA_VERSION:
@@ -173,12 +178,7 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
         raise ImportRejected(
             f"line {lineno}: schema version {v} is newer than this reader knows (up to {CURRENT_SCHEMA_VERSION}); upgrade Reckon to import it"
         )
-    ts = _ts_utc(obj["ts"])
-    if ts is None:
-        try:
-            ts = parse_ts(obj["ts"])
-        except ValueError as exc:
-            raise ImportRejected(f"line {lineno}: {exc}") from None
+    ts = _line_ts(obj["ts"], lineno)
     if not isinstance(payload, dict):
         raise ImportRejected(f"line {lineno}: payload is not a JSON object")
     missing = missing_fields(t, payload)
