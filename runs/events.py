@@ -157,6 +157,15 @@ def version_problem(type_: EventType, v: object, payload: dict) -> str | None:
     return None
 
 
+# The types ``version_problem`` checks for nothing but the range of versions, by name: (required
+# payload keys, first version). An event of one of them whose version is an int in that range and
+# whose payload holds those keys passes both checks above, so a writer of many events (the append
+# path, the importer) may test this alone and call the two functions only when it fails.
+PLAIN_CHECKS: dict[str, tuple[frozenset[str], int]] = {
+    t.value: (frozenset(REQUIRED_FIELDS[t]), INTRODUCED_IN.get(t, 1)) for t in EventType if t not in (EventType.RUN_STARTED, EventType.TOOL_CALL_COMPLETED, EventType.TOOL_CALL_RESOLVED)
+}
+
+
 def missing_fields(type_: EventType, payload: dict) -> list[str]:
     """The required payload keys that ``payload`` lacks, in declaration order."""
     return [k for k in REQUIRED_FIELDS[type_] if k not in payload]

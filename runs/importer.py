@@ -27,20 +27,21 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from runs.errors import FenceError, InvalidEvent, LeaseHeld
-from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, EventType, UnknownEventType, event_type, missing_fields, version_problem
-from runs.fold import Event
+from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, PLAIN_CHECKS, EventType, UnknownEventType, event_type, missing_fields, version_problem
+from runs.fold import Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, KEY_SECRET_WITHHELD
 from runs.leases import lease_acquire, lease_release
 from runs.json_strict import JsonRefused, json_loads_strict_bytes
 from runs.models import Run
 from runs.run_ids import run_id_problem
-from runs.store import NewEvent, after_append_merged, events_append, events_copy, events_read
+from runs.store import after_append_merged, events_append, events_copy, events_read
 from runs.upcasters import payload_complete
 
 IMPORT_HOLDER = "reckon-import"
 _KEYS = frozenset({"seq", "type", "ts", "payload", "v"})
 _REQUIRED = ("seq", "type", "ts", "payload")  # in the order a missing one is named
 _REQUIRED_KEYS = frozenset(_REQUIRED)
+_PLAIN = PLAIN_CHECKS
 
 
 class ImportRejected(Exception):
@@ -106,6 +107,29 @@ def parse_ts(value: object) -> datetime:
     return parsed.astimezone(timezone.utc)
 
 
+def _ts_utc(value: object) -> datetime | None:
+    """``parse_ts`` for the form a log almost always holds (``...Z``), or None for anything else,
+    which ``parse_ts`` then decides: Python 3.11 reads the Z itself as UTC."""
+    if type(value) is str and len(value) >= 20 and value[-1] == "Z" and value[10] in "Tt ":
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        if parsed.tzinfo is timezone.utc:
+            return parsed
+    return None
+
+
+def _line_ts(value: object, lineno: int) -> datetime:
+    ts = _ts_utc(value)
+    if ts is None:
+        try:
+            ts = parse_ts(value)
+        except ValueError as exc:
+            raise ImportRejected(f"line {lineno}: {exc}") from None
+    return ts
+
+
 def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Event:
     try:
         obj = json_loads_strict_bytes(raw)
@@ -134,19 +158,27 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
         kind = "a repeat" if seq < expected_seq else "a gap"
         raise ImportRejected(f"line {lineno}: seq {seq} where {expected_seq} was expected ({kind})")
     v = obj.get("v", 1)
+    type_ = obj["type"]
+    payload = obj["payload"]
+    spec = _PLAIN.get(type_) if type(type_) is str else None
+    if spec is not None and type(v) is int and spec[1] <= v <= CURRENT_SCHEMA_VERSION and type(payload) is dict and payload.keys() >= spec[0]:
+        # The common case: a type whose only checks are its fields and its versions, both met
+        # (``PLAIN_CHECKS``), so of the checks below only the time and the first line's remain.
+        ts = _line_ts(obj["ts"], lineno)
+        if seq == 1:
+            raise ImportRejected(f"line {lineno}: a run log begins with run_started at seq 1, and has it only there")
+        if v == CURRENT_SCHEMA_VERSION:
+            payload = payload_complete(type_, payload, run_id)
+        return Event(seq, type_, payload, ts, v)
     try:
-        t = event_type(obj["type"])
+        t = event_type(type_)
     except UnknownEventType as exc:
         raise ImportRejected(f"line {lineno}: {exc}") from None
     if isinstance(v, int) and not isinstance(v, bool) and v > CURRENT_SCHEMA_VERSION:
         raise ImportRejected(
             f"line {lineno}: schema version {v} is newer than this reader knows (up to {CURRENT_SCHEMA_VERSION}); upgrade Reckon to import it"
         )
-    try:
-        ts = parse_ts(obj["ts"])
-    except ValueError as exc:
-        raise ImportRejected(f"line {lineno}: {exc}") from None
-    payload = obj["payload"]
+    ts = _line_ts(obj["ts"], lineno)
     if not isinstance(payload, dict):
         raise ImportRejected(f"line {lineno}: payload is not a JSON object")
     missing = missing_fields(t, payload)
@@ -255,7 +287,11 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
     stored_last = 0
     appended = 0
     try:
-        with transaction.atomic(), after_append_merged():
+        # The collector is paused for the file: each chunk makes some hundred thousand small
+        # objects (decoded payloads, events, rows) that live until the chunk is written, and the
+        # collector would scan them, and the whole process's heap, many times over. Checking and
+        # writing events make no reference cycles, and the pause ends with the import.
+        with gc_paused(), transaction.atomic(), after_append_merged():
             stored_last = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first() or 0
             lease = None
             copy = False
@@ -283,13 +319,14 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
                     # COPY once the file is known to hold more than one chunk: a small file goes
                     # through the ordinary append, one statement.
                     copy = connection.vendor == "postgresql" and len(events) >= size
-                new = [NewEvent(e.type, e.payload, e.ts, e.v) for e in events]
-                # a log is kept exactly as given: one without a secret keeps the old keys
+                # The checked events go to the store as they are (an Event has every field a
+                # NewEvent has; the store assigns the same seqs). A log is kept exactly as given:
+                # one without a secret keeps the old keys.
                 if copy:
-                    events_copy(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=new, key_secret_fill=False)
+                    events_copy(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False)
                 else:
-                    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=new, key_secret_fill=False)
-                appended += len(new)
+                    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False)
+                appended += len(events)
             if lease is not None:
                 lease_release(run_id=run_id, epoch=lease.epoch)
                 if not stored_last:

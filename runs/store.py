@@ -47,7 +47,7 @@ from psycopg.rows import tuple_row
 
 from runs.canonical import chain_links, event_digest, event_digests, sealing_now
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
-from runs.events import CURRENT_SCHEMA_VERSION, INTRODUCED_IN, KEY_SECRET_SINCE, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
+from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, PLAIN_CHECKS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, key_secret_new
 from runs.verify import genesis as chain_genesis
@@ -241,10 +241,7 @@ _PROJECTORS_BY_TYPE: dict[str, list[Projector]] = {}
 # For the common case: a registered type that needs no check beyond its required fields and the
 # range of versions it may be written with. Anything else takes the full check in ``_check_slow``.
 # ``_COMPLETED_TYPES``: the types whose current-version payload ``payload_complete`` may fill in.
-_SPECIAL = frozenset({EventType.RUN_STARTED, EventType.TOOL_CALL_COMPLETED, EventType.TOOL_CALL_RESOLVED})
-_PLAIN: dict[str, tuple[frozenset[str], int]] = {
-    t.value: (frozenset(REQUIRED_FIELDS[t]), INTRODUCED_IN.get(t, 1)) for t in EventType if t not in _SPECIAL
-}
+_PLAIN = PLAIN_CHECKS
 _COMPLETED_TYPES = frozenset(t for t, _ in UPCASTERS)
 _STARTED = EventType.TOOL_CALL_STARTED.value
 

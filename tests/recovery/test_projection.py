@@ -238,3 +238,26 @@ def test_an_escalation_reads_only_its_calls_row_and_a_resolution_still_closes_ev
     incremental = snapshot()
     projections_rebuild()
     assert snapshot() == incremental
+
+
+def test_no_upcaster_changes_what_a_pair_completed_at_once_is_decided_on():
+    # The incremental projection decides such a pair on the payloads as stored (rows_apply's
+    # ``upcast``), so every upcaster must leave these fields as that decision reads them.
+    from recovery.projection import PAIR_FIELDS
+    from runs.fold import Event
+    from runs.upcasters import UPCASTERS, event_upcast
+
+    start = {"call_id": "c1", "name": "read_ledger", "arguments": {"account": "4001"}, "signature": 'read_ledger:{"account":"4001"}'}
+    done = {"call_id": "c1", "name": "read_ledger", "content": {"ok": True}}
+    variants = [{}, {"idempotency_key": "k1"}, {"retry_of": 3}, {"is_error": True}, {"source": "retry"}, {"idempotency_key": None, "is_error": False}]
+    checked = set()
+    for (type_, v), _ in UPCASTERS.items():
+        base = start if type_ == "tool_call_started" else done
+        for extra in variants:
+            payload = {**base, **extra}
+            upcast = event_upcast(Event(4, type_, payload, None, v), "run-x").payload
+            for field in PAIR_FIELDS:
+                default = "live" if field == "source" else None
+                assert upcast.get(field, default) == payload.get(field, default), (type_, v, field, extra)
+        checked.add((type_, v))
+    assert checked == set(UPCASTERS)

@@ -193,3 +193,28 @@ def test_the_commands_print_one_line_per_file_exit_non_zero_on_rejection_and_rep
     ):
         out = _manage(*args, env_extra=env)
         assert out.returncode != 0 and message in (out.stdout + out.stderr) and "Traceback" not in out.stderr, out
+
+
+@pytest.mark.parametrize(
+    "ts",
+    [
+        "2026-09-08T11:00:00Z",
+        "2026-09-08T11:00:00.003000Z",
+        "2026-09-08T11:00:00.5Z",
+        "2026-09-08 11:00:00Z",
+        "2026-09-08t11:00:00Z",
+        "2026-09-08T11:00:00+00:00Z",
+        "2026-09-08T25:00:00Z",
+        "20260908T110000.000000Z",
+    ],
+)
+def test_a_time_ending_in_z_is_read_directly_exactly_as_the_full_rule_reads_it(ts):
+    from runs.importer import _ts_utc, parse_ts
+
+    try:
+        expected = parse_ts(ts)
+    except ValueError:
+        expected = None
+    fast = _ts_utc(ts)
+    assert fast is None or fast == expected
+    assert fast is None or fast.tzinfo is expected.tzinfo
