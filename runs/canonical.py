@@ -177,7 +177,7 @@ COMPILED = _digests is not _digests_py
 
 def chain_links(prev: bytes, digests: list[bytes]) -> list[bytes]:
     """The chain's hashes after ``prev`` for ``digests``: ``chain_link`` applied in turn."""
-    return _links(prev, digests) if digests else []
+    return _links(prev, digests)
 
 
 # --- sealed values -------------------------------------------------------------------------------
@@ -333,14 +333,7 @@ def event_digests(
                 seals.append((first_seq + i, salts))
         return digests, seals
     # The common case: each payload's stored text is its RFC 8785 bytes; frame and hash them all.
-    tails = []
-    add = tails.append
-    last_ts = last_type = last_v = tail = None
-    for ts, type_, v in zip(tss, types, vs):
-        if ts is not last_ts or type_ is not last_type or v != last_v:
-            tail = _tail(type_, ts, v)
-            last_ts, last_type, last_v = ts, type_, v
-        add(tail)
+    tails = [_tail(type_, ts, v) for ts, type_, v in zip(tss, types, vs)]
     return _digests(stored, first_seq, tails), seals
 
 

@@ -41,7 +41,6 @@ IMPORT_HOLDER = "reckon-import"
 _KEYS = frozenset({"seq", "type", "ts", "payload", "v"})
 _REQUIRED = ("seq", "type", "ts", "payload")  # in the order a missing one is named
 _REQUIRED_KEYS = frozenset(_REQUIRED)
-_PLAIN = PLAIN_CHECKS
 
 
 class ImportRejected(Exception):
@@ -160,7 +159,7 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
     v = obj.get("v", 1)
     type_ = obj["type"]
     payload = obj["payload"]
-    spec = _PLAIN.get(type_) if type(type_) is str else None
+    spec = PLAIN_CHECKS.get(type_) if type(type_) is str else None
     if spec is not None and type(v) is int and spec[1] <= v <= CURRENT_SCHEMA_VERSION and type(payload) is dict and payload.keys() >= spec[0]:
         # The common case: a type whose only checks are its fields and its versions, both met
         # (``PLAIN_CHECKS``), so of the checks below only the time and the first line's remain.

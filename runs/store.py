@@ -813,26 +813,20 @@ _OID_BOOL, _OID_BYTEA, _OID_INT8, _OID_TEXT, _OID_TIMESTAMPTZ = 16, 17, 20, 25, 
 _pack_int8 = struct.Struct(">q").pack
 _PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
 _BOOL_BYTES = {True: b"\x01", False: b"\x00"}
-# The statements' texts with psycopg's ``%b`` marks numbered for libpq (None: a text this path
-# does not send, e.g. one with named parameters).
-_numbered: dict[str, bytes | None] = {}
 
 
+@functools.lru_cache(maxsize=256)
 def _numbered_text(sql: str) -> bytes | None:
-    text = _numbered.get(sql)
-    if text is None and sql not in _numbered:
-        pieces = sql.split("%b")
-        text = None
-        if not any("%" in piece for piece in pieces):
-            out = [pieces[0]]
-            for i, piece in enumerate(pieces[1:], 1):
-                out.append(f"${i}")
-                out.append(piece)
-            text = "".join(out).encode()
-        if len(_numbered) >= 256:
-            _numbered.clear()
-        _numbered[sql] = text
-    return text
+    """The statement's text with psycopg's ``%b`` marks numbered for libpq (None: a text this path
+    does not send, e.g. one with named parameters)."""
+    pieces = sql.split("%b")
+    if any("%" in piece for piece in pieces):
+        return None
+    out = [pieces[0]]
+    for i, piece in enumerate(pieces[1:], 1):
+        out.append(f"${i}")
+        out.append(piece)
+    return "".join(out).encode()
 
 
 def _timestamptz(value: datetime) -> bytes:
@@ -852,26 +846,24 @@ _LEAN_ENCODERS: dict[type, tuple[Callable, int, int]] = {
     bool: (_BOOL_BYTES.__getitem__, 1, _OID_BOOL),
     datetime: (_timestamptz, 1, _OID_TIMESTAMPTZ),
 }
-# By the parameters' types: (encoders, formats, type oids), or None when one has no encoder.
-_lean_specs: dict[tuple, tuple | None] = {}
+
+
+@functools.lru_cache(maxsize=256)
+def _lean_spec(kinds: tuple) -> tuple | None:
+    """(encoders, formats, type oids) for parameters of these Python types, or None when one has no encoder."""
+    found = [_LEAN_ENCODERS.get(k) for k in kinds]
+    if None in found:
+        return None
+    return tuple(f[0] for f in found), [f[1] for f in found], tuple(f[2] for f in found)
 
 
 def _lean_params(params: Sequence) -> tuple[list, list, tuple] | None:
     """``params`` for ``PQsendQueryPrepared``: values, formats and type oids; None for a value of
     another type, or one these encoders refuse (a lone surrogate, an integer beyond int8, a naive
     time): the cursor then sends it, with psycopg's own handling and errors."""
-    kinds = tuple(map(type, params))
-    spec = _lean_specs.get(kinds)
+    spec = _lean_spec(tuple(map(type, params)))
     if spec is None:
-        if kinds in _lean_specs:
-            return None
-        found = [_LEAN_ENCODERS.get(k) for k in kinds]
-        spec = None if None in found else (tuple(f[0] for f in found), [f[1] for f in found], tuple(f[2] for f in found))
-        if len(_lean_specs) >= 256:
-            _lean_specs.clear()
-        _lean_specs[kinds] = spec
-        if spec is None:
-            return None
+        return None
     encoders, formats, types = spec
     try:
         return [enc(p) for enc, p in zip(encoders, params)], formats, types
@@ -1032,10 +1024,7 @@ def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, enco
         parts.append(part)
     # The statement's text depends only on the parts' texts (a start, a completion, with or
     # without a tenant to record), so it is assembled once per shape.
-    shape = tuple((part.set, part.condition, part.cte) for part in parts)
-    sql = _projected_texts.get(shape)
-    if sql is None:
-        sql = _projected_text(shape)
+    sql = _projected_text(tuple((part.set, part.condition, part.cte) for part in parts))
     params = [canon]
     for part in parts:
         if part.set_params:
@@ -1051,9 +1040,8 @@ def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, enco
     return _single_execute(db, sql, params) == 1
 
 
-_projected_texts: dict[tuple, str] = {}
-
-
+# Bounded: texts with values written into them would grow the cache forever.
+@functools.lru_cache(maxsize=256)
 def _projected_text(shape: tuple) -> str:
     """The projected append's statement for parts of these (set, condition, cte) texts; their
     parameters go in that order: the sets', the fence's, the conditions', the event's, the ctes'."""
@@ -1070,11 +1058,7 @@ def _projected_text(shape: tuple) -> str:
         if cte:
             sql.append(f", p{i} AS (\n{cte}\n)")
     sql.append("\nSELECT 1 FROM ev")
-    text = "".join(sql)
-    if len(_projected_texts) >= 256:  # texts with values written into them would grow it forever
-        _projected_texts.clear()
-    _projected_texts[shape] = text
-    return text
+    return "".join(sql)
 
 
 def _riders_for(projectors, run_id: str, appended: list[Event]) -> dict[Projector, Rider]:
