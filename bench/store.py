@@ -4,6 +4,8 @@ Side by side in one run: the raw single-row INSERT commit rate (the physical ref
 durable commit costs on this database), fenced single-event appends, fenced 100-event batches, full
 replays (read, decode, upcast, fold) of a 4,000- and a 100,000-event run, and the fold alone per
 decoded event. Rates are medians over several timed windows; replay times are medians of repeats.
+The hash chain's cost is the median of each round's ratio of two windows, with and without it,
+taken in turn (``rates_in_turn``).
 """
 
 from __future__ import annotations
@@ -44,18 +46,34 @@ def rate(fn: Callable[[], int], *, seconds: float, windows: int) -> float:
 
 
 def rates_side_by_side(fns: dict[str, Callable[[], int]], *, seconds: float, windows: int) -> dict[str, float]:
-    """Median events/s of each of ``fns`` over timed windows taken in turn (a window of each, then
-    again): the machine's drift during the run reaches every figure alike, so their ratios hold."""
-    rates: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(windows):
-        for name, fn in fns.items():
+    """Median events/s of each of ``fns`` over timed windows taken in turn (``rates_in_turn``)."""
+    return {name: statistics.median(r) for name, r in rates_in_turn(fns, seconds=seconds, windows=windows).items()}
+
+
+def rates_in_turn(fns: dict[str, Callable[[], int]], *, seconds: float, windows: int) -> dict[str, list[float]]:
+    """Events/s of each of ``fns`` in each of ``windows`` rounds: a timed window of each, in turn, each
+    round starting one further along. The machine's drift during the run reaches every figure alike,
+    and no figure always follows the same other one (the first window after a switch can pay for
+    the one before it), so the rounds' ratios hold."""
+    names = list(fns)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for w in range(windows):
+        for k in range(len(names)):
+            name = names[(w + k) % len(names)]
+            fn = fns[name]
             n = 0
             t0 = time.perf_counter()
             deadline = t0 + seconds
             while time.perf_counter() < deadline:
                 n += fn()
             rates[name].append(n / (time.perf_counter() - t0))
-    return {name: statistics.median(r) for name, r in rates.items()}
+    return rates
+
+
+def cost_in_turn(rates: dict[str, list[float]], name: str, against: str) -> float:
+    """What ``name`` costs against ``against``: the median over the rounds of 1 - its rate / the
+    other's, each round's two windows taken minutes apart at most."""
+    return statistics.median(1 - a / b for a, b in zip(rates[name], rates[against]))
 
 
 def median_ms(fn: Callable[[], object], repeats: int) -> float:
@@ -121,7 +139,7 @@ def bench_store(*, quick: bool = False, out=None, routes: bool = False) -> dict:
     return figures
 
 
-def _single_rates(*, seconds: float, windows: int) -> dict[str, float]:
+def _single_rates(*, seconds: float, windows: int) -> dict[str, list[float]]:
     """Raw inserts, fenced single appends and (on PostgreSQL) the fenced statement alone, taking
     turns window by window so that the machine's drift reaches all three alike."""
     insert = _raw_insert()
@@ -173,7 +191,7 @@ def _single_rates(*, seconds: float, windows: int) -> dict[str, float]:
             return 1
 
         singles["statement"] = statement_one
-    return rates_side_by_side(singles, seconds=seconds, windows=windows)
+    return rates_in_turn(singles, seconds=seconds, windows=windows)
 
 
 def _batch_appender(run_id: str, batch: list[NewEvent], *, chained: bool = True) -> Callable[[], int]:
@@ -199,16 +217,20 @@ def _bench_store(*, quick: bool, out) -> dict:
     big = 20_000 if quick else 100_000
     say(f"store benchmark on {connection.vendor} ({'quick' if quick else 'full'}): medians of {windows} windows of {seconds}s")
 
-    single_rates = _single_rates(seconds=seconds, windows=windows)
+    single_rounds = _single_rates(seconds=seconds, windows=windows)
+    single_rates = {name: statistics.median(r) for name, r in single_rounds.items()}
     raw, fenced, statement_only = single_rates["raw"], single_rates["fenced"], single_rates.get("statement")
     # A model's turns and messages: no read model subscribes, so the store's own path.
     conversation = [e for e in synthetic_events("bench-batch", 2, 300) if e.type == "model_turn"][:100]
     # With and without the hash chain, window by window (the chain's cost, measured in one run).
     if connection.vendor == "postgresql":
-        batch_rates = rates_side_by_side(
-            {"chained": _batch_appender("bench-batch", conversation), "unchained": _batch_appender("bench-batch-unchained", conversation, chained=False)}, seconds=seconds, windows=windows
+        # Shorter windows, three times as many: two windows of a round lie closer in time.
+        batch_rounds = rates_in_turn(
+            {"chained": _batch_appender("bench-batch", conversation), "unchained": _batch_appender("bench-batch-unchained", conversation, chained=False)},
+            seconds=seconds / 3,
+            windows=windows * 3,
         )
-        batched, batched_unchained = batch_rates["chained"], batch_rates["unchained"]
+        batched, batched_unchained = statistics.median(batch_rounds["chained"]), statistics.median(batch_rounds["unchained"])
     else:
         batched, batched_unchained = _batch_rate("bench-batch", conversation, seconds=seconds, windows=windows), None
     unchained = single_rates.get("unchained")
@@ -233,9 +255,9 @@ def _bench_store(*, quick: bool, out) -> dict:
         "fenced_statement_only_per_s": round(statement_only, 1) if statement_only else None,
         "fenced_batch_per_s": round(batched, 1),
         "fenced_append_unchained_per_s": round(unchained, 1) if unchained else None,
-        "chain_cost_single": round(1 - fenced / unchained, 3) if unchained else None,
+        "chain_cost_single": round(cost_in_turn(single_rounds, "fenced", "unchained"), 3) if unchained else None,
         "fenced_batch_unchained_per_s": round(batched_unchained, 1) if batched_unchained else None,
-        "chain_cost_batch": round(1 - batched / batched_unchained, 3) if batched_unchained else None,
+        "chain_cost_batch": round(cost_in_turn(batch_rounds, "chained", "unchained"), 3) if batched_unchained else None,
         "chain_compiled": CHAIN_COMPILED,
         "fenced_batch_with_projections_per_s": round(batched_projected, 1),
         "replay_4k_ms": round(replay_4k, 2),
@@ -250,11 +272,11 @@ def _bench_store(*, quick: bool, out) -> dict:
     if statement_only:
         say(f"  ... its statement alone          {statement_only:>12,.0f} events/s   ({statement_only / raw:.0%} of raw: the database's share of the gap)")
     if unchained:
-        say(f"  ... without the hash chain      {unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_single']:.1%})")
+        say(f"  ... without the hash chain      {unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_single']:.1%}, median of {windows} rounds' ratios)")
     say(f"  fenced 100-event batch append   {figures['fenced_batch_per_s']:>12,.0f} events/s   (model turns: no read model subscribed)")
     if batched_unchained:
         steps = "compiled, runs/_chain.c" if CHAIN_COMPILED else "in Python: runs._chain was not built"
-        say(f"  ... without the hash chain      {batched_unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_batch']:.1%}; its steps {steps})")
+        say(f"  ... without the hash chain      {batched_unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_batch']:.1%}, median of {windows * 3} rounds' ratios; its steps {steps})")
     say(f"  ... with tool calls             {figures['fenced_batch_with_projections_per_s']:>12,.0f} events/s   (read models kept in the same transaction)")
     say(f"  full replay, 4,000 events       {figures['replay_4k_ms']:>12,.2f} ms")
     say(f"  full replay, {big:,} events   {replay_big:>12,.2f} ms   ({figures['replay_us_per_event']:.2f} us/event)")

@@ -1,0 +1,30 @@
+"""``bench store``'s side-by-side windows: each round starts one further along, and a cost is the
+median of the rounds' own ratios."""
+
+import pytest
+
+from bench.store import cost_in_turn, rates_in_turn
+
+
+def test_each_round_starts_one_further_along():
+    order: list[str] = []
+
+    def one(name):
+        def fn() -> int:
+            if not order or order[-1] != name:
+                order.append(name)
+            return 1
+
+        return fn
+
+    rates = rates_in_turn({"a": one("a"), "b": one("b"), "c": one("c")}, seconds=0.002, windows=3)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert {name: len(r) for name, r in rates.items()} == {"a": 3, "b": 3, "c": 3}
+    assert all(rate > 0 for r in rates.values() for rate in r)
+
+
+def test_cost_is_the_median_of_each_rounds_ratio():
+    # Round by round the first is 10% slower, whatever the machine's speed in that round.
+    rates = {"chained": [90.0, 45.0, 45.0, 900.0], "plain": [100.0, 50.0, 50.0, 1000.0]}
+    assert cost_in_turn(rates, "chained", "plain") == pytest.approx(0.10)
+    assert cost_in_turn({"x": [100.0, 120.0, 80.0], "y": [100.0, 100.0, 100.0]}, "x", "y") == pytest.approx(0.0)
