@@ -167,10 +167,14 @@ def _links_py(prev: bytes, digests: list[bytes]) -> list[bytes]:
     return out
 
 
+def _links_framed_py(prev: bytes, digests: list[bytes], prefix: bytes) -> bytes:
+    return b"".join([prefix + h for h in _links_py(prev, digests)])
+
+
 try:
-    from runs._chain import digests as _digests, links as _links, plain as _plain
+    from runs._chain import digests as _digests, links as _links, links_framed as _links_framed, plain as _plain
 except ImportError:  # not built here (no compiler or no OpenSSL headers at install)
-    _digests, _links, _plain = _digests_py, _links_py, _plain_py
+    _digests, _links, _links_framed, _plain = _digests_py, _links_py, _links_framed_py, _plain_py
 
 COMPILED = _digests is not _digests_py
 
@@ -178,6 +182,12 @@ COMPILED = _digests is not _digests_py
 def chain_links(prev: bytes, digests: list[bytes]) -> list[bytes]:
     """The chain's hashes after ``prev`` for ``digests``: ``chain_link`` applied in turn."""
     return _links(prev, digests)
+
+
+def chain_links_framed(prev: bytes, digests: list[bytes], prefix: bytes) -> bytes:
+    """``chain_links``' hashes as one text, each preceded by ``prefix`` (a binary array's length
+    word): what a batch append sends, built without a list of hashes in between."""
+    return _links_framed(prev, digests, prefix)
 
 
 # --- sealed values -------------------------------------------------------------------------------

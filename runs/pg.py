@@ -111,6 +111,15 @@ def bytea_array(items: list[bytes]) -> bytes:
     return _ByteaArray(b"".join(parts))
 
 
+# The length word of each item of a ``hashes_array``: every hash is 32 bytes.
+HASH_ITEM_PREFIX = _I32(32)
+
+
+def hashes_array(n: int, framed: bytes) -> bytes:
+    """``n`` 32-byte hashes, each already preceded by ``HASH_ITEM_PREFIX``, as one binary bytea[]."""
+    return _ByteaArray(_array_header(17, n) + framed)
+
+
 def _type_item(name: str) -> bytes:
     b = name.encode()
     return _I32(len(b)) + b

@@ -45,13 +45,13 @@ from psycopg.generators import execute as _pg_execute
 from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.rows import tuple_row
 
-from runs.canonical import chain_links, event_digest, event_digests, sealing_now
+from runs.canonical import chain_links, chain_links_framed, event_digest, event_digests, sealing_now
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, PLAIN_CHECKS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, key_secret_new
 from runs.verify import genesis as chain_genesis
-from runs.pg import ARRAY_DUMPERS, binary_arrays, bytea_array, server_cursor
+from runs.pg import ARRAY_DUMPERS, HASH_ITEM_PREFIX, binary_arrays, bytea_array, hashes_array, server_cursor
 from runs.upcasters import UPCASTERS, call_tenant_problem, events_upcast, payload_complete
 
 log = logging.getLogger("reckon.store")
@@ -981,10 +981,10 @@ def _pg_append_batch(db, run_id, expected_seq, seqs, events, tss, encoded, canon
     cur = _append_cursor(db)
     if expected_seq == 0 or (known is not None and known[0] == expected_seq):
         start = chain_genesis(run_id) if expected_seq == 0 else known[1]
-        hashes = chain_links(start, canons)
-        prev = hashes[-1]
+        framed = chain_links_framed(start, canons, HASH_ITEM_PREFIX)
+        prev = framed[-32:]
         with db.wrap_database_errors:
-            cur.execute(_PG_APPEND_LINKED, {**params, "prev": start, "head": prev, "hashes": bytea_array(hashes)}, prepare=True)
+            cur.execute(_PG_APPEND_LINKED, {**params, "prev": start, "head": prev, "hashes": hashes_array(n, framed)}, prepare=True)
         if cur.rowcount == n:
             _heads[key] = (seqs[-1], prev)
             return True

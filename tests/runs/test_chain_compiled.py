@@ -46,6 +46,7 @@ def implementation(request, monkeypatch):
     if request.param == "python":
         monkeypatch.setattr(canonical, "_digests", canonical._digests_py)
         monkeypatch.setattr(canonical, "_links", canonical._links_py)
+        monkeypatch.setattr(canonical, "_links_framed", canonical._links_framed_py)
         monkeypatch.setattr(canonical, "_plain", canonical._plain_py)
     return request.param
 
@@ -53,6 +54,7 @@ def implementation(request, monkeypatch):
 def test_the_compiled_steps_are_the_ones_in_use():
     assert canonical.COMPILED
     assert canonical._digests is compiled.digests and canonical._links is compiled.links and canonical._plain is compiled.plain
+    assert canonical._links_framed is compiled.links_framed
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,6 +92,16 @@ def test_plain_refuses_every_mark_of_a_text_orjson_writes_otherwise(text):
     assert canonical._plain_py(text, ()) is False
 
 
+@pytest.mark.parametrize("mark", [b"1.0}", b"1e-7", b"1e+9", "\U0001f600".encode(), b"2.0]", b"x.0", b"one-time", b"3.05"])
+def test_plain_finds_a_mark_at_every_offset_of_the_sixteen_byte_steps(mark):
+    # The compiled scan looks at sixteen bytes at a time: a mark may start, end or straddle a step
+    # anywhere, and the text may end right after it.
+    for before in range(0, 40):
+        for after in (b"", b"}", b"abcdefghijklmnopqrstu"):
+            text = b"a" * before + mark + after
+            assert compiled.plain(text, ()) is canonical._plain_py(text, ()), (before, after)
+
+
 def test_plain_accepts_lookalikes_and_finds_needles():
     text = b'{"amount":0.0031,"iban":"DE-1","note":"one-time, re-run","tz":"+00:00","when":"2026-01-01"}'
     assert compiled.plain(text, ()) is True and canonical._plain_py(text, ()) is True
@@ -108,6 +120,11 @@ def test_links_chain_as_the_definition_says(prev, digests):
         expected.append(head)
     assert compiled.links(prev, digests) == expected
     assert canonical._links_py(prev, digests) == expected
+    # Framed: each hash after a prefix (a binary array's length word), in one text.
+    framed = b"".join(b"\x00\x00\x00\x20" + h for h in expected)
+    assert compiled.links_framed(prev, digests, b"\x00\x00\x00\x20") == framed
+    assert canonical._links_framed_py(prev, digests, b"\x00\x00\x00\x20") == framed
+    assert compiled.links_framed(prev, digests, b"") == b"".join(expected)
 
 
 def test_sealed_names_send_a_batch_to_the_exact_path_in_either_implementation(implementation):
@@ -138,3 +155,7 @@ def test_wrong_arguments_are_refused_with_a_message():
         compiled.links(b"short", [])
     with pytest.raises(TypeError, match=r"digests\[0\] must be bytes"):
         compiled.links(b"x" * 32, [None])
+    with pytest.raises(ValueError, match="32-byte"):
+        compiled.links_framed(b"short", [], b"")
+    with pytest.raises(TypeError, match=r"digests\[1\] must be bytes"):
+        compiled.links_framed(b"x" * 32, [b"y" * 32, "z"], b"")
