@@ -23,7 +23,6 @@
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <Python.h>
 #include <openssl/sha.h>
-#include <stdio.h>
 #include <string.h>
 
 #define DIGEST_LEN 32
@@ -68,6 +67,27 @@ list_set_digest(PyObject *list, Py_ssize_t i, const unsigned char digest[DIGEST_
     return 0;
 }
 
+/* ',"seq":N' into out, N in decimal as JSON writes an integer; returns its length. */
+static int
+seq_frame(char out[40], long long seq)
+{
+    static const char head[] = ",\"seq\":";
+    memcpy(out, head, sizeof head - 1);
+    char *w = out + sizeof head - 1;
+    unsigned long long u = seq < 0 ? 0ULL - (unsigned long long)seq : (unsigned long long)seq;
+    if (seq < 0)
+        *w++ = '-';
+    char digits[20];
+    int k = 0;
+    do {
+        digits[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    while (k > 0)
+        *w++ = digits[--k];
+    return (int)(w - out);
+}
+
 static PyObject *
 chain_digests(PyObject *Py_UNUSED(self), PyObject *args)
 {
@@ -91,7 +111,7 @@ chain_digests(PyObject *Py_UNUSED(self), PyObject *args)
         if (bytes_of(PyList_GET_ITEM(raws, i), "raws", i, &raw, &raw_len) < 0
             || bytes_of(PyList_GET_ITEM(tails, i), "tails", i, &tail, &tail_len) < 0)
             goto fail;
-        int seq_len = snprintf(seq_text, sizeof seq_text, ",\"seq\":%lld", first_seq + (long long)i);
+        int seq_len = seq_frame(seq_text, first_seq + (long long)i);
         const void *parts[] = {PAYLOAD_OPEN, raw, seq_text, tail};
         const size_t lens[] = {sizeof PAYLOAD_OPEN - 1, (size_t)raw_len, (size_t)seq_len, (size_t)tail_len};
         if (hash_parts(4, parts, lens, digest) < 0 || list_set_digest(out, i, digest) < 0)
