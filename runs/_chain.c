@@ -123,50 +123,13 @@ fail:
     return NULL;
 }
 
+/* The chain's hashes after prev, one after another in one bytes object, each preceded by prefix;
+ * fn names the caller in messages. */
 static PyObject *
-chain_links(PyObject *Py_UNUSED(self), PyObject *args)
+linked_text(const char *fn, const char *prev, Py_ssize_t prev_len, PyObject *digests, const char *prefix, Py_ssize_t prefix_len)
 {
-    const char *prev;
-    Py_ssize_t prev_len;
-    PyObject *digests;
-    if (!PyArg_ParseTuple(args, "y#O!:links", &prev, &prev_len, &PyList_Type, &digests))
-        return NULL;
     if (prev_len != DIGEST_LEN) {
-        PyErr_SetString(PyExc_ValueError, "links: prev must be a 32-byte hash");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(digests);
-    PyObject *out = PyList_New(n);
-    if (out == NULL)
-        return NULL;
-    unsigned char head[DIGEST_LEN];
-    memcpy(head, prev, DIGEST_LEN);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const char *d;
-        Py_ssize_t d_len;
-        if (bytes_of(PyList_GET_ITEM(digests, i), "digests", i, &d, &d_len) < 0)
-            goto fail;
-        const void *parts[] = {head, d};
-        const size_t lens[] = {DIGEST_LEN, (size_t)d_len};
-        if (hash_parts(2, parts, lens, head) < 0 || list_set_digest(out, i, head) < 0)
-            goto fail;
-    }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
-}
-
-static PyObject *
-chain_links_framed(PyObject *Py_UNUSED(self), PyObject *args)
-{
-    const char *prev, *prefix;
-    Py_ssize_t prev_len, prefix_len;
-    PyObject *digests;
-    if (!PyArg_ParseTuple(args, "y#O!y#:links_framed", &prev, &prev_len, &PyList_Type, &digests, &prefix, &prefix_len))
-        return NULL;
-    if (prev_len != DIGEST_LEN) {
-        PyErr_SetString(PyExc_ValueError, "links_framed: prev must be a 32-byte hash");
+        PyErr_Format(PyExc_ValueError, "%s: prev must be a 32-byte hash", fn);
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(digests);
@@ -192,6 +155,38 @@ chain_links_framed(PyObject *Py_UNUSED(self), PyObject *args)
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+static PyObject *
+chain_links(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    const char *prev;
+    Py_ssize_t prev_len;
+    PyObject *digests;
+    if (!PyArg_ParseTuple(args, "y#O!:links", &prev, &prev_len, &PyList_Type, &digests))
+        return NULL;
+    PyObject *text = linked_text("links", prev, prev_len, digests, "", 0);
+    if (text == NULL)
+        return NULL;
+    Py_ssize_t n = PyBytes_GET_SIZE(text) / DIGEST_LEN;
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        if (list_set_digest(out, i, (const unsigned char *)PyBytes_AS_STRING(text) + i * DIGEST_LEN) < 0)
+            Py_CLEAR(out);
+    }
+    Py_DECREF(text);
+    return out;
+}
+
+static PyObject *
+chain_links_framed(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    const char *prev, *prefix;
+    Py_ssize_t prev_len, prefix_len;
+    PyObject *digests;
+    if (!PyArg_ParseTuple(args, "y#O!y#:links_framed", &prev, &prev_len, &PyList_Type, &digests, &prefix, &prefix_len))
+        return NULL;
+    return linked_text("links_framed", prev, prev_len, digests, prefix, prefix_len);
 }
 
 /* Whether the candidate byte at p[i] (one of + - . or a lead byte F0-FF) marks a text that
