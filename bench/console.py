@@ -304,7 +304,7 @@ def _plans(client: Client, pk: int) -> tuple[list[dict], list[str]]:
     # The statement recovery.rows.run_rows_read prepares, with a start seq named.
     run_rows_sql = f"SELECT {CALL_COLUMNS.select()} FROM reckon_uncertain_call uc WHERE uc.run_id = %s AND (uc.state <> %s OR uc.start_seq = ANY(%s))"
     plans += statements_plans("worker: due calls (reconcile_scan)", lambda: list(due_calls().values_list("pk", "attempts")))
-    plans += statement_sql_plan("worker: a call, its run and policy", _call_sql(False), [pk])
+    plans += statement_sql_plan("worker: a call, its run and policy", _call_sql(), [pk])
     plans += statement_sql_plan("projection: a run's rows", run_rows_sql, [row.run_id, "resolved", [row.start_seq]])
     plans += statements_plans("detection: runs with calls in flight", lambda: uncertain_calls_detect())
     for p in plans:

@@ -54,7 +54,9 @@ def commit_lazily() -> None:
             cur.execute("SET LOCAL synchronous_commit TO OFF")
 
 def lease_take(run_id: str) -> Lease:
-    return lease_acquire(run_id=run_id, holder=holder_name(), ttl_seconds=settings.RECKON_RECOVERY_LEASE_SECONDS, create=False)
+    """The run's lease for recovery. Taken outside a transaction, its statement commits lazily on
+    PostgreSQL, as ``commit_lazily`` does for a transaction: one round trip instead of four."""
+    return lease_acquire(run_id=run_id, holder=holder_name(), ttl_seconds=settings.RECKON_RECOVERY_LEASE_SECONDS, create=False, lazily=True)
 
 def busy_error(run_id: str, exc: LeaseHeld) -> RunBusy:
     return RunBusy(f"run {run_id!r} is owned by {exc.holder!r} right now; try again when its lease ends")

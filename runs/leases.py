@@ -54,18 +54,23 @@ def _check(run_id: str, holder: str, ttl_seconds: float) -> None:
 
 
 def lease_acquire(
-    *, run_id: str, holder: str, ttl_seconds: float | None = None, create: bool = True, origin: str = Run.Origin.LIVE
+    *, run_id: str, holder: str, ttl_seconds: float | None = None, create: bool = True, origin: str = Run.Origin.LIVE, lazily: bool = False
 ) -> Lease:
     """Take the run's lease with a new epoch, creating the run when ``create`` is set.
 
     Succeeds when nobody holds the lease or the holder's lease has expired by the database clock
     (recorded as a takeover); raises LeaseHeld otherwise, and RunNotFound for a missing run when
     ``create`` is off.
+
+    ``lazily``: on PostgreSQL, an acquisition that commits on its own (no transaction open) commits
+    without waiting for its WAL flush, set by its own statement (``recovery.ownership.commit_lazily``
+    says why lease bookkeeping may). Inside a transaction it changes nothing: the setting would
+    reach whatever else that transaction writes.
     """
     ttl = float(ttl_seconds if ttl_seconds is not None else settings.RECKON_LEASE_SECONDS)
     _check(run_id, holder, ttl)
     if connection.vendor == "postgresql":
-        return _pg_acquire(run_id, holder, ttl, create, origin)
+        return _pg_acquire(run_id, holder, ttl, create, origin, lazily and connection.get_autocommit())
     if create and not Run.objects.filter(run_id=run_id).exists():
         try:
             with transaction.atomic():
@@ -106,7 +111,7 @@ def lease_acquire(
 # here and then sees the committed holder), ``upd`` takes the lease only when it is free by the
 # database clock, and ``rec`` writes the acquisition or takeover record in the same statement, so a
 # lease change and its record commit together with one round trip.
-_PG_ACQUIRE = """
+_PG_ACQUIRE_CTES = """
 WITH prev AS (
     SELECT run_id, lease_epoch, lease_holder, lease_expires_at,
            (lease_holder = '' OR lease_expires_at IS NULL OR lease_expires_at <= now()) AS free
@@ -128,9 +133,12 @@ WITH prev AS (
            now()
       FROM upd, prev
 )
-SELECT upd.lease_epoch, upd.lease_expires_at, upd.last_seq, prev.lease_epoch, prev.lease_holder, prev.lease_expires_at
-  FROM prev LEFT JOIN upd ON true
 """
+_PG_ACQUIRE_RESULT = "SELECT upd.lease_epoch, upd.lease_expires_at, upd.last_seq, prev.lease_epoch, prev.lease_holder, prev.lease_expires_at{lazily}\n  FROM prev LEFT JOIN upd ON true\n"
+_PG_ACQUIRE = _PG_ACQUIRE_CTES + _PG_ACQUIRE_RESULT.format(lazily="")
+# The same, committing without waiting for its WAL flush when it is a transaction of its own: the
+# setting is made by the statement, which is evaluated before its implicit commit.
+_PG_ACQUIRE_LAZILY = _PG_ACQUIRE_CTES + _PG_ACQUIRE_RESULT.format(lazily=", set_config('synchronous_commit', 'off', true)")
 
 _PG_CREATE = """
 INSERT INTO reckon_run (run_id, origin, source_file, created_at, last_seq, lease_epoch, lease_holder)
@@ -144,15 +152,16 @@ def _pg(sql: str, params: dict) -> list[tuple]:
         return cur.fetchall() if cur.description else [(cur.rowcount,)]
 
 
-def _pg_acquire(run_id: str, holder: str, ttl: float, create: bool, origin: str) -> Lease:
+def _pg_acquire(run_id: str, holder: str, ttl: float, create: bool, origin: str, lazily: bool = False) -> Lease:
     params = {"run_id": run_id, "holder": holder, "ttl": ttl, "origin": str(origin)}
-    rows = _pg(_PG_ACQUIRE, params)
+    sql = _PG_ACQUIRE_LAZILY if lazily else _PG_ACQUIRE
+    rows = _pg(sql, params)
     if not rows and create:
         _pg(_PG_CREATE, params)
-        rows = _pg(_PG_ACQUIRE, params)
+        rows = _pg(sql, params)
     if not rows:
         raise RunNotFound(run_id)
-    epoch, expires_at, last_seq, held_epoch, held_by, held_until = rows[0]
+    epoch, expires_at, last_seq, held_epoch, held_by, held_until = rows[0][:6]
     if epoch is None:
         refused = LeaseHeld(run_id=run_id, holder=held_by, epoch=held_epoch, expires_at=held_until)
         lease_record(run_id=run_id, kind="refused", epoch=held_epoch, holder=holder, detail=str(refused))
