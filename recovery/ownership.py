@@ -29,7 +29,7 @@ from recovery.errors import RunBusy
 from recovery.models import UncertainCall
 from runs.errors import FenceError, LeaseHeld, RunNotFound, StaleEpoch
 from runs.faults import fault_point
-from runs.leases import Lease, lease_acquire, lease_release
+from runs.leases import Lease, lease_acquire, lease_release, leases_release
 from runs.store import NewEvent, events_append
 
 log = logging.getLogger("reckon.recovery")
@@ -191,13 +191,17 @@ class Group:
         fenced = []
         try:
             with transaction.atomic():
+                appended = []
                 for o, r in members:
                     try:
                         o.flush()
                     except FenceError as exc:  # nothing of this call was written; the rest go on
                         fenced.append((o, r, exc))
                     else:
-                        lease_release(run_id=o.run_id, epoch=o.epoch)
+                        appended.append((o.run_id, o.epoch))
+                # Each run's row is locked by its append's fence until the commit, so the leases go
+                # back together, after the appends, as they would one by one.
+                leases_release(appended)
         except Exception:
             log.warning("group commit of %d calls failed; finishing each on its own", len(members), exc_info=True)
             for (o, r), (pending, seq) in zip(members, saved):
