@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg.types.json import Jsonb
 
 from recovery.models import InFlightCall, ToolPolicy, UncertainCall
@@ -35,10 +35,14 @@ class Columns:
         self.fields = list(model._meta.concrete_fields)
         self.attnames = [f.attname for f in self.fields]
         self._converters: dict[str, list] = {}
+        self._selects: dict[str, str] = {}
 
     def select(self) -> str:
-        qn = connection.ops.quote_name
-        return ", ".join(f"{self.alias}.{qn(f.column)}" for f in self.fields)
+        text = self._selects.get(connection.vendor)
+        if text is None:
+            qn = connection.ops.quote_name
+            text = self._selects[connection.vendor] = ", ".join(f"{self.alias}.{qn(f.column)}" for f in self.fields)
+        return text
 
     def _convs(self) -> list:
         convs = self._converters.get(connection.vendor)
@@ -58,12 +62,15 @@ class Columns:
         values = list(values[start : start + len(self.fields)])
         if values[0] is None:
             return None
+        # The connection itself, not the ``connection`` proxy: each attribute read through the
+        # proxy is a context-local lookup, and the converters read a few per value.
+        db = connections[DEFAULT_DB_ALIAS]
         for i, found, col in self._convs():
             v = values[i]
             for conv in found:
-                v = conv(v, col, connection)
+                v = conv(v, col, db)
             values[i] = v
-        obj = self.model.from_db(connection.alias, self.attnames, values)
+        obj = self.model.from_db(db.alias, self.attnames, values)
         obj._loaded = tuple(values)  # what ``rows_update`` compares against
         return obj
 
@@ -138,18 +145,19 @@ def row_update(row: UncertainCall) -> None:
     if loaded is None or row.pk is None:
         row.save()
         return
-    qn = connection.ops.quote_name
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: see ``Columns.instance``
+    qn = db.ops.quote_name
     sets, params = [], []
     for f, before in zip(CALL_COLUMNS.fields, loaded):
         value = getattr(row, f.attname)
         if value != before or f.attname == "updated_at":
             sets.append(f"{qn(f.column)} = %s")
-            params.append(f.get_db_prep_save(value, connection))
+            params.append(f.get_db_prep_save(value, db))
     if not sets:
         return
     params.append(row.pk)
     sql = f"UPDATE reckon_uncertain_call SET {', '.join(sets)} WHERE id = %s"
-    if connection.vendor == "postgresql":
+    if db.vendor == "postgresql":
         # Server-side binding: the few shapes of this statement (which columns an event changes)
         # are prepared by psycopg once they repeat.
         with server_cursor() as cur:
