@@ -53,9 +53,7 @@ def _check(run_id: str, holder: str, ttl_seconds: float) -> None:
         raise InvalidEvent(f"lease length must be between 0 and 86400 seconds, got {ttl_seconds!r}")
 
 
-def lease_acquire(
-    *, run_id: str, holder: str, ttl_seconds: float | None = None, create: bool = True, origin: str = Run.Origin.LIVE, lazily: bool = False
-) -> Lease:
+def lease_acquire(*, run_id: str, holder: str, ttl_seconds: float | None = None, create: bool = True, origin: str = Run.Origin.LIVE, lazily: bool = False) -> Lease:
     """Take the run's lease with a new epoch, creating the run when ``create`` is set.
 
     Succeeds when nobody holds the lease or the holder's lease has expired by the database clock
