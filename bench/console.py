@@ -302,10 +302,10 @@ def _plans(client: Client, pk: int) -> tuple[list[dict], list[str]]:
     plans += queue_plans(client, [(f"API /uncertain-calls/{pk}", f"/api/uncertain-calls/{pk}"), ("/metrics", "/metrics")], headers=api)
     row = uncertain_call_get(pk=pk)
     # The statement recovery.rows.run_rows_read prepares, with a start seq named.
-    run_rows_sql = f"SELECT {CALL_COLUMNS.select()} FROM reckon_uncertain_call uc WHERE uc.run_id = %s AND (uc.state <> %s OR uc.start_seq = ANY(%s))"
+    run_rows_sql = f"SELECT r.in_flight, {CALL_COLUMNS.select()} FROM reckon_run r LEFT JOIN reckon_uncertain_call uc ON uc.run_id = r.run_id AND (uc.state <> %s OR uc.start_seq = ANY(%s)) WHERE r.run_id = %s"
     plans += statements_plans("worker: due calls (reconcile_scan)", lambda: list(due_calls().values_list("pk", "attempts")))
-    plans += statement_sql_plan("worker: a call, its run and policy", _call_sql(False), [pk])
-    plans += statement_sql_plan("projection: a run's rows", run_rows_sql, [row.run_id, "resolved", [row.start_seq]])
+    plans += statement_sql_plan("worker: a call, its run and policy", _call_sql(), [pk])
+    plans += statement_sql_plan("projection: a run's rows", run_rows_sql, ["resolved", [row.start_seq], row.run_id])
     plans += statements_plans("detection: runs with calls in flight", lambda: uncertain_calls_detect())
     for p in plans:
         p.pop("sql")

@@ -69,7 +69,8 @@ def recovery_decisions_log(run_id: str, events: list, epoch: int) -> None:
     run's sensitive values, as a screen would show it.
     """
     mine = [e for e in events if e.type in DECISION_TYPES]
-    if not mine:
+    if not mine or not decisions.isEnabledFor(logging.INFO):
+        # A level that drops the lines (RECKON_LOG_LEVEL above INFO) drops their masking's reads too.
         return
     lines = []
     for e in mine:

@@ -29,7 +29,7 @@ from recovery.errors import RunBusy
 from recovery.models import UncertainCall
 from runs.errors import FenceError, LeaseHeld, RunNotFound, StaleEpoch
 from runs.faults import fault_point
-from runs.leases import Lease, lease_acquire, lease_release
+from runs.leases import Lease, lease_acquire, lease_release, leases_release
 from runs.store import NewEvent, events_append
 
 log = logging.getLogger("reckon.recovery")
@@ -54,7 +54,9 @@ def commit_lazily() -> None:
             cur.execute("SET LOCAL synchronous_commit TO OFF")
 
 def lease_take(run_id: str) -> Lease:
-    return lease_acquire(run_id=run_id, holder=holder_name(), ttl_seconds=settings.RECKON_RECOVERY_LEASE_SECONDS, create=False)
+    """The run's lease for recovery. Taken outside a transaction, its statement commits lazily on
+    PostgreSQL, as ``commit_lazily`` does for a transaction: one round trip instead of four."""
+    return lease_acquire(run_id=run_id, holder=holder_name(), ttl_seconds=settings.RECKON_RECOVERY_LEASE_SECONDS, create=False, lazily=True)
 
 def busy_error(run_id: str, exc: LeaseHeld) -> RunBusy:
     return RunBusy(f"run {run_id!r} is owned by {exc.holder!r} right now; try again when its lease ends")
@@ -189,13 +191,17 @@ class Group:
         fenced = []
         try:
             with transaction.atomic():
+                appended = []
                 for o, r in members:
                     try:
                         o.flush()
                     except FenceError as exc:  # nothing of this call was written; the rest go on
                         fenced.append((o, r, exc))
                     else:
-                        lease_release(run_id=o.run_id, epoch=o.epoch)
+                        appended.append((o.run_id, o.epoch))
+                # Each run's row is locked by its append's fence until the commit, so the leases go
+                # back together, after the appends, as they would one by one.
+                leases_release(appended)
         except Exception:
             log.warning("group commit of %d calls failed; finishing each on its own", len(members), exc_info=True)
             for (o, r), (pending, seq) in zip(members, saved):

@@ -629,10 +629,10 @@ def projection_apply(run_id: str, events: list[Event], epoch: int) -> None:
     # decision, a note) need no other row of the run: a run with fifty calls in doubt cost every
     # escalation fifty rows read and built.
     targeted = all(ev.type in _TARGETED and type(ev.payload.get("start_seq")) is int for ev in relevant)
-    rows = run_rows_read(run_id, named, unresolved=not targeted)
+    rows, narrow = run_rows_read(run_id, named, unresolved=not targeted)
     for row in rows:
         row._narrow = False
-    rows += in_flight_rows(run_id, list(InFlightCall.objects.filter(run_id=run_id)), policies=policies)
+    rows += in_flight_rows(run_id, narrow, policies=policies)
     rr = RunRows(run_id, rows)
 
     def epoch_of(seq: int) -> int:

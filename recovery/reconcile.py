@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone as djtz
 
@@ -64,18 +64,12 @@ def _attempt(
         },
     )
 
-def _call_sql(lazily: bool) -> str:
-    """The call, its run's last seq and its tool's policy, in one statement.
-
-    On PostgreSQL ``lazily`` also makes the surrounding transaction commit without waiting for its
-    WAL flush (``commit_lazily``, for the lease bookkeeping that follows) in the same round trip.
-    """
-    key = (connection.vendor, lazily)
-    sql = _CALL_SQL.get(key)
+def _call_sql() -> str:
+    """The call, its run's last seq and its tool's policy, in one statement."""
+    sql = _CALL_SQL.get(connection.vendor)
     if sql is None:
-        lazy = ", set_config('synchronous_commit', 'off', true)" if lazily and connection.vendor == "postgresql" else ""
-        sql = _CALL_SQL[key] = (
-            f"SELECT {CALL_COLUMNS.select()}, r.last_seq, {POLICY_COLUMNS.select()}{lazy}"
+        sql = _CALL_SQL[connection.vendor] = (
+            f"SELECT {CALL_COLUMNS.select()}, r.last_seq, {POLICY_COLUMNS.select()}"
             " FROM reckon_uncertain_call uc"
             " LEFT JOIN reckon_run r ON r.run_id = uc.run_id"
             " LEFT JOIN reckon_tool_policy tp ON tp.tool = uc.tool"
@@ -83,9 +77,9 @@ def _call_sql(lazily: bool) -> str:
         )
     return sql
 
-_CALL_SQL: dict[tuple[str, bool], str] = {}
+_CALL_SQL: dict[str, str] = {}
 
-def _call_read(pk, *, lazily: bool = False) -> tuple[UncertainCall, int | None, Policy]:
+def _call_read(pk) -> tuple[UncertainCall, int | None, Policy]:
     """The call (CallNotFound if none), the last seq of its run when it was read, and its policy."""
     if isinstance(pk, bool):
         raise CallNotFound(pk)
@@ -93,7 +87,7 @@ def _call_read(pk, *, lazily: bool = False) -> tuple[UncertainCall, int | None, 
         pk = int(pk)
     except (TypeError, ValueError):
         raise CallNotFound(pk) from None
-    rows = rows_fetch(_call_sql(lazily), [pk])
+    rows = rows_fetch(_call_sql(), [pk])
     if not rows:
         raise CallNotFound(pk)
     values = rows[0]
@@ -144,32 +138,26 @@ def calls_reconcile(items: list, *, group_size: int | None = None) -> list[Attem
 def _call_attempt(pk, attempt: int | None, group: Group | None) -> AttemptResult:
     """One attempt; with ``group``, its final append and release are left to the group's commit.
 
-    The call is read once, in the lease's own transaction just before the lease is taken, together
-    with its run's last seq. Under the lease nothing else can append to the run, and every event
-    that changes the row moves the run's last seq in the same transaction, so when the lease reports
-    the seq read with the row, the row is what a read under the lease would return; otherwise the
-    call is read again under the lease.
+    The call is read together with its run's last seq, then the lease is taken by a statement of
+    its own (two round trips, no transaction around them: each commits on its own, the lease's
+    without waiting for its WAL flush, see ``lease_take``). Under the lease nothing else can append
+    to the run, and every event that changes the row moves the run's last seq in the same
+    transaction, so when the lease reports the seq read with the row, the row is what a read under
+    the lease would return; otherwise the call is read again under the lease.
     """
-    held = None
-    with transaction.atomic():
-        row, read_at_seq, policy = _call_read(pk, lazily=True)
-        if group is not None and group.holds(row.run_id):
-            # An earlier call of this run waits in the group: its events change what this call
-            # sees, so they are committed first and this call is read again.
-            transaction.set_rollback(True)
-        else:
-            why = _not_now(row, attempt)
-            if why:
-                return AttemptResult(row.pk, "skipped", detail=why)
-            try:
-                lease = lease_take(row.run_id)
-            except LeaseHeld as exc:
-                held = exc  # reported after the commit, so the refusal stays in the lease records
+    row, read_at_seq, policy = _call_read(pk)
     if group is not None and group.holds(row.run_id):
+        # An earlier call of this run waits in the group: its events change what this call sees,
+        # so they are committed first and this call is read again.
         group.commit()
         return _call_attempt(pk, attempt, group)
-    if held is not None:
-        return AttemptResult(row.pk, "busy", detail=str(busy_error(row.run_id, held)))
+    why = _not_now(row, attempt)
+    if why:
+        return AttemptResult(row.pk, "skipped", detail=why)
+    try:
+        lease = lease_take(row.run_id)
+    except LeaseHeld as exc:  # the refusal is in the lease records already (its own commit)
+        return AttemptResult(row.pk, "busy", detail=str(busy_error(row.run_id, exc)))
     owner = Owner(row.run_id, lease)
     try:
         if lease.last_seq != read_at_seq:

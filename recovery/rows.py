@@ -4,14 +4,15 @@ compiling an ORM query of ~45 columns cost more than the database spent answerin
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Callable
 
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg.types.json import Jsonb
 
-from recovery.models import ToolPolicy, UncertainCall
+from recovery.models import InFlightCall, ToolPolicy, UncertainCall
 from runs.fold import Event
 from runs.pg import server_cursor
 from runs.store import payload_loads
@@ -34,10 +35,14 @@ class Columns:
         self.fields = list(model._meta.concrete_fields)
         self.attnames = [f.attname for f in self.fields]
         self._converters: dict[str, list] = {}
+        self._selects: dict[str, str] = {}
 
     def select(self) -> str:
-        qn = connection.ops.quote_name
-        return ", ".join(f"{self.alias}.{qn(f.column)}" for f in self.fields)
+        text = self._selects.get(connection.vendor)
+        if text is None:
+            qn = connection.ops.quote_name
+            text = self._selects[connection.vendor] = ", ".join(f"{self.alias}.{qn(f.column)}" for f in self.fields)
+        return text
 
     def _convs(self) -> list:
         convs = self._converters.get(connection.vendor)
@@ -57,12 +62,15 @@ class Columns:
         values = list(values[start : start + len(self.fields)])
         if values[0] is None:
             return None
+        # The connection itself, not the ``connection`` proxy: each attribute read through the
+        # proxy is a context-local lookup, and the converters read a few per value.
+        db = connections[DEFAULT_DB_ALIAS]
         for i, found, col in self._convs():
             v = values[i]
             for conv in found:
-                v = conv(v, col, connection)
+                v = conv(v, col, db)
             values[i] = v
-        obj = self.model.from_db(connection.alias, self.attnames, values)
+        obj = self.model.from_db(db.alias, self.attnames, values)
         obj._loaded = tuple(values)  # what ``rows_update`` compares against
         return obj
 
@@ -82,11 +90,15 @@ def rows_fetch(sql: str, params: list) -> list:
         return cur.fetchall()
 
 
-def run_rows_read(run_id: str, named: set, *, unresolved: bool = True) -> list[UncertainCall]:
-    """The run's unresolved rows plus the resolved ones whose start seq is in ``named``; with
-    ``unresolved`` false, only the rows whose start seq is in ``named``."""
-    sql = f"SELECT {CALL_COLUMNS.select()} FROM reckon_uncertain_call uc WHERE uc.run_id = %s AND ({'uc.state <> %s' if unresolved else 'false'}"
-    params: list = [run_id, S.RESOLVED.value] if unresolved else [run_id]
+def run_rows_read(run_id: str, named: set, *, unresolved: bool = True) -> tuple[list[UncertainCall], list[InFlightCall]]:
+    """The run's unresolved rows plus the resolved ones whose start seq is in ``named`` (with
+    ``unresolved`` false, only the rows whose start seq is in ``named``), and the run's calls in
+    flight, in one statement: the run's row joined to its call rows, each result row carrying the
+    run row's calls in flight (``Run.in_flight``, as the ``InFlightCall`` view reads them)."""
+    # The run row always matches (the projection runs in an append to it), so the outer join gives
+    # at least one row, with null call columns when the run has no call row that qualifies.
+    sql = f"SELECT r.in_flight, {CALL_COLUMNS.select()} FROM reckon_run r LEFT JOIN reckon_uncertain_call uc ON uc.run_id = r.run_id AND ({'uc.state <> %s' if unresolved else 'false'}"
+    params: list = [S.RESOLVED.value] if unresolved else []
     if named:
         if connection.vendor == "postgresql":
             sql += " OR uc.start_seq = ANY(%s)"
@@ -94,8 +106,37 @@ def run_rows_read(run_id: str, named: set, *, unresolved: bool = True) -> list[U
         else:
             sql += f" OR uc.start_seq IN ({', '.join(['%s'] * len(named))})"
             params.extend(sorted(named))
-    sql += ")"
-    return [CALL_COLUMNS.instance(r) for r in rows_fetch(sql, params)]
+    sql += ") WHERE r.run_id = %s"
+    params.append(run_id)
+    result = rows_fetch(sql, params)
+    rows = [row for row in (CALL_COLUMNS.instance(r, 1) for r in result) if row is not None]
+    return rows, in_flight_calls(run_id, result[0][0] if result else None)
+
+
+def in_flight_calls(run_id: str, held) -> list[InFlightCall]:
+    """The run row's calls in flight (``Run.in_flight`` as read: a JSON object or its text) as the
+    ``InFlightCall`` view gives them (recovery migration 0008), one per entry, in no order."""
+    if held is None:
+        return []
+    if isinstance(held, (str, bytes)):
+        held = json.loads(held)
+    calls = []
+    for v in held.values():
+        at = datetime.fromisoformat(v["a"])
+        calls.append(
+            InFlightCall(
+                run_id=run_id,
+                start_seq=int(v["s"]),
+                id=int(v["i"]),
+                call_id=v["c"],
+                idempotency_key=v["k"],
+                tool=v["t"],
+                tenant=v["n"],
+                started_at=at if at.tzinfo else at.replace(tzinfo=timezone.utc),
+                start_epoch=int(v["e"]),
+            )
+        )
+    return calls
 
 
 def row_update(row: UncertainCall) -> None:
@@ -104,18 +145,19 @@ def row_update(row: UncertainCall) -> None:
     if loaded is None or row.pk is None:
         row.save()
         return
-    qn = connection.ops.quote_name
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: see ``Columns.instance``
+    qn = db.ops.quote_name
     sets, params = [], []
     for f, before in zip(CALL_COLUMNS.fields, loaded):
         value = getattr(row, f.attname)
         if value != before or f.attname == "updated_at":
             sets.append(f"{qn(f.column)} = %s")
-            params.append(f.get_db_prep_save(value, connection))
+            params.append(f.get_db_prep_save(value, db))
     if not sets:
         return
     params.append(row.pk)
     sql = f"UPDATE reckon_uncertain_call SET {', '.join(sets)} WHERE id = %s"
-    if connection.vendor == "postgresql":
+    if db.vendor == "postgresql":
         # Server-side binding: the few shapes of this statement (which columns an event changes)
         # are prepared by psycopg once they repeat.
         with server_cursor() as cur:

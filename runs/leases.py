@@ -53,19 +53,22 @@ def _check(run_id: str, holder: str, ttl_seconds: float) -> None:
         raise InvalidEvent(f"lease length must be between 0 and 86400 seconds, got {ttl_seconds!r}")
 
 
-def lease_acquire(
-    *, run_id: str, holder: str, ttl_seconds: float | None = None, create: bool = True, origin: str = Run.Origin.LIVE
-) -> Lease:
+def lease_acquire(*, run_id: str, holder: str, ttl_seconds: float | None = None, create: bool = True, origin: str = Run.Origin.LIVE, lazily: bool = False) -> Lease:
     """Take the run's lease with a new epoch, creating the run when ``create`` is set.
 
     Succeeds when nobody holds the lease or the holder's lease has expired by the database clock
     (recorded as a takeover); raises LeaseHeld otherwise, and RunNotFound for a missing run when
     ``create`` is off.
+
+    ``lazily``: on PostgreSQL, an acquisition that commits on its own (no transaction open) commits
+    without waiting for its WAL flush, set by its own statement (``recovery.ownership.commit_lazily``
+    says why lease bookkeeping may). Inside a transaction it changes nothing: the setting would
+    reach whatever else that transaction writes.
     """
     ttl = float(ttl_seconds if ttl_seconds is not None else settings.RECKON_LEASE_SECONDS)
     _check(run_id, holder, ttl)
     if connection.vendor == "postgresql":
-        return _pg_acquire(run_id, holder, ttl, create, origin)
+        return _pg_acquire(run_id, holder, ttl, create, origin, lazily and connection.get_autocommit())
     if create and not Run.objects.filter(run_id=run_id).exists():
         try:
             with transaction.atomic():
@@ -106,7 +109,7 @@ def lease_acquire(
 # here and then sees the committed holder), ``upd`` takes the lease only when it is free by the
 # database clock, and ``rec`` writes the acquisition or takeover record in the same statement, so a
 # lease change and its record commit together with one round trip.
-_PG_ACQUIRE = """
+_PG_ACQUIRE_CTES = """
 WITH prev AS (
     SELECT run_id, lease_epoch, lease_holder, lease_expires_at,
            (lease_holder = '' OR lease_expires_at IS NULL OR lease_expires_at <= now()) AS free
@@ -128,9 +131,12 @@ WITH prev AS (
            now()
       FROM upd, prev
 )
-SELECT upd.lease_epoch, upd.lease_expires_at, upd.last_seq, prev.lease_epoch, prev.lease_holder, prev.lease_expires_at
-  FROM prev LEFT JOIN upd ON true
 """
+_PG_ACQUIRE_RESULT = "SELECT upd.lease_epoch, upd.lease_expires_at, upd.last_seq, prev.lease_epoch, prev.lease_holder, prev.lease_expires_at{lazily}\n  FROM prev LEFT JOIN upd ON true\n"
+_PG_ACQUIRE = _PG_ACQUIRE_CTES + _PG_ACQUIRE_RESULT.format(lazily="")
+# The same, committing without waiting for its WAL flush when it is a transaction of its own: the
+# setting is made by the statement, which is evaluated before its implicit commit.
+_PG_ACQUIRE_LAZILY = _PG_ACQUIRE_CTES + _PG_ACQUIRE_RESULT.format(lazily=", set_config('synchronous_commit', 'off', true)")
 
 _PG_CREATE = """
 INSERT INTO reckon_run (run_id, origin, source_file, created_at, last_seq, lease_epoch, lease_holder)
@@ -144,15 +150,16 @@ def _pg(sql: str, params: dict) -> list[tuple]:
         return cur.fetchall() if cur.description else [(cur.rowcount,)]
 
 
-def _pg_acquire(run_id: str, holder: str, ttl: float, create: bool, origin: str) -> Lease:
+def _pg_acquire(run_id: str, holder: str, ttl: float, create: bool, origin: str, lazily: bool = False) -> Lease:
     params = {"run_id": run_id, "holder": holder, "ttl": ttl, "origin": str(origin)}
-    rows = _pg(_PG_ACQUIRE, params)
+    sql = _PG_ACQUIRE_LAZILY if lazily else _PG_ACQUIRE
+    rows = _pg(sql, params)
     if not rows and create:
         _pg(_PG_CREATE, params)
-        rows = _pg(_PG_ACQUIRE, params)
+        rows = _pg(sql, params)
     if not rows:
         raise RunNotFound(run_id)
-    epoch, expires_at, last_seq, held_epoch, held_by, held_until = rows[0]
+    epoch, expires_at, last_seq, held_epoch, held_by, held_until = rows[0][:6]
     if epoch is None:
         refused = LeaseHeld(run_id=run_id, holder=held_by, epoch=held_epoch, expires_at=held_until)
         lease_record(run_id=run_id, kind="refused", epoch=held_epoch, holder=holder, detail=str(refused))
@@ -215,6 +222,35 @@ def lease_release(*, run_id: str, epoch: int) -> None:
             raise RunNotFound(run_id)
         raise StaleEpoch(run_id=run_id, epoch=epoch, current_epoch=row["lease_epoch"], last_seq=row["last_seq"], released=row["lease_epoch"] == epoch)
     lease_record(run_id=run_id, kind="released", epoch=epoch)
+
+
+# Several leases given up in one statement, their records written in the order given.
+_PG_RELEASE_MANY = """
+WITH upd AS (
+    UPDATE reckon_run r SET lease_holder = '', lease_expires_at = NULL
+      FROM unnest(%(run_ids)s::text[], %(epochs)s::bigint[]) WITH ORDINALITY AS t(run_id, epoch, n)
+     WHERE r.run_id = t.run_id AND r.lease_epoch = t.epoch AND r.lease_holder <> ''
+ RETURNING r.run_id, r.lease_epoch, t.n
+), rec AS (
+    INSERT INTO reckon_lease_record (run_id, kind, epoch, holder, detail, at)
+    SELECT run_id, 'released', lease_epoch, '', '', now() FROM upd ORDER BY n
+)
+SELECT run_id FROM upd
+"""
+
+
+def leases_release(leases: list[tuple[str, int]]) -> None:
+    """``lease_release`` for each (run id, epoch), on PostgreSQL in one statement (a reconciliation
+    group gives up to twenty leases back in its commit). A lease that statement could not release
+    goes through ``lease_release``, which raises what it raises for it (StaleEpoch, RunNotFound)."""
+    if not leases:
+        return
+    left = leases
+    if connection.vendor == "postgresql" and len(leases) > 1:
+        done = {r for (r,) in _pg(_PG_RELEASE_MANY, {"run_ids": [r for r, _ in leases], "epochs": [e for _, e in leases]})}
+        left = [(r, e) for r, e in leases if r not in done]
+    for run_id, epoch in left:
+        lease_release(run_id=run_id, epoch=epoch)
 
 
 def db_now() -> datetime:

@@ -80,3 +80,23 @@ def test_a_decision_rolled_back_is_never_logged_and_the_next_commit_reads_the_ma
     assert [r for r in decisions if r.event == "tool_call_uncertain"] == []
     _uncertain("run-a", a, "kept ACCT-AAAA-1111")
     assert [r.decision for r in decisions if r.event == "tool_call_uncertain"] == ["kept [masked]"]
+
+
+def test_a_log_level_that_drops_the_lines_drops_the_reads_of_their_masking_too(decisions):
+    policies_load(text=POLICY, by="dana.oncall")
+    a = _run_with_a_call("run-a", "ACCT-AAAA-1111")
+    sealed_fields()
+    logger = logging.getLogger("reckon.recovery.decisions")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            _uncertain("run-a", a, "locked")
+    finally:
+        logger.setLevel(level)
+    assert [r for r in decisions if r.event == "tool_call_uncertain"] == []
+    masking = ('SELECT "reckon_tool_policy"."sensitive_fields" AS', 'SELECT "reckon_run"."run_id" AS "run_id", "reckon_run"."created_at"')
+    assert not [q["sql"] for q in queries.captured_queries if q["sql"].startswith(masking)]
+    b = _run_with_a_call("run-b", "ACCT-BBBB-2222")
+    _uncertain("run-b", b, "locked")  # at INFO again: logged, as before
+    assert [r.run_id for r in decisions if r.event == "tool_call_uncertain"] == ["run-b"]

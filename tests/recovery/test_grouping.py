@@ -10,8 +10,8 @@ from recovery import ownership, reconcile
 from recovery.decisions import call_note
 from recovery.models import UncertainCall
 from recovery.reconcile import call_reconcile, calls_reconcile
-from runs.leases import lease_acquire
-from runs.models import LeaseRecord
+from runs.leases import lease_acquire, lease_release
+from runs.models import LeaseRecord, Run
 from runs.store import events_read
 from tests.recovery.conftest import correction, crashed_run
 
@@ -151,3 +151,60 @@ def test_a_run_that_moved_between_the_read_and_the_lease_is_read_again(policies,
     assert reread == ["noted", "read again"]
     call.refresh_from_db()
     assert (call.state, call.notes) == (S.RESOLVED, 1)
+
+
+def test_a_group_gives_its_leases_back_in_one_go_each_recorded_in_the_order_of_its_calls(policies):
+    ledger = policies
+    calls = [crashed_run(f"run-g-back-{i}", [("c1", "post_correction", correction(ref=f"B-{i}"))])[0] for i in range(4)]
+    for c in calls:
+        ledger.seed(c.idempotency_key, correction(ref=c.arguments["reference"]))
+    before = LeaseRecord.objects.order_by("-id").values_list("id", flat=True).first()
+
+    assert [r.status for r in calls_reconcile([(c.pk, 1) for c in reversed(calls)])] == ["acted"] * 4
+
+    released = list(LeaseRecord.objects.filter(id__gt=before, kind="released").order_by("id").values_list("run_id", "epoch"))
+    assert [r for r, _ in released] == [c.run_id for c in reversed(calls)]
+    for run_id, epoch in released:
+        assert Run.objects.get(run_id=run_id).lease_epoch == epoch
+    assert not Run.objects.filter(run_id__startswith="run-g-back-").exclude(lease_holder="").exists()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="round trips and commit settings are PostgreSQL's")
+@pytest.mark.django_db(transaction=True)  # as a worker runs: no test transaction around it, its commits real
+def test_a_reconciled_call_costs_five_round_trips_and_its_group_six_more(policies):
+    from runs.pg import round_trips_count
+
+    ledger = policies
+    every = [crashed_run(f"run-g-trips-{i}", [("c1", "post_correction", correction(ref=f"T-{i}"))])[0] for i in range(10)]
+    for c in every:
+        ledger.seed(c.idempotency_key, correction(ref=c.arguments["reference"]))
+    warm, calls = every[:6], every[6:]
+    # As in a worker that has run a while: psycopg prepares a statement after its fifth execution
+    # (DATABASE_PREPARE_THRESHOLD), and the notification routes are read once.
+    calls_reconcile([(c.pk, 1) for c in warm])
+
+    trips = round_trips_count(lambda: calls_reconcile([(c.pk, 1) for c in calls]))
+
+    # Per call: its read, its lease, its append, its run's rows and calls in flight, its row's
+    # update. Per group: BEGIN, the leases given back, COMMIT, and the decision log's sensitive
+    # fields, runs and events after the commit.
+    assert trips == 5 * len(calls) + 6
+    assert set(UncertainCall.objects.filter(run_id__startswith="run-g-trips-").values_list("state", flat=True)) == {S.RESOLVED}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="synchronous_commit is PostgreSQL's")
+def test_a_lease_taken_lazily_inside_a_transaction_leaves_that_transaction_durable():
+    from django.db import transaction
+
+    def setting():
+        with connection.cursor() as cur:
+            cur.execute("SHOW synchronous_commit")
+            return cur.fetchone()[0]
+
+    with transaction.atomic():
+        lease_acquire(run_id="run-g-lazy", holder="someone", lazily=True)
+        assert setting() == "on"  # the transaction may hold history: its commit waits for the flush
+    assert setting() == "on"
+    lease_release(run_id="run-g-lazy", epoch=1)
+    lease_acquire(run_id="run-g-lazy", holder="someone", lazily=True)  # on its own: lazily, for itself only
+    assert setting() == "on"

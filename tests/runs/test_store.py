@@ -9,7 +9,7 @@ from django.db import connection
 
 from runs.events import CURRENT_SCHEMA_VERSION
 from runs.errors import InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqConflict, StaleEpoch
-from runs.leases import db_now, lease_acquire, lease_release, lease_renew
+from runs.leases import db_now, lease_acquire, lease_release, lease_renew, leases_release
 from runs.models import AppendOnlyError, Event, LeaseRecord, Run
 from runs.selectors import run_state
 from runs.store import NewEvent, events_append, events_load, events_read
@@ -120,6 +120,18 @@ def test_release_lets_the_next_writer_in_at_once_and_fences_the_releaser():
     assert nxt.epoch == lease.epoch + 1
     kinds = list(LeaseRecord.objects.filter(run_id="r1").order_by("id").values_list("kind", flat=True))
     assert kinds == ["acquired", "released", "fenced", "acquired"]
+
+
+def test_leases_given_back_together_are_each_released_and_recorded_in_order_and_a_stale_one_refused():
+    leases = [started(r, ttl=60) for r in ("r1", "r2", "r3")]
+    leases_release([(lease.run_id, lease.epoch) for lease in reversed(leases)])
+    assert set(Run.objects.values_list("lease_holder", flat=True)) == {""}
+    released = list(LeaseRecord.objects.filter(kind="released").order_by("id").values_list("run_id", "epoch"))
+    assert released == [("r3", leases[2].epoch), ("r2", leases[1].epoch), ("r1", leases[0].epoch)]
+    nxt = lease_acquire(run_id="r1", holder="worker-b")
+    with pytest.raises(StaleEpoch):
+        leases_release([("r1", nxt.epoch), ("r2", leases[1].epoch)])  # r2's lease was given back already
+    assert LeaseRecord.objects.filter(kind="released").count() == 4  # r1's, then the refusal
 
 
 def test_a_second_run_finished_is_refused():
