@@ -125,3 +125,31 @@ def test_an_import_of_many_chunks_calls_the_after_append_hooks_once_after_its_co
     assert seen == [("run-x", 1, 50)]  # a rolled-back import calls nothing
     assert imported(long_log(n=80)).outcome == "extended"
     assert seen == [("run-x", 1, 50), ("run-x", 51, 80)]
+
+
+def test_an_import_without_a_broker_leaves_a_snapshot_at_its_last_seq_that_is_the_full_replay(settings, tmp_path):
+    # Tasks are eager in tests (no broker): the snapshot check runs in the importing process after
+    # the commit, and folds the run a read chunk at a time (runs.snapshots.snapshot_fold_write).
+    from django.core.management import call_command
+
+    from bench.scale_log import log_write
+    from runs.models import Snapshot, SnapshotPointer
+    from runs.snapshot_format import state_dumps, state_loads
+
+    settings.RECKON_IMPORT_CHUNK = 500
+    settings.RECKON_READ_CHUNK = 300
+    settings.RECKON_SNAPSHOT_INTERVAL = 500
+    settings.RECKON_SNAPSHOT_MIN_EVENTS = 1000
+    path = tmp_path / "run-long.jsonl"
+    log_write(path, events=2500)
+    [result] = paths_import([str(path)])
+    assert result.outcome == "imported" and result.appended == 2500
+    snap = Snapshot.objects.get(id=SnapshotPointer.objects.get(run_id="run-long").snapshot_id)
+    assert snap.seq == 2500
+    full = run_state(run_id="run-long")
+    assert len(full.completed_calls) > 800  # the generated log's calls, every one completed
+    assert snap.body == state_dumps(full)
+    assert state_loads(snap.body).to_dict() == full.to_dict()
+    out = io.StringIO()
+    call_command("verify_snapshots", stdout=out)
+    assert "run run-long: snapshot" in out.getvalue() and "equals the full replay of 2500 events" in out.getvalue()
