@@ -34,7 +34,7 @@ import logging
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import IO, Callable, Iterator
+from typing import IO, Callable, Iterable, Iterator
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -43,7 +43,7 @@ from django.db.models.functions import Now
 from runs.errors import RunNotFound
 from runs.events import UnknownEventType
 from runs.faults import fault_point
-from runs.fold import RunState, apply, fold, gc_paused
+from runs.fold import Event, RunState, apply, fold, gc_paused
 from runs.measurements import metrics_record
 from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads, state_to_jsonable
@@ -216,48 +216,76 @@ class _Drained:
         return out, size, h.hexdigest()
 
 
-def snapshot_fold_write(*, run_id: str, upto: int) -> Snapshot:
-    """Fold the run's log up to ``upto`` from event 1 and store the state as its snapshot, holding
-    the log one read chunk at a time and the state's two growing fields as text (``_Drained``): the
-    first snapshot of a long run, which would otherwise hold its whole state as objects and its body
-    beside it (a 1,000,000-event run: 500 MB). Writes what ``snapshot_write`` of the full replay
-    would, byte for byte, and counts the replay as ``run_state_fast`` counts one."""
-    t0 = time.perf_counter()
-    st = RunState()
-    drained = _Drained()
-    every = settings.RECKON_READ_CHUNK
-    try:
+class SnapshotFold:
+    """A run's fold from event 1 that ends in its snapshot, fed the run's events as they are read or
+    written, with the state's two growing fields kept as body text (``_Drained``): what a long run's
+    first snapshot holds is then the state less those fields, never the whole state as objects
+    beside its body. The events must be the log's as a read gives them (upcast, decoded from the
+    stored payloads). ``write`` stores the snapshot (inside the caller's transaction, if any);
+    ``close`` drops the temporary files of a fold that is not written."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.st = RunState()
+        self.drained = _Drained()
+        self.every = settings.RECKON_READ_CHUNK
+        self.t0 = time.perf_counter()
+
+    def feed(self, events: Iterable[Event]) -> None:
+        st, drained, every = self.st, self.drained, self.every
         with gc_paused():
-            for ev in events_stream(run_id=run_id, upto=upto):
+            for ev in events:
                 apply(st, ev)
                 if not ev.seq % every:
                     drained.take(st)
-        if st.run_id != run_id:
-            raise SnapshotError(f"the log of run {run_id!r} folds to a state of run {st.run_id!r}")
-        if st.last_seq < 1:
-            raise SnapshotError(f"run {run_id!r}: an empty state is not worth a snapshot")
-        metrics_record([("full_replays", "none", 1), ("events_replayed", "", st.last_seq), ("replay_duration_ms", "", _ms(t0))])
-        t0 = time.perf_counter()  # the write's time, as snapshot_write's: the body's and the row's
-        body, size, digest = drained.body(st)
-    finally:
-        drained.close()
-    with body:
-        if connection.vendor != "sqlite":
-            return _body_write(run_id, st.last_seq, body.read().decode("utf-8"), t0, digest)
-        with transaction.atomic():
-            # SQLite: the row is inserted with a text of the body's length that SQLite makes itself,
-            # and the body written into it a slice at a time through the blob handle; the body is
-            # never a Python string, nor a bound parameter SQLite would copy.
-            with connection.cursor() as cur:
-                cur.execute(_SQLITE_INSERT, [run_id, st.last_seq, FOLD_VERSION, FOLD_CODE, size, digest])
-                snap_id = cur.fetchone()[0]
-            with connection.connection.blobopen("reckon_snapshot", "body", snap_id) as blob:
-                while piece := body.read(_SLICE):
-                    blob.write(piece)
-            snap = Snapshot.objects.defer("body").get(id=snap_id)
-            _publish(run_id, snap)
-    metrics_record([("snapshot_write_ms", "", _ms(t0))])
-    return snap
+
+    def close(self) -> None:
+        self.drained.close()
+
+    def write(self) -> Snapshot:
+        st, run_id = self.st, self.run_id
+        try:
+            if st.run_id != run_id:
+                raise SnapshotError(f"the log of run {run_id!r} folds to a state of run {st.run_id!r}")
+            if st.last_seq < 1:
+                raise SnapshotError(f"run {run_id!r}: an empty state is not worth a snapshot")
+            metrics_record([("full_replays", "none", 1), ("events_replayed", "", st.last_seq), ("replay_duration_ms", "", _ms(self.t0))])
+            t0 = time.perf_counter()  # the write's time, as snapshot_write's: the body's and the row's
+            body, size, digest = self.drained.body(st)
+        finally:
+            self.close()
+        with body:
+            if connection.vendor != "sqlite":
+                return _body_write(run_id, st.last_seq, body.read().decode("utf-8"), t0, digest)
+            with transaction.atomic():
+                # SQLite: the row is inserted with a text of the body's length that SQLite makes
+                # itself, and the body written into it a slice at a time through the blob handle;
+                # the body is never a Python string, nor a bound parameter SQLite would copy.
+                with connection.cursor() as cur:
+                    cur.execute(_SQLITE_INSERT, [run_id, st.last_seq, FOLD_VERSION, FOLD_CODE, size, digest])
+                    snap_id = cur.fetchone()[0]
+                with connection.connection.blobopen("reckon_snapshot", "body", snap_id) as blob:
+                    while piece := body.read(_SLICE):
+                        blob.write(piece)
+                snap = Snapshot.objects.defer("body").get(id=snap_id)
+                _publish(run_id, snap)
+        metrics_record([("snapshot_write_ms", "", _ms(t0))])
+        return snap
+
+
+def snapshot_fold_write(*, run_id: str, upto: int) -> Snapshot:
+    """Fold the run's log up to ``upto`` from event 1, a read chunk at a time (``SnapshotFold``), and
+    store the state as its snapshot: the first snapshot of a long run, which would otherwise hold its
+    whole state as objects and its body beside it (a 1,000,000-event run: 500 MB). Writes what
+    ``snapshot_write`` of the full replay would, byte for byte, and counts the replay as
+    ``run_state_fast`` counts one."""
+    folding = SnapshotFold(run_id)
+    try:
+        folding.feed(events_stream(run_id=run_id, upto=upto))
+    except BaseException:
+        folding.close()
+        raise
+    return folding.write()
 
 
 _SQLITE_INSERT = (
@@ -460,6 +488,16 @@ def snapshot_policy_set(*, run_id: str, interval: int | None, min_events: int | 
         raise RunNotFound(run_id)
     SnapshotPolicy.objects.update_or_create(run_id=run_id, defaults={"interval": interval, "min_events": min_events})
     return Policy(interval, min_events)
+
+
+def snapshot_first_due(*, run_id: str, head: int) -> bool:
+    """Would ``snapshot_maybe`` write the first snapshot of a run whose log reaches ``head``? Its
+    run's policy, minimum and interval, and no quarantine of this fold version (a run being imported,
+    before its commit)."""
+    policy = snapshot_policy_get(run_id=run_id)
+    if not policy.interval or head < policy.min_events or head < policy.interval or _pointed(run_id) is not None:
+        return False
+    return not version_quarantined(fold_version=FOLD_VERSION, fold_code=FOLD_CODE)
 
 
 def snapshot_maybe(run_id: str) -> Snapshot | None:

@@ -153,3 +153,37 @@ def test_an_import_without_a_broker_leaves_a_snapshot_at_its_last_seq_that_is_th
     out = io.StringIO()
     call_command("verify_snapshots", stdout=out)
     assert "run run-long: snapshot" in out.getvalue() and "equals the full replay of 2500 events" in out.getvalue()
+
+
+def test_every_fixture_log_imported_with_its_snapshot_due_gets_the_full_replays_body_without_reading_it_back(settings, monkeypatch):
+    # Tasks are eager, so the import folds the events it writes (decoded from the text the store
+    # wrote, upcast) and writes the snapshot in its own transaction: byte for byte the body of the
+    # full replay, for logs of every version and type the fixtures hold, in chunks of 3 and 2.
+    from runs import snapshots
+    from runs.models import Snapshot, SnapshotPointer
+    from runs.snapshot_format import state_dumps
+
+    read_back = []
+    stream = snapshots.events_stream
+    monkeypatch.setattr(snapshots, "events_stream", lambda **kw: read_back.append(kw) or stream(**kw))
+    settings.RECKON_IMPORT_CHUNK = 3
+    settings.RECKON_READ_CHUNK = 2
+    settings.RECKON_SNAPSHOT_INTERVAL = 1
+    settings.RECKON_SNAPSHOT_MIN_EVENTS = 1
+    paths = list(fixture_logs())
+    results = paths_import([str(p) for p in paths])
+    assert [r.outcome for r in results] == ["imported"] * len(paths), [r.line() for r in results]
+    for result in results:
+        snap = Snapshot.objects.get(id=SnapshotPointer.objects.get(run_id=result.run_id).snapshot_id)
+        assert snap.seq == result.last_seq
+        assert snap.body == state_dumps(run_state(run_id=result.run_id)), result.path
+    assert read_back == []
+
+
+def test_a_rejected_import_that_was_folding_its_snapshot_leaves_nothing(settings):
+    from runs.models import Snapshot
+
+    settings.RECKON_SNAPSHOT_INTERVAL = 5
+    settings.RECKON_SNAPSHOT_MIN_EVENTS = 5
+    assert imported(long_log(n=60) + line(62, "user_message", {"content": "gap"})).outcome == "rejected"
+    assert nothing_stored() and not Snapshot.objects.exists()
