@@ -47,7 +47,8 @@ from runs.fold import Event, RunState, apply, fold, gc_paused
 from runs.measurements import metrics_record
 from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads, state_to_jsonable
-from runs.store import events_load, events_stream
+from runs.pg import server_cursor
+from runs.store import _copy_text, events_load, events_stream
 from runs.upcasters import UnsupportedVersion
 
 log = logging.getLogger("reckon.snapshots")
@@ -255,6 +256,8 @@ class SnapshotFold:
         finally:
             self.close()
         with body:
+            if connection.vendor == "postgresql":
+                return _pg_body_copy(run_id, st.last_seq, body, digest, t0)
             if connection.vendor != "sqlite":
                 return _body_write(run_id, st.last_seq, body.read().decode("utf-8"), t0, digest)
             with transaction.atomic():
@@ -288,6 +291,26 @@ def snapshot_fold_write(*, run_id: str, upto: int) -> Snapshot:
     return folding.write()
 
 
+def _pg_body_copy(run_id: str, seq: int, body: IO[bytes], digest: str, t0: float) -> Snapshot:
+    # PostgreSQL: the row goes in with COPY, its body sent a slice at a time (COPY's text escapes
+    # apply byte by byte, so slice by slice), never one string nor one parameter.
+    with transaction.atomic():
+        with server_cursor() as cur:
+            with cur.copy(_PG_SNAPSHOT_COPY) as copy:
+                copy.write(b"%b\t%d\t%d\t%b\t" % (_copy_text(run_id.encode()), seq, FOLD_VERSION, FOLD_CODE.encode()))
+                while piece := body.read(_SLICE):
+                    copy.write(_copy_text(piece))
+                copy.write(b"\t%b\t\n" % digest.encode())
+            cur.execute(_PG_SNAPSHOT_COPIED, [run_id, seq, digest])
+            snap_id = cur.fetchone()[0]
+        snap = Snapshot.objects.defer("body").get(id=snap_id)
+        _publish(run_id, snap)
+    metrics_record([("snapshot_write_ms", "", _ms(t0))])
+    return snap
+
+
+_PG_SNAPSHOT_COPY = "COPY reckon_snapshot (run_id, seq, fold_version, fold_code, body, digest, discard_reason) FROM STDIN"
+_PG_SNAPSHOT_COPIED = "SELECT id FROM reckon_snapshot WHERE run_id = %s AND seq = %s AND digest = %s ORDER BY id DESC LIMIT 1"
 _SQLITE_INSERT = (
     "INSERT INTO reckon_snapshot (run_id, seq, fold_version, fold_code, body, digest, discard_reason) "
     "VALUES (%s, %s, %s, %s, CAST(zeroblob(%s) AS TEXT), %s, '') RETURNING id"
