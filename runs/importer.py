@@ -323,7 +323,7 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
             stored_last = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first() or 0
             lease = None
             copy = False
-            folding = _snapshot_fold_here(run_id) if not stored_last else None
+            folding = None
             for events in reader.chunks(size):
                 first = events[0].seq
                 if first <= stored_last:
@@ -348,6 +348,10 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
                     # COPY once the file is known to hold more than one chunk: a small file goes
                     # through the ordinary append, one statement.
                     copy = connection.vendor == "postgresql" and len(events) >= size
+                    # A new run of more than one chunk is folded as it is written (a file of one
+                    # chunk is read back after the commit, if its snapshot is due at all).
+                    if not stored_last and len(events) >= size:
+                        folding = _snapshot_fold_here(run_id)
                 # The checked events go to the store as they are (an Event has every field a
                 # NewEvent has; the store assigns the same seqs). A log is kept exactly as given:
                 # one without a secret keeps the old keys.
