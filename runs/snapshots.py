@@ -536,7 +536,9 @@ def snapshot_maybe(run_id: str) -> Snapshot | None:
         raise RunNotFound(run_id)
     if not policy.interval or head < policy.min_events:
         return None
-    snap, _ = snapshot_current(run_id=run_id)
+    # The current snapshot's seq and version, not its body: a long run's body is tens of megabytes.
+    pointed = _pointed(run_id)
+    snap = Snapshot.objects.filter(id=pointed, run_id=run_id).defer("body").first() if pointed is not None else None
     since = snap.seq if snap is not None and snap.discarded_at is None and snap.fold_version == FOLD_VERSION and snap.fold_code == FOLD_CODE else 0
     if head - since < policy.interval:
         return None
