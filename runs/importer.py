@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,6 +46,7 @@ from runs.tasks import snapshot_due, snapshot_on_append
 from runs.upcasters import events_upcast, payload_complete
 
 IMPORT_HOLDER = "reckon-import"
+log = logging.getLogger("reckon.import")
 _KEYS = frozenset({"seq", "type", "ts", "payload", "v"})
 _REQUIRED = ("seq", "type", "ts", "payload")  # in the order a missing one is named
 _REQUIRED_KEYS = frozenset(_REQUIRED)
@@ -291,10 +293,20 @@ def _fold_written(folding: SnapshotFold, run_id: str, written: list[Event]) -> b
     # after the commit, which reads the log back (False).
     try:
         folding.feed(events_upcast([Event(ev.seq, ev.type, orjson.loads(_stored_text(ev.payload, option=_STORED)), ev.ts, ev.v) for ev in written], run_id))
-    except TypeError:
+    except Exception:  # noqa: BLE001 - the snapshot is a cache: whatever the fold refuses, the check after the commit meets as before
         folding.close()
         return False
     return True
+
+
+def _fold_write(folding: SnapshotFold, run_id: str) -> None:
+    # In the import's transaction, so the run and its snapshot commit together; in a savepoint of
+    # its own (the writes' atomic blocks), so a snapshot that cannot be written costs the snapshot,
+    # never the import: the check after the commit then finds none and folds the run itself.
+    try:
+        folding.write()
+    except Exception:
+        log.exception("could not write the first snapshot of run %s while importing it", run_id)
 
 
 def log_import(path: str, data: bytes) -> ImportResult:
@@ -365,7 +377,7 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
             if lease is not None:
                 if folding is not None:
                     if snapshot_due(0, appended, settings.RECKON_SNAPSHOT_INTERVAL, settings.RECKON_SNAPSHOT_MIN_EVENTS) and snapshot_first_due(run_id=run_id, head=appended):
-                        folding.write()  # in the import's transaction: the run and its snapshot commit together
+                        _fold_write(folding, run_id)
                     else:
                         folding.close()
                     folding = None

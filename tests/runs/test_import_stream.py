@@ -187,3 +187,27 @@ def test_a_rejected_import_that_was_folding_its_snapshot_leaves_nothing(settings
     settings.RECKON_SNAPSHOT_MIN_EVENTS = 5
     assert imported(long_log(n=60) + line(62, "user_message", {"content": "gap"})).outcome == "rejected"
     assert nothing_stored() and not Snapshot.objects.exists()
+
+
+def test_an_import_whose_snapshot_cannot_be_written_is_imported_and_snapshotted_after_its_commit(settings, monkeypatch):
+    from runs.models import Snapshot
+    from runs.snapshot_format import state_dumps
+    from runs.snapshots import SnapshotFold
+
+    write, refused = SnapshotFold.write, []
+
+    def refuse_once(self):  # the import's write fails; the check after the commit writes as usual
+        if refused:
+            return write(self)
+        refused.append(self)
+        self.close()
+        raise RuntimeError("no room for the snapshot")
+
+    monkeypatch.setattr(SnapshotFold, "write", refuse_once)
+    settings.RECKON_SNAPSHOT_INTERVAL = 5
+    settings.RECKON_SNAPSHOT_MIN_EVENTS = 5
+    result = imported(long_log(n=40))
+    assert result.outcome == "imported" and result.appended == 40
+    [snap] = Snapshot.objects.filter(run_id="run-x")  # by the check after the commit, read back
+    assert len(refused) == 1
+    assert snap.seq == 40 and snap.body == state_dumps(run_state(run_id="run-x"))
