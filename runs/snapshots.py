@@ -311,10 +311,7 @@ def _pg_body_copy(run_id: str, seq: int, body: IO[bytes], digest: str, t0: float
 
 _PG_SNAPSHOT_COPY = "COPY reckon_snapshot (run_id, seq, fold_version, fold_code, body, digest, discard_reason) FROM STDIN"
 _PG_SNAPSHOT_COPIED = "SELECT id FROM reckon_snapshot WHERE run_id = %s AND seq = %s AND digest = %s ORDER BY id DESC LIMIT 1"
-_SQLITE_INSERT = (
-    "INSERT INTO reckon_snapshot (run_id, seq, fold_version, fold_code, body, digest, discard_reason) "
-    "VALUES (%s, %s, %s, %s, CAST(zeroblob(%s) AS TEXT), %s, '') RETURNING id"
-)
+_SQLITE_INSERT = "INSERT INTO reckon_snapshot (run_id, seq, fold_version, fold_code, body, digest, discard_reason) VALUES (%s, %s, %s, %s, CAST(zeroblob(%s) AS TEXT), %s, '') RETURNING id"
 
 
 def _pointer_publish(run_id: str, snap: Snapshot) -> None:

@@ -210,7 +210,7 @@ def test_a_key_completed_again_chunks_later_keeps_its_first_place_and_its_last_v
 
 
 def test_a_long_body_is_digested_in_slices_to_the_same_sha256():
-    body = "{\"x\":\"" + "é€𝄞a" * 700_000 + "\"}"  # past a slice, with characters of 2, 3 and 4 bytes
+    body = '{"x":"' + "é€𝄞a" * 700_000 + '"}'  # past a slice, with characters of 2, 3 and 4 bytes
     assert len(body) > 2 * (1 << 20)
     assert _digest(body) == body_digest(body)
 
