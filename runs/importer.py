@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+import orjson
 from django.conf import settings
 from django.db import connection, transaction
 
+from reckon.celery import app as celery_app
+from runs import store
 from runs.errors import FenceError, InvalidEvent, LeaseHeld
 from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, PLAIN_CHECKS, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
@@ -34,10 +38,15 @@ from runs.leases import lease_acquire, lease_release
 from runs.json_strict import JsonRefused, json_loads_strict_bytes
 from runs.models import Run
 from runs.run_ids import run_id_problem
+from runs.snapshots import SnapshotFold, snapshot_first_due
+from runs.store import _FAST_OPTIONS as _STORED
+from runs.store import _orjson_dumps as _stored_text
 from runs.store import after_append_merged, events_append, events_copy, events_read
-from runs.upcasters import payload_complete
+from runs.tasks import snapshot_due, snapshot_on_append
+from runs.upcasters import events_upcast, payload_complete
 
 IMPORT_HOLDER = "reckon-import"
+log = logging.getLogger("reckon.import")
 _KEYS = frozenset({"seq", "type", "ts", "payload", "v"})
 _REQUIRED = ("seq", "type", "ts", "payload")  # in the order a missing one is named
 _REQUIRED_KEYS = frozenset(_REQUIRED)
@@ -268,6 +277,38 @@ def _same(stored: Event, new: Event) -> str | None:
     return next((attr for attr in ("type", "v", "payload", "ts") if getattr(stored, attr) != getattr(new, attr)), None)
 
 
+def _snapshot_fold_here(run_id: str) -> SnapshotFold | None:
+    """A fold of the run as it is imported, when its first snapshot would be folded in this process
+    after the commit anyway (tasks run eagerly: no broker, the embedded default): the events the
+    import writes are then folded as they are written instead of read back from the database."""
+    if not celery_app.conf.task_always_eager or snapshot_on_append not in store._AFTER_APPEND:
+        return None
+    return SnapshotFold(run_id)
+
+
+def _fold_written(folding: SnapshotFold, run_id: str, written: list[Event]) -> bool:
+    # The fold must see each event as a read gives it: the payload decoded from the text the store
+    # wrote (its keys sorted, as ``events_append`` encodes them) and upcast. A payload the store's
+    # fast encoding refuses was written another way; the fold is then left to the snapshot check
+    # after the commit, which reads the log back (False).
+    try:
+        folding.feed(events_upcast([Event(ev.seq, ev.type, orjson.loads(_stored_text(ev.payload, option=_STORED)), ev.ts, ev.v) for ev in written], run_id))
+    except Exception:  # noqa: BLE001 - the snapshot is a cache: whatever the fold refuses, the check after the commit meets as before
+        folding.close()
+        return False
+    return True
+
+
+def _fold_write(folding: SnapshotFold, run_id: str) -> None:
+    # In the import's transaction, so the run and its snapshot commit together; in a savepoint of
+    # its own (the writes' atomic blocks), so a snapshot that cannot be written costs the snapshot,
+    # never the import: the check after the commit then finds none and folds the run itself.
+    try:
+        folding.write()
+    except Exception:
+        log.exception("could not write the first snapshot of run %s while importing it", run_id)
+
+
 def log_import(path: str, data: bytes) -> ImportResult:
     """Import one file's bytes held in memory: ``log_import_stream`` over them."""
     return log_import_stream(path, io.BytesIO(data))
@@ -294,6 +335,7 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
             stored_last = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first() or 0
             lease = None
             copy = False
+            folding = None
             for events in reader.chunks(size):
                 first = events[0].seq
                 if first <= stored_last:
@@ -318,15 +360,27 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
                     # COPY once the file is known to hold more than one chunk: a small file goes
                     # through the ordinary append, one statement.
                     copy = connection.vendor == "postgresql" and len(events) >= size
+                    # A new run of more than one chunk is folded as it is written (a file of one
+                    # chunk is read back after the commit, if its snapshot is due at all).
+                    if not stored_last and len(events) >= size:
+                        folding = _snapshot_fold_here(run_id)
                 # The checked events go to the store as they are (an Event has every field a
                 # NewEvent has; the store assigns the same seqs). A log is kept exactly as given:
                 # one without a secret keeps the old keys.
                 if copy:
-                    events_copy(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False)
+                    written = events_copy(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False)
                 else:
-                    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False)
+                    written = events_append(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False)
                 appended += len(events)
+                if folding is not None and not _fold_written(folding, run_id, written):
+                    folding = None
             if lease is not None:
+                if folding is not None:
+                    if snapshot_due(0, appended, settings.RECKON_SNAPSHOT_INTERVAL, settings.RECKON_SNAPSHOT_MIN_EVENTS) and snapshot_first_due(run_id=run_id, head=appended):
+                        _fold_write(folding, run_id)
+                    else:
+                        folding.close()
+                    folding = None
                 lease_release(run_id=run_id, epoch=lease.epoch)
                 if not stored_last:
                     Run.objects.filter(run_id=run_id).update(source_file=str(path)[:500])

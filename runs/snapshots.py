@@ -28,23 +28,27 @@ The measurements of seed 5.8 live in process memory (``runs.measurements``), nev
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
+import tempfile
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import IO, Callable, Iterable, Iterator
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 
 from runs.errors import RunNotFound
 from runs.events import UnknownEventType
 from runs.faults import fault_point
-from runs.fold import RunState, apply, fold
+from runs.fold import Event, RunState, apply, fold, gc_paused
 from runs.measurements import metrics_record
 from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
-from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads
-from runs.store import events_load, events_stream
+from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads, state_to_jsonable
+from runs.pg import server_cursor
+from runs.store import _copy_text, events_load, events_stream
 from runs.upcasters import UnsupportedVersion
 
 log = logging.getLogger("reckon.snapshots")
@@ -78,17 +82,236 @@ def snapshot_write(*, run_id: str, state: RunState) -> Snapshot:
     if state.last_seq < 1:
         raise SnapshotError(f"run {run_id!r}: an empty state is not worth a snapshot")
     t0 = time.perf_counter()
-    body = state_dumps(state)
-    digest = body_digest(body)
+    return _body_write(run_id, state.last_seq, state_dumps(state), t0)
+
+
+def _body_write(run_id: str, seq: int, body: str, t0: float, digest: str | None = None) -> Snapshot:
+    digest = digest or _digest(body)
     with transaction.atomic():
-        snap = Snapshot.objects.create(
-            run_id=run_id, seq=state.last_seq, fold_version=FOLD_VERSION, fold_code=FOLD_CODE, body=body, digest=digest
-        )
-        fault_point("snapshot_body_written")
-        _pointer_publish(run_id, snap)
-        _prune(run_id)
+        snap = Snapshot.objects.create(run_id=run_id, seq=seq, fold_version=FOLD_VERSION, fold_code=FOLD_CODE, body=body, digest=digest)
+        _publish(run_id, snap)
     metrics_record([("snapshot_write_ms", "", _ms(t0))])
     return snap
+
+
+def _publish(run_id: str, snap: Snapshot) -> None:
+    # Inside the transaction that inserted the body: the pointer moves after it, or neither is seen.
+    fault_point("snapshot_body_written")
+    _pointer_publish(run_id, snap)
+    _prune(run_id)
+
+
+def _digest(body: str) -> str:
+    """``body_digest``, without a second copy of a long body: its UTF-8 bytes are hashed a slice at a time."""
+    if len(body) <= _SLICE:
+        return body_digest(body)
+    h = hashlib.sha256()
+    for i in range(0, len(body), _SLICE):
+        h.update(body[i : i + _SLICE].encode("utf-8"))
+    return h.hexdigest()
+
+
+_SLICE = 1 << 20
+# The body's JSON, as ``state_dumps`` writes it (the same options, so the same text piece by piece).
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_DRAINED = ("trajectory", "completed_calls")
+
+
+class _Drained:
+    """A fold's ``trajectory`` and ``completed_calls`` kept as body text in temporary files instead
+    of objects in memory.
+
+    Both only grow (no fold rule reads them), and for a long run they are nearly all of the state: a
+    1,000,000-event run's state is some 200 MB of objects, its body 66 MB of text. ``take`` writes
+    what the state holds as the body's JSON, one line a take (JSON text holds no raw newline), and
+    empties the two fields, so the fold goes on with the rest. A completed call's key that comes
+    again later keeps its first place and takes its last value (a dictionary's rule); such keys are
+    found by the hashes of the keys taken so far and settled when the body is assembled."""
+
+    def __init__(self) -> None:
+        self.trajectory = tempfile.TemporaryFile()
+        self.calls = tempfile.TemporaryFile()
+        self.seen: set[int] = set()
+        self.again: set = set()  # keys taken more than once (or whose hash met another key's)
+
+    def close(self) -> None:
+        self.trajectory.close()
+        self.calls.close()
+
+    def take(self, st: RunState) -> None:
+        if st.trajectory:
+            self.trajectory.write(_encode(st.trajectory)[1:-1].encode() + b"\n")
+            st.trajectory.clear()
+        calls = st.completed_calls
+        if calls:
+            seen = self.seen
+            for key in calls:
+                h = hash(key)
+                if h in seen:
+                    self.again.add(key)
+                else:
+                    seen.add(h)
+            self.calls.write(_encode([[k, v] for k, v in calls.items()])[1:-1].encode() + b"\n")
+            calls.clear()
+
+    def _pieces(self, f) -> Iterator[bytes]:
+        f.seek(0)
+        for line in f:
+            yield line[:-1]
+
+    def _calls_merged(self) -> None:
+        # One key in several takes: its first place, its last value, as the dictionary would hold it.
+        last: dict = {}
+        for piece in self._pieces(self.calls):
+            for k, v in json.loads(b"[" + piece + b"]"):
+                if k in self.again:
+                    last[k] = v
+        done: set = set()
+        merged = tempfile.TemporaryFile()
+        for piece in self._pieces(self.calls):
+            pairs = []
+            for k, v in json.loads(b"[" + piece + b"]"):
+                if k in last:
+                    if k in done:
+                        continue
+                    done.add(k)
+                    v = last[k]
+                pairs.append([k, v])
+            if pairs:
+                merged.write(_encode(pairs)[1:-1].encode() + b"\n")
+        self.calls.close()
+        self.calls = merged
+
+    def body(self, st: RunState) -> tuple[IO[bytes], int, str]:
+        """The body of ``st`` with the drained fields put back (``state_dumps`` of the whole state),
+        as UTF-8 in a temporary file positioned at its start, with its length and sha256. Written a
+        take at a time: the body is never one string in memory."""
+        self.take(st)
+        self.seen = set()
+        if self.again:
+            self._calls_merged()
+        out = tempfile.TemporaryFile()
+        h = hashlib.sha256()
+
+        def put(data: bytes) -> None:
+            h.update(data)
+            out.write(data)
+
+        put(b"{")
+        for i, (name, value) in enumerate(state_to_jsonable(st).items()):
+            put((("," if i else "") + _encode(name) + ":").encode())
+            if name in _DRAINED:
+                f = self.trajectory if name == "trajectory" else self.calls
+                put(b"[")
+                first = True
+                for piece in self._pieces(f):
+                    if piece:
+                        put(piece if first else b"," + piece)
+                        first = False
+                put(b"]")
+            else:
+                put(_encode(value).encode())
+        put(b"}")
+        size = out.tell()
+        out.seek(0)
+        return out, size, h.hexdigest()
+
+
+class SnapshotFold:
+    """A run's fold from event 1 that ends in its snapshot, fed the run's events as they are read or
+    written, with the state's two growing fields kept as body text (``_Drained``): what a long run's
+    first snapshot holds is then the state less those fields, never the whole state as objects
+    beside its body. The events must be the log's as a read gives them (upcast, decoded from the
+    stored payloads). ``write`` stores the snapshot (inside the caller's transaction, if any);
+    ``close`` drops the temporary files of a fold that is not written."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.st = RunState()
+        self.drained = _Drained()
+        self.every = settings.RECKON_READ_CHUNK
+        self.t0 = time.perf_counter()
+
+    def feed(self, events: Iterable[Event]) -> None:
+        st, drained, every = self.st, self.drained, self.every
+        with gc_paused():
+            for ev in events:
+                apply(st, ev)
+                if not ev.seq % every:
+                    drained.take(st)
+
+    def close(self) -> None:
+        self.drained.close()
+
+    def write(self) -> Snapshot:
+        st, run_id = self.st, self.run_id
+        try:
+            if st.run_id != run_id:
+                raise SnapshotError(f"the log of run {run_id!r} folds to a state of run {st.run_id!r}")
+            if st.last_seq < 1:
+                raise SnapshotError(f"run {run_id!r}: an empty state is not worth a snapshot")
+            metrics_record([("full_replays", "none", 1), ("events_replayed", "", st.last_seq), ("replay_duration_ms", "", _ms(self.t0))])
+            t0 = time.perf_counter()  # the write's time, as snapshot_write's: the body's and the row's
+            body, size, digest = self.drained.body(st)
+        finally:
+            self.close()
+        with body:
+            if connection.vendor == "postgresql":
+                return _pg_body_copy(run_id, st.last_seq, body, digest, t0)
+            if connection.vendor != "sqlite":
+                return _body_write(run_id, st.last_seq, body.read().decode("utf-8"), t0, digest)
+            with transaction.atomic():
+                # SQLite: the row is inserted with a text of the body's length that SQLite makes
+                # itself, and the body written into it a slice at a time through the blob handle;
+                # the body is never a Python string, nor a bound parameter SQLite would copy.
+                with connection.cursor() as cur:
+                    cur.execute(_SQLITE_INSERT, [run_id, st.last_seq, FOLD_VERSION, FOLD_CODE, size, digest])
+                    snap_id = cur.fetchone()[0]
+                with connection.connection.blobopen("reckon_snapshot", "body", snap_id) as blob:
+                    while piece := body.read(_SLICE):
+                        blob.write(piece)
+                snap = Snapshot.objects.defer("body").get(id=snap_id)
+                _publish(run_id, snap)
+        metrics_record([("snapshot_write_ms", "", _ms(t0))])
+        return snap
+
+
+def snapshot_fold_write(*, run_id: str, upto: int) -> Snapshot:
+    """Fold the run's log up to ``upto`` from event 1, a read chunk at a time (``SnapshotFold``), and
+    store the state as its snapshot: the first snapshot of a long run, which would otherwise hold its
+    whole state as objects and its body beside it (a 1,000,000-event run: 500 MB). Writes what
+    ``snapshot_write`` of the full replay would, byte for byte, and counts the replay as
+    ``run_state_fast`` counts one."""
+    folding = SnapshotFold(run_id)
+    try:
+        folding.feed(events_stream(run_id=run_id, upto=upto))
+    except BaseException:
+        folding.close()
+        raise
+    return folding.write()
+
+
+def _pg_body_copy(run_id: str, seq: int, body: IO[bytes], digest: str, t0: float) -> Snapshot:
+    # PostgreSQL: the row goes in with COPY, its body sent a slice at a time (COPY's text escapes
+    # apply byte by byte, so slice by slice), never one string nor one parameter.
+    with transaction.atomic():
+        with server_cursor() as cur:
+            with cur.copy(_PG_SNAPSHOT_COPY) as copy:
+                copy.write(b"%b\t%d\t%d\t%b\t" % (_copy_text(run_id.encode()), seq, FOLD_VERSION, FOLD_CODE.encode()))
+                while piece := body.read(_SLICE):
+                    copy.write(_copy_text(piece))
+                copy.write(b"\t%b\t\n" % digest.encode())
+            cur.execute(_PG_SNAPSHOT_COPIED, [run_id, seq, digest])
+            snap_id = cur.fetchone()[0]
+        snap = Snapshot.objects.defer("body").get(id=snap_id)
+        _publish(run_id, snap)
+    metrics_record([("snapshot_write_ms", "", _ms(t0))])
+    return snap
+
+
+_PG_SNAPSHOT_COPY = "COPY reckon_snapshot (run_id, seq, fold_version, fold_code, body, digest, discard_reason) FROM STDIN"
+_PG_SNAPSHOT_COPIED = "SELECT id FROM reckon_snapshot WHERE run_id = %s AND seq = %s AND digest = %s ORDER BY id DESC LIMIT 1"
+_SQLITE_INSERT = "INSERT INTO reckon_snapshot (run_id, seq, fold_version, fold_code, body, digest, discard_reason) VALUES (%s, %s, %s, %s, CAST(zeroblob(%s) AS TEXT), %s, '') RETURNING id"
 
 
 def _pointer_publish(run_id: str, snap: Snapshot) -> None:
@@ -287,6 +510,16 @@ def snapshot_policy_set(*, run_id: str, interval: int | None, min_events: int | 
     return Policy(interval, min_events)
 
 
+def snapshot_first_due(*, run_id: str, head: int) -> bool:
+    """Would ``snapshot_maybe`` write the first snapshot of a run whose log reaches ``head``? Its
+    run's policy, minimum and interval, and no quarantine of this fold version (a run being imported,
+    before its commit)."""
+    policy = snapshot_policy_get(run_id=run_id)
+    if not policy.interval or head < policy.min_events or head < policy.interval or _pointed(run_id) is not None:
+        return False
+    return not version_quarantined(fold_version=FOLD_VERSION, fold_code=FOLD_CODE)
+
+
 def snapshot_maybe(run_id: str) -> Snapshot | None:
     """Write a snapshot when the run's policy says one is due, else None.
 
@@ -300,12 +533,18 @@ def snapshot_maybe(run_id: str) -> Snapshot | None:
         raise RunNotFound(run_id)
     if not policy.interval or head < policy.min_events:
         return None
-    snap, _ = snapshot_current(run_id=run_id)
+    # The current snapshot's seq and version, not its body: a long run's body is tens of megabytes.
+    pointed = _pointed(run_id)
+    snap = Snapshot.objects.filter(id=pointed, run_id=run_id).defer("body").first() if pointed is not None else None
     since = snap.seq if snap is not None and snap.discarded_at is None and snap.fold_version == FOLD_VERSION and snap.fold_code == FOLD_CODE else 0
     if head - since < policy.interval:
         return None
     if version_quarantined(fold_version=FOLD_VERSION, fold_code=FOLD_CODE):
         return None
+    if not since:
+        # No usable snapshot: the whole log is folded, as run_state_fast would, without the whole
+        # state as objects beside its body (an imported or long run's first snapshot).
+        return snapshot_fold_write(run_id=run_id, upto=head)
     return snapshot_write(run_id=run_id, state=run_state_fast(run_id))
 
 

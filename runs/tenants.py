@@ -18,14 +18,36 @@ from runs.fold import Event
 from runs.models import Event as EventRow
 from runs.models import RunTenant
 from runs.store import StatementPart, events_read
-from runs.upcasters import DEFAULT_TENANT, events_upcast, payload_complete
+from runs.events import CURRENT_SCHEMA_VERSION
+from runs.upcasters import DEFAULT_TENANT, _tenant_of, events_upcast, payload_complete
 
 TENANT_NAMING = ("run_started", "tool_call_started")
 
 
+def _tenant_read(ev: Event) -> object:
+    """The tenant ``ev`` names as the upcasters and the store's defaults read it, for the events
+    whose reading is the same in every known version: a start's own ``tenant``, else its arguments'
+    (``_tenant_of``; no version changes a tenant a start records), and run_started's own. A start's
+    upcast is a copy of its payload and, for version 1, its key computed again, all to read one field;
+    an import reads one per call."""
+    p = ev.payload
+    if ev.type == "tool_call_started":
+        return p["tenant"] if "tenant" in p else _tenant_of(p.get("arguments"))
+    return p.get("tenant")
+
+
 def tenants_named(run_id: str, events: Iterable[Event]) -> set[str]:
     found = set()
-    for ev in events_upcast([e for e in events if e.type in TENANT_NAMING], run_id):
+    slow = []
+    for ev in events:
+        if ev.type in TENANT_NAMING:
+            if type(ev.payload) is dict and type(ev.v) is int and 1 <= ev.v <= CURRENT_SCHEMA_VERSION:
+                tenant = _tenant_read(ev)
+                if isinstance(tenant, str) and tenant:
+                    found.add(tenant)
+            else:
+                slow.append(ev)
+    for ev in events_upcast(slow, run_id):  # raises for a version no release writes
         # A current-version payload a writer sent without its defaulted fields gets them filled
         # exactly as the store will fill them.
         tenant = payload_complete(ev.type, ev.payload, run_id).get("tenant")

@@ -125,3 +125,89 @@ def test_an_import_of_many_chunks_calls_the_after_append_hooks_once_after_its_co
     assert seen == [("run-x", 1, 50)]  # a rolled-back import calls nothing
     assert imported(long_log(n=80)).outcome == "extended"
     assert seen == [("run-x", 1, 50), ("run-x", 51, 80)]
+
+
+def test_an_import_without_a_broker_leaves_a_snapshot_at_its_last_seq_that_is_the_full_replay(settings, tmp_path):
+    # Tasks are eager in tests (no broker): the snapshot check runs in the importing process after
+    # the commit, and folds the run a read chunk at a time (runs.snapshots.snapshot_fold_write).
+    from django.core.management import call_command
+
+    from bench.scale_log import log_write
+    from runs.models import Snapshot, SnapshotPointer
+    from runs.snapshot_format import state_dumps, state_loads
+
+    settings.RECKON_IMPORT_CHUNK = 500
+    settings.RECKON_READ_CHUNK = 300
+    settings.RECKON_SNAPSHOT_INTERVAL = 500
+    settings.RECKON_SNAPSHOT_MIN_EVENTS = 1000
+    path = tmp_path / "run-long.jsonl"
+    log_write(path, events=2500)
+    [result] = paths_import([str(path)])
+    assert result.outcome == "imported" and result.appended == 2500
+    snap = Snapshot.objects.get(id=SnapshotPointer.objects.get(run_id="run-long").snapshot_id)
+    assert snap.seq == 2500
+    full = run_state(run_id="run-long")
+    assert len(full.completed_calls) > 800  # the generated log's calls, every one completed
+    assert snap.body == state_dumps(full)
+    assert state_loads(snap.body).to_dict() == full.to_dict()
+    out = io.StringIO()
+    call_command("verify_snapshots", stdout=out)
+    assert "run run-long: snapshot" in out.getvalue() and "equals the full replay of 2500 events" in out.getvalue()
+
+
+def test_every_fixture_log_imported_with_its_snapshot_due_gets_the_full_replays_body_without_reading_it_back(settings, monkeypatch):
+    # Tasks are eager, so the import folds the events it writes (decoded from the text the store
+    # wrote, upcast) and writes the snapshot in its own transaction: byte for byte the body of the
+    # full replay, for logs of every version and type the fixtures hold, in chunks of 3 and 2.
+    from runs import snapshots
+    from runs.models import Snapshot, SnapshotPointer
+    from runs.snapshot_format import state_dumps
+
+    read_back = []
+    stream = snapshots.events_stream
+    monkeypatch.setattr(snapshots, "events_stream", lambda **kw: read_back.append(kw) or stream(**kw))
+    settings.RECKON_IMPORT_CHUNK = 3
+    settings.RECKON_READ_CHUNK = 2
+    settings.RECKON_SNAPSHOT_INTERVAL = 1
+    settings.RECKON_SNAPSHOT_MIN_EVENTS = 1
+    paths = list(fixture_logs())
+    results = paths_import([str(p) for p in paths])
+    assert [r.outcome for r in results] == ["imported"] * len(paths), [r.line() for r in results]
+    for result in results:
+        snap = Snapshot.objects.get(id=SnapshotPointer.objects.get(run_id=result.run_id).snapshot_id)
+        assert snap.seq == result.last_seq
+        assert snap.body == state_dumps(run_state(run_id=result.run_id)), result.path
+    assert read_back == []
+
+
+def test_a_rejected_import_that_was_folding_its_snapshot_leaves_nothing(settings):
+    from runs.models import Snapshot
+
+    settings.RECKON_SNAPSHOT_INTERVAL = 5
+    settings.RECKON_SNAPSHOT_MIN_EVENTS = 5
+    assert imported(long_log(n=60) + line(62, "user_message", {"content": "gap"})).outcome == "rejected"
+    assert nothing_stored() and not Snapshot.objects.exists()
+
+
+def test_an_import_whose_snapshot_cannot_be_written_is_imported_and_snapshotted_after_its_commit(settings, monkeypatch):
+    from runs.models import Snapshot
+    from runs.snapshot_format import state_dumps
+    from runs.snapshots import SnapshotFold
+
+    write, refused = SnapshotFold.write, []
+
+    def refuse_once(self):  # the import's write fails; the check after the commit writes as usual
+        if refused:
+            return write(self)
+        refused.append(self)
+        self.close()
+        raise RuntimeError("no room for the snapshot")
+
+    monkeypatch.setattr(SnapshotFold, "write", refuse_once)
+    settings.RECKON_SNAPSHOT_INTERVAL = 5
+    settings.RECKON_SNAPSHOT_MIN_EVENTS = 5
+    result = imported(long_log(n=40))
+    assert result.outcome == "imported" and result.appended == 40
+    [snap] = Snapshot.objects.filter(run_id="run-x")  # by the check after the commit, read back
+    assert len(refused) == 1
+    assert snap.seq == 40 and snap.body == state_dumps(run_state(run_id="run-x"))

@@ -25,7 +25,7 @@ from runs.models import Snapshot, SnapshotPointer
 from runs.selectors import run_state
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads
 from runs.snapshot_plan import COMPACT_EVERY
-from runs.snapshots import run_state_fast, snapshot_current, snapshot_maybe, snapshot_policy_set, snapshot_write, version_quarantine
+from runs.snapshots import _digest, run_state_fast, snapshot_current, snapshot_fold_write, snapshot_maybe, snapshot_policy_set, snapshot_verify, snapshot_write, version_quarantine
 from runs.store import NewEvent, events_append
 from runs.synthetic import synthetic_events
 from tests.measure import Measurements
@@ -173,6 +173,46 @@ def test_a_stored_snapshot_plus_tail_equals_the_full_replay_of_the_stored_log(da
     assert state_diff(fast, full) == []
     assert fast.to_dict() == full.to_dict()
     assert SnapshotPointer.objects.get(run_id=run_id).snapshot_id == Snapshot.objects.get(run_id=run_id).id  # no miss
+
+
+@pytest.mark.django_db
+@hsettings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_first_snapshot_folded_chunk_by_chunk_is_the_body_the_full_replay_writes(data):
+    # Chunks of 1 to 4 events: the completed calls and the trajectory leave the state as text many
+    # times over, and the strategy's completions reuse a few keys, so keys come again across chunks.
+    events = data.draw(valid_logs(max_events=30))
+    run_id = f"run-prop-{next(_run_ids)}"
+    stored_run(events, run_id)
+    with override_settings(RECKON_READ_CHUNK=data.draw(st.integers(1, 4), label="read chunk")):
+        snap = snapshot_fold_write(run_id=run_id, upto=len(events))
+    assert snap.seq == len(events)
+    assert snap.body == state_dumps(run_state(run_id=run_id))
+    assert snap.digest == body_digest(snap.body)
+    assert snapshot_verify(run_id=run_id).outcome == "equal"
+
+
+@pytest.mark.django_db
+def test_a_key_completed_again_chunks_later_keeps_its_first_place_and_its_last_value(settings):
+    settings.RECKON_READ_CHUNK = 2
+    run_id = "run-again"
+    done = [("c1", "k-1", "first"), ("c2", "k-2", "second"), ("c3", "k-1", "again"), ("c4", "k-3", "third"), ("c5", "k-2", "last")]
+    events = [Event(1, "run_started", {"run_id": run_id}, T0, 2)]
+    for call_id, key, content in done:
+        p = {"call_id": call_id, "name": "read_ledger", "content": content, "is_error": False, "idempotency_key": key}
+        events.append(Event(len(events) + 1, "tool_call_completed", p, T0, 2))
+    stored_run(events, run_id)
+    snap = snapshot_fold_write(run_id=run_id, upto=len(events))
+    full = run_state(run_id=run_id)
+    assert list(full.completed_calls.items()) == [("k-1", "again"), ("k-2", "last"), ("k-3", "third")]
+    assert snap.body == state_dumps(full)
+    assert list(state_loads(snap.body).completed_calls.items()) == list(full.completed_calls.items())
+
+
+def test_a_long_body_is_digested_in_slices_to_the_same_sha256():
+    body = '{"x":"' + "é€𝄞a" * 700_000 + '"}'  # past a slice, with characters of 2, 3 and 4 bytes
+    assert len(body) > 2 * (1 << 20)
+    assert _digest(body) == body_digest(body)
 
 
 # --- loading and its misses --------------------------------------------------------------------

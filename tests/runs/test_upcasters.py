@@ -16,7 +16,7 @@ from runs.models import Event, Run
 from runs.selectors import run_state
 from runs.snapshots import run_state_fast
 from runs.store import events_load, events_read
-from runs.upcasters import UnsupportedVersion, event_upcast, events_upcast, upcast_tool_call_completed_v1_v2, upcast_tool_call_started_v1_v2
+from runs.upcasters import UnsupportedVersion, event_upcast, events_upcast, payload_complete, upcast_tool_call_completed_v1_v2, upcast_tool_call_started_v1_v2
 from tests.golden import FIXTURES, golden_path
 
 pytestmark = pytest.mark.django_db
@@ -191,3 +191,26 @@ def test_a_v2_fixture_imported_and_replayed_from_the_database_matches_its_golden
     golden = json.loads(golden_path(path).read_text())
     for seq, expected in golden.items():
         assert json.loads(json.dumps(run_state(run_id=run_id, at=int(seq)).to_dict())) == expected, f"{path.name} at seq {seq}"
+
+
+def test_the_tenant_read_without_an_upcast_is_the_upcast_events_tenant_in_every_version():
+    # runs.tenants reads a start's tenant without upcasting it (an import reads one per call): the
+    # answer must be what the upcasters and the current version's defaults give, version by version.
+    from runs.tenants import _tenant_read
+
+    argument_forms = [{"tenant": "acme"}, {"tenant": ""}, {"tenant": 7}, {"account": "4001"}, {}, ["tenant"], "x"]
+    recorded_forms = [{}, {"tenant": "other"}, {"tenant": None}, {"tenant": ""}, {"operation_id": "op"}, {"idempotency_key": "k1", "signature": "pay:{}"}]
+    checked = 0
+    for v in range(1, CURRENT_SCHEMA_VERSION + 1):
+        for arguments in argument_forms:
+            for recorded in recorded_forms:
+                p = {"call_id": "c1", "name": "pay", "arguments": arguments, **recorded}
+                ev = FoldEvent(2, "tool_call_started", p, None, v)
+                [up] = events_upcast([ev], "run-t")
+                assert _tenant_read(ev) == payload_complete(up.type, up.payload, "run-t").get("tenant"), (v, p)
+                checked += 1
+        for p in ({"run_id": "run-t"}, {"run_id": "run-t", "tenant": "acme"}):
+            ev = FoldEvent(1, "run_started", p, None, v)
+            [up] = events_upcast([ev], "run-t")
+            assert _tenant_read(ev) == payload_complete(up.type, up.payload, "run-t").get("tenant")
+    assert checked == CURRENT_SCHEMA_VERSION * len(argument_forms) * len(recorded_forms)
