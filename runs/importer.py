@@ -28,7 +28,7 @@ import orjson
 from django.conf import settings
 from django.db import connection, transaction
 
-from reckon.celery import app as celery_app
+from celery import current_app as celery_app
 from runs import store
 from runs.errors import FenceError, InvalidEvent, LeaseHeld
 from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, PLAIN_CHECKS, EventType, UnknownEventType, event_type, missing_fields, version_problem
