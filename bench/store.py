@@ -42,12 +42,7 @@ def run_build(run_id: str, n_events: int, batch: int = 500) -> int:
 
 def rate(fn: Callable[[], int], *, seconds: float, windows: int) -> float:
     """Median events/s of ``fn`` (which returns how many events it wrote) over timed windows."""
-    return rates_side_by_side({"fn": fn}, seconds=seconds, windows=windows)["fn"]
-
-
-def rates_side_by_side(fns: dict[str, Callable[[], int]], *, seconds: float, windows: int) -> dict[str, float]:
-    """Median events/s of each of ``fns`` over timed windows taken in turn (``rates_in_turn``)."""
-    return {name: statistics.median(r) for name, r in rates_in_turn(fns, seconds=seconds, windows=windows).items()}
+    return statistics.median(rates_in_turn({"fn": fn}, seconds=seconds, windows=windows)["fn"])
 
 
 def rates_in_turn(fns: dict[str, Callable[[], int]], *, seconds: float, windows: int) -> dict[str, list[float]]:
