@@ -30,7 +30,7 @@ from django.utils import timezone as djtz
 
 from recovery.models import InFlightCall, ToolPolicy, UncertainCall
 from recovery.policies import Policy, call_terms, policy_from_row, unclassified_policy
-from recovery.rows import call_ids_allocate, events_at, row_update, run_rows_read, user_lookup
+from recovery.rows import call_ids_allocate, events_at, in_flight_entry, row_update, run_rows_read, user_lookup
 from runs.calls import completion_key, completion_pair, start_key
 from runs.events import CURRENT_SCHEMA_VERSION, EventType, rule_table
 from runs.fold import Event
@@ -444,15 +444,6 @@ def plain_in_flight(row: UncertainCall) -> bool:
     (the narrow table) rather than a full row. Every handler that changes a row moves its
     ``last_seq`` past the start, so this is "only ``_started`` ever touched it"."""
     return row.state == S.IN_FLIGHT and row.last_seq == row.start_seq
-
-
-def in_flight_entry(row: UncertainCall) -> dict:
-    """A call in flight as the run row keeps it (``Run.in_flight``, read by the ``InFlightCall`` view)."""
-    # The time in the form the view reads back: an offset time on PostgreSQL (cast to timestamptz),
-    # and Django's own text form of a datetime on SQLite, so that the view's column compares and
-    # converts like any DateTimeField.
-    at = row.started_at.isoformat() if connection.vendor == "postgresql" else connection.ops.adapt_datetimefield_value(row.started_at)
-    return {"s": row.start_seq, "i": row.pk, "c": row.call_id, "k": row.idempotency_key, "t": row.tool, "n": row.tenant, "a": at, "e": row.start_epoch}
 
 
 def in_flight_write(run_id: str, rows: Iterable[UncertainCall]) -> None:

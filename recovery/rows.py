@@ -113,9 +113,19 @@ def run_rows_read(run_id: str, named: set, *, unresolved: bool = True) -> tuple[
     return rows, in_flight_calls(run_id, result[0][0] if result else None)
 
 
+def in_flight_entry(row: UncertainCall) -> dict:
+    """A call in flight as the run row keeps it (``Run.in_flight``, read by the ``InFlightCall`` view)."""
+    # The time in the form the view reads back: an offset time on PostgreSQL (cast to timestamptz),
+    # and Django's own text form of a datetime on SQLite, so that the view's column compares and
+    # converts like any DateTimeField.
+    at = row.started_at.isoformat() if connection.vendor == "postgresql" else connection.ops.adapt_datetimefield_value(row.started_at)
+    return {"s": row.start_seq, "i": row.pk, "c": row.call_id, "k": row.idempotency_key, "t": row.tool, "n": row.tenant, "a": at, "e": row.start_epoch}
+
+
 def in_flight_calls(run_id: str, held) -> list[InFlightCall]:
     """The run row's calls in flight (``Run.in_flight`` as read: a JSON object or its text) as the
-    ``InFlightCall`` view gives them (recovery migration 0008), one per entry, in no order."""
+    ``InFlightCall`` view gives them (recovery migration 0008), one per entry, in no order: each
+    entry as ``in_flight_entry`` writes it."""
     if held is None:
         return []
     if isinstance(held, (str, bytes)):
