@@ -307,11 +307,14 @@ def _bench_load(procs: _Procs, tmp: Path, say, *, duration: float, agents: int, 
 def _report(say, results: dict, effects: dict, *, elapsed: float, drained: float, duration: float, warmup: float) -> dict:
     times, errors, counts = results["times_ms"], results["errors"], results["counts"]
     routes = {}
-    for name in sorted(times):
-        t = times[name]
+    # A route called only during the warm-up (a short load whose agents took their one lease then)
+    # is still listed, with nothing timed.
+    for name in sorted(set(times) | set(results.get("called", {}))):
+        t = times.get(name, [])
         e = errors.get(name, {})
-        routes[name] = {"n": len(t), "p50_ms": round(_pct(t, 50), 1), "p95_ms": round(_pct(t, 95), 1), "p99_ms": round(_pct(t, 99), 1), "5xx": e.get("5xx", 0), "failures": e.get("failure", 0)}
-    pages = {n: r for n, r in routes.items() if n.startswith("GET /") and n != "GET /login/"}
+        ms = {f"p{p}_ms": round(_pct(t, p), 1) if t else None for p in (50, 95, 99)}
+        routes[name] = {"n": len(t), **ms, "5xx": e.get("5xx", 0), "failures": e.get("failure", 0)}
+    pages = {n: r for n, r in routes.items() if n.startswith("GET /") and n != "GET /login/" and r["n"]}
     events_per_s = counts.get("events_measured", 0) / elapsed
     pages_per_s = counts.get("pages_measured", 0) / elapsed
     worst_page = max(pages.items(), key=lambda kv: kv[1]["p95_ms"], default=("none", {"p95_ms": 0.0}))
@@ -324,6 +327,9 @@ def _report(say, results: dict, effects: dict, *, elapsed: float, drained: float
 
     say(f"{'route':<38} {'n':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'5xx':>5} {'fail':>5}")
     for name, r in routes.items():
+        if not r["n"]:
+            say(f"{name:<38} {0:>6} {'-':>8} {'-':>8} {'-':>8} {r['5xx']:>5} {r['failures']:>5}   called during the warm-up only")
+            continue
         say(f"{name:<38} {r['n']:>6} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['p99_ms']:>8} {r['5xx']:>5} {r['failures']:>5}")
     say(f"measured over {elapsed:.1f} s after {warmup:g} s of warm-up (sign-ins, first leases and connections; checked, not timed)")
     say(f"appended: {counts.get('events_measured', 0)} events = {events_per_s:.1f} events/s ({counts.get('events_acked', 0)} in all); pages: {pages_per_s:.1f}/s")

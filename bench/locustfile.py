@@ -39,6 +39,7 @@ ACKS: list[list] = []  # [run_id, first_seq, last_seq, [load_id per event]] of e
 TIMES: dict[str, list[float]] = defaultdict(list)  # route -> ms of every request
 ERRORS: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # route -> {"5xx"|"failure"|"409": n}
 COUNTS: dict[str, int] = defaultdict(int)
+CALLED: dict[str, int] = defaultdict(int)  # route -> requests, warm-up included
 STARTED = time.monotonic()
 # The first seconds are not measured: every user signs in or takes its first lease at once, and
 # the web workers open their first connections. Errors and the checks count from the start.
@@ -51,6 +52,7 @@ def measured() -> bool:
 
 @events.request.add_listener
 def _record(request_type, name, response_time, response_length, response=None, exception=None, **kw):
+    CALLED[name] += 1
     if measured():
         TIMES[name].append(response_time)
     status = getattr(response, "status_code", 0) or 0
@@ -65,6 +67,7 @@ def _write(environment, **kw):
     doc = {
         "acks": ACKS,
         "times_ms": TIMES,
+        "called": dict(CALLED),
         "errors": {k: dict(v) for k, v in ERRORS.items()},
         "counts": dict(COUNTS),
         "elapsed_s": time.monotonic() - STARTED,
