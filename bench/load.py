@@ -48,7 +48,7 @@ from access.roles import ONCALL, roles_ensure
 from access.tokens import token_create
 from bench.api import _free_port
 from reckon.env import database_url
-from recovery.models import UncertainCall
+from recovery.models import InFlightCall, UncertainCall
 from recovery.policy_changes import policies_load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,7 +159,11 @@ def _pct(values: list[float], p: float) -> float:
 
 
 def _calls_left() -> int:
-    return UncertainCall.objects.filter(run_id__startswith="load-", state__in=[S.IN_FLIGHT, S.OPEN, S.RECONCILING]).count()
+    """Calls reconciliation has yet to settle: those in its queue, and starts still in flight on
+    their run's row (an agent that died holds its lease until it expires; detection then queues the
+    call), so the drain waits for the last agents' calls too."""
+    queued = UncertainCall.objects.filter(run_id__startswith="load-", state__in=[S.IN_FLIGHT, S.OPEN, S.RECONCILING]).count()
+    return queued + InFlightCall.objects.filter(run_id__startswith="load-").count()
 
 
 def _check_acks(acks: list) -> tuple[bool, str]:

@@ -4,8 +4,9 @@ Side by side in one run: the raw single-row INSERT commit rate (the physical ref
 durable commit costs on this database), fenced single-event appends, fenced 100-event batches, full
 replays (read, decode, upcast, fold) of a 4,000- and a 100,000-event run, and the fold alone per
 decoded event. Rates are medians over several timed windows; replay times are medians of repeats.
-The hash chain's cost is the median of each round's ratio of two windows, with and without it,
-taken in turn (``rates_in_turn``).
+Figures compared with each other (the fenced append against raw inserts, with and without the hash
+chain) are taken call by call in turn, and a cost is the median of each round's own ratio
+(``rates_in_turn``).
 """
 
 from __future__ import annotations
@@ -46,22 +47,29 @@ def rate(fn: Callable[[], int], *, seconds: float, windows: int) -> float:
 
 
 def rates_in_turn(fns: dict[str, Callable[[], int]], *, seconds: float, windows: int) -> dict[str, list[float]]:
-    """Events/s of each of ``fns`` in each of ``windows`` rounds: a timed window of each, in turn, each
-    round starting one further along. The machine's drift during the run reaches every figure alike,
-    and no figure always follows the same other one (the first window after a switch can pay for
-    the one before it), so the rounds' ratios hold."""
+    """Events/s of each of ``fns`` in each of ``windows`` rounds. Within a round of about
+    ``seconds`` a function each, the functions take turns call by call, each cycle starting one
+    further along, and each call is timed: a round's rate of a function is its events over its own
+    calls' time. Every figure of a round is taken in the same moments of the machine (a commit's
+    fsync, another process's burst), so the ratio of two holds when the rates alone wander by more
+    than the difference being measured."""
     names = list(fns)
     rates: dict[str, list[float]] = {name: [] for name in names}
-    for w in range(windows):
-        for k in range(len(names)):
-            name = names[(w + k) % len(names)]
-            fn = fns[name]
-            n = 0
-            t0 = time.perf_counter()
-            deadline = t0 + seconds
-            while time.perf_counter() < deadline:
-                n += fn()
-            rates[name].append(n / (time.perf_counter() - t0))
+    clock = time.perf_counter
+    for _ in range(windows):
+        events = dict.fromkeys(names, 0)
+        spent = dict.fromkeys(names, 0.0)
+        deadline = clock() + seconds * len(names)
+        cycle = 0
+        while clock() < deadline or not cycle:
+            for k in range(len(names)):
+                name = names[(cycle + k) % len(names)]
+                t0 = clock()
+                events[name] += fns[name]()
+                spent[name] += clock() - t0
+            cycle += 1
+        for name in names:
+            rates[name].append(events[name] / spent[name] if spent[name] > 0 else 0.0)
     return rates
 
 
@@ -130,7 +138,9 @@ def bench_store(*, quick: bool = False, out=None, routes: bool = False) -> dict:
             out.write(f"  escalation append, routes loaded {figures['escalation_append_with_routes_per_s']:>12,.0f} events/s   (the outbox rows written in the same transaction)")
             out.write(f"  ... with no routes              {figures['escalation_append_without_routes_per_s']:>12,.0f} events/s   (with routes: {figures['routes_vs_none']:.0%} of it)")
             if "round_trips_with_routes" in figures:
-                out.write(f"  round trips per escalation append   {figures['round_trips_with_routes']:.2f} with routes, {figures['round_trips_without_routes']:.2f} without (the decision log's reads after the commit included)")
+                out.write(
+                    f"  round trips per escalation append   {figures['round_trips_with_routes']:.2f} with routes, {figures['round_trips_without_routes']:.2f} without (the decision log's reads after the commit included)"
+                )
     return figures
 
 
@@ -157,7 +167,9 @@ def _single_rates(*, seconds: float, windows: int) -> dict[str, list[float]]:
 
     def unchained_one() -> int:
         with chain_hashing(enabled=False):
-            events_append(run_id="bench-single-unchained", epoch=unchained_epoch, expected_seq=unchained_state["seq"], events=[NewEvent("user_message", {"content": "hello from the fenced append", "n": 1})])
+            events_append(
+                run_id="bench-single-unchained", epoch=unchained_epoch, expected_seq=unchained_state["seq"], events=[NewEvent("user_message", {"content": "hello from the fenced append", "n": 1})]
+            )
         unchained_state["seq"] += 1
         return 1
 
@@ -219,11 +231,10 @@ def _bench_store(*, quick: bool, out) -> dict:
     conversation = [e for e in synthetic_events("bench-batch", 2, 300) if e.type == "model_turn"][:100]
     # With and without the hash chain, window by window (the chain's cost, measured in one run).
     if connection.vendor == "postgresql":
-        # Shorter windows, three times as many: two windows of a round lie closer in time.
         batch_rounds = rates_in_turn(
             {"chained": _batch_appender("bench-batch", conversation), "unchained": _batch_appender("bench-batch-unchained", conversation, chained=False)},
-            seconds=seconds / 3,
-            windows=windows * 3,
+            seconds=seconds,
+            windows=windows,
         )
         batched, batched_unchained = statistics.median(batch_rounds["chained"]), statistics.median(batch_rounds["unchained"])
     else:
@@ -263,15 +274,17 @@ def _bench_store(*, quick: bool, out) -> dict:
     if trips:
         figures.update(round_trips_single=trips[0], round_trips_batch=trips[1])
     say(f"  raw single-row INSERT commits   {figures['raw_insert_per_s']:>12,.0f} /s   (physical reference: one event-shaped row, no fence)")
-    say(f"  fenced single-event append      {figures['fenced_append_per_s']:>12,.0f} events/s   ({figures['fenced_vs_raw']:.0%} of raw, median of {windows} rounds' ratios)")
+    say(f"  fenced single-event append      {figures['fenced_append_per_s']:>12,.0f} events/s   ({figures['fenced_vs_raw']:.0%} of raw, median of {windows} rounds' ratios, call by call in turn)")
     if statement_only:
         say(f"  ... its statement alone          {statement_only:>12,.0f} events/s   ({1 - cost_in_turn(single_rounds, 'statement', 'raw'):.0%} of raw: the database's share of the gap)")
     if unchained:
-        say(f"  ... without the hash chain      {unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_single']:.1%}, median of {windows} rounds' ratios)")
+        say(f"  ... without the hash chain      {unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_single']:.1%}, median of {windows} rounds' ratios, append by append in turn)")
     say(f"  fenced 100-event batch append   {figures['fenced_batch_per_s']:>12,.0f} events/s   (model turns: no read model subscribed)")
     if batched_unchained:
         steps = "compiled, runs/_chain.c" if CHAIN_COMPILED else "in Python: runs._chain was not built"
-        say(f"  ... without the hash chain      {batched_unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_batch']:.1%}, median of {windows * 3} rounds' ratios; its steps {steps})")
+        say(
+            f"  ... without the hash chain      {batched_unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_batch']:.1%}, median of {windows} rounds' ratios, batch by batch in turn; its steps {steps})"
+        )
     say(f"  ... with tool calls             {figures['fenced_batch_with_projections_per_s']:>12,.0f} events/s   (read models kept in the same transaction)")
     say(f"  full replay, 4,000 events       {figures['replay_4k_ms']:>12,.2f} ms")
     say(f"  full replay, {big:,} events   {replay_big:>12,.2f} ms   ({figures['replay_us_per_event']:.2f} us/event)")

@@ -1,26 +1,33 @@
-"""``bench store``'s side-by-side windows: each round starts one further along, and a cost is the
-median of the rounds' own ratios."""
+"""``bench store``'s figures taken in turn: the functions alternate call by call, each cycle starting
+one further along, and a cost is the median of the rounds' own ratios."""
 
 import pytest
 
 from bench.store import cost_in_turn, rates_in_turn
 
 
-def test_each_round_starts_one_further_along():
+def test_the_functions_take_turns_call_by_call_each_cycle_starting_one_further_along():
     order: list[str] = []
 
     def one(name):
         def fn() -> int:
-            if not order or order[-1] != name:
-                order.append(name)
+            order.append(name)
             return 1
 
         return fn
 
     rates = rates_in_turn({"a": one("a"), "b": one("b"), "c": one("c")}, seconds=0.002, windows=3)
-    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert order[:9] == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert {name: order.count(name) for name in "abc"} == {"a": len(order) // 3, "b": len(order) // 3, "c": len(order) // 3}
     assert {name: len(r) for name, r in rates.items()} == {"a": 3, "b": 3, "c": 3}
     assert all(rate > 0 for r in rates.values() for rate in r)
+
+
+def test_a_round_runs_each_function_at_least_once_however_short():
+    calls = []
+    rates = rates_in_turn({"slow": lambda: calls.append(1) or 5}, seconds=0.0, windows=2)
+    assert len(calls) == 2
+    assert len(rates["slow"]) == 2 and all(r > 0 for r in rates["slow"])
 
 
 def test_cost_is_the_median_of_each_rounds_ratio():
