@@ -47,8 +47,8 @@ def rate(fn: Callable[[], int], *, seconds: float, windows: int) -> float:
 
 
 def rates_in_turn(fns: dict[str, Callable[[], int]], *, seconds: float, windows: int) -> dict[str, list[float]]:
-    """Events/s of each of ``fns`` in each of ``windows`` rounds. Within a round of about
-    ``seconds`` a function each, the functions take turns call by call, each cycle starting one
+    """Events/s of each of ``fns`` in each of ``windows`` rounds. Within a round (about ``seconds``
+    times the number of functions long), the functions take turns call by call, each cycle starting one
     further along, and each call is timed: a round's rate of a function is its events over its own
     calls' time. Every figure of a round is taken in the same moments of the machine (a commit's
     fsync, another process's burst), so the ratio of two holds when the rates alone wander by more
