@@ -7,7 +7,9 @@ configured one (same engine, same server), so benchmarking never writes into rea
 
 import argparse
 import json
+import logging
 import math
+import os
 import sys
 from importlib import import_module
 
@@ -69,6 +71,11 @@ class Command(BaseCommand):
     def handle(self, *args, suite, **options):
         # Measure what production runs: without DEBUG's per-query logging.
         settings.DEBUG = False
+        # The decision log writes a line per recovery event at INFO: thousands a suite, on stderr,
+        # between the figures. The benchmark's own process logs warnings up, as the workers it
+        # starts do (ERROR), unless RECKON_LOG_LEVEL asks for more.
+        if "RECKON_LOG_LEVEL" not in os.environ:
+            logging.getLogger("reckon").setLevel(logging.WARNING)
         names = [n for n in SUITES if n not in ON_DEMAND] if suite == "all" else [suite]
         old_name = connection.settings_dict["NAME"]
         creation = connection.creation
