@@ -159,3 +159,23 @@ def test_wrong_arguments_are_refused_with_a_message():
         compiled.links_framed(b"short", [], b"")
     with pytest.raises(TypeError, match=r"digests\[1\] must be bytes"):
         compiled.links_framed(b"x" * 32, [b"y" * 32, "z"], b"")
+
+
+def test_a_batch_of_several_times_and_versions_digests_each_event_by_its_own(implementation):
+    # An import's chunk: every event its own time, versions mixed; an append's batch shares one.
+    later = TS.replace(second=7, microsecond=5)
+    batch = [{"content": "a"}, {"content": "b"}, {"content": "c"}]
+    tss, vs, types = [TS, later, later], [2, 2, 3], ["model_turn", "model_turn", "model_turn"]
+    digests, _ = canonical.event_digests(
+        first_seq=3,
+        types=types,
+        tss=tss,
+        vs=vs,
+        payloads=batch,
+        stored=[orjson.dumps(p, option=orjson.OPT_SORT_KEYS) for p in batch],
+        stored_sorted=True,
+        sealing=(frozenset(), ()),
+    )
+    texts = ["2026-11-30T12:00:00.123456Z", "2026-11-30T12:00:07.000005Z", "2026-11-30T12:00:07.000005Z"]
+    expected = [hashlib.sha256(b'{"payload":' + rfc8785.dumps(p) + b',"seq":%d,"ts":"%s","type":"model_turn","v":%d}' % (3 + i, texts[i].encode(), vs[i])).digest() for i, p in enumerate(batch)]
+    assert digests == expected
