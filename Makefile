@@ -27,8 +27,9 @@ client-envs: install
 demo: install
 	$(PY) manage.py demo
 
+# The slowest twenty tests are listed after the results: where the suite's time goes.
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=20 $(PYTEST_ARGS)
 
 # Production's shape on one machine: web (gunicorn), worker and beat from the Procfile, under honcho.
 # Needs DATABASE_URL and REDIS_URL (without REDIS_URL the worker and beat have no broker); migrate first.
