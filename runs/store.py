@@ -47,7 +47,7 @@ from psycopg.rows import tuple_row
 
 from runs.canonical import chain_links, chain_links_framed, event_digest, event_digests, sealing_now
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
-from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, PLAIN_CHECKS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
+from runs.events import COMPLETION_SOURCES, CURRENT_SCHEMA_VERSION, INTRODUCED_IN, KEY_SECRET_SINCE, PLAIN_CHECKS, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, key_secret_new
 from runs.verify import genesis as chain_genesis
@@ -244,6 +244,20 @@ _PROJECTORS_BY_TYPE: dict[str, list[Projector]] = {}
 _PLAIN = PLAIN_CHECKS
 _COMPLETED_TYPES = frozenset(t for t, _ in UPCASTERS)
 _STARTED = EventType.TOOL_CALL_STARTED.value
+_COMPLETED = EventType.TOOL_CALL_COMPLETED.value
+# A completion's only rule beyond its fields and versions is its source (``version_problem``): one
+# whose source is absent or one of the known ones is plain too. A third of a working agent's events
+# are completions; the full check costs each of them about a microsecond, in the importer and here.
+_COMPLETED_PLAIN = (frozenset(REQUIRED_FIELDS[EventType.TOOL_CALL_COMPLETED]), INTRODUCED_IN.get(EventType.TOOL_CALL_COMPLETED, 1))
+
+
+def plain_spec(type_, payload) -> tuple[frozenset[str], int] | None:
+    """(required payload keys, first version) when the event's only checks left are those two
+    (``PLAIN_CHECKS``, or a completion with a known source), else None: the full check decides."""
+    spec = _PLAIN.get(type_) if type(type_) is str else None
+    if spec is None and type_ == _COMPLETED and type(payload) is dict and payload.get("source", "live") in COMPLETION_SOURCES:
+        return _COMPLETED_PLAIN
+    return spec
 
 
 def _check_slow(i: int, seq: int, run_id: str, ev: NewEvent) -> None:
@@ -555,6 +569,8 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
         seq += 1
         type_, payload, v = ev.type, ev.payload, ev.v
         spec = plain.get(type_) if type(type_) is str else None
+        if spec is None:
+            spec = plain_spec(type_, payload)
         if spec is None or seq == 1 or type(payload) is not dict or type(v) is not int or not spec[1] <= v <= current or not payload.keys() >= spec[0]:
             _check_slow(i, seq, run_id, ev)
         if v == current and type_ in completes:
@@ -600,7 +616,7 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
     return tss, encoded, canons, seals, appended, finished_seq, seq
 
 
-def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True) -> list[Event]:
+def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True, texts: list[bytes] | None = None) -> list[Event]:
     """Append ``events`` to run ``run_id`` as seqs ``expected_seq + 1 ...``, all or none.
 
     A ``run_started`` of schema version 3 or later that carries no key secret gets a new random one
@@ -609,7 +625,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     Raises StaleEpoch when ``epoch`` is not the run's current (unreleased) lease epoch, SeqConflict
     when ``expected_seq`` is not its last seq, RunFinished for a second terminal event, RunNotFound
     and InvalidEvent; in every case nothing is written. Returns the appended events as the fold sees
-    them.
+    them. ``texts``: a list that, once the events are written, is extended with each one's payload
+    as the store wrote it (UTF-8 JSON, keys sorted): decoded, it is the payload a read returns.
     """
     if not events:
         raise InvalidEvent("an append needs at least one event")
@@ -633,6 +650,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         if done:
             if _AFTER_APPEND:
                 _after_append(db, run_id, seqs[0], seqs[-1])
+            if texts is not None:
+                texts.extend(encoded)
             return appended
     if postgres and not projectors and not seals:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
@@ -663,6 +682,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     if ok:
         if _AFTER_APPEND:
             _after_append(db, run_id, seqs[0], seqs[-1])
+        if texts is not None:
+            texts.extend(encoded)
         return appended
     error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
     _record_fenced(run_id, epoch, error)
@@ -690,7 +711,7 @@ _PG_COPY = "COPY reckon_event (run_id, seq, type, v, ts, payload, epoch, hash) F
 _PG_COPY_MOVE = "UPDATE reckon_run SET last_seq = %s, head = %s, finished_seq = COALESCE(finished_seq, %s) WHERE run_id = %s"
 
 
-def events_copy(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True) -> list[Event]:
+def events_copy(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True, texts: list[bytes] | None = None) -> list[Event]:
     """``events_append`` for a large batch on PostgreSQL, written with COPY; the same checks,
     errors, chain and read models. Only inside a transaction (the importer's): the fence is the
     run row's lock, taken first and held until that transaction ends, so no other writer can
@@ -736,6 +757,8 @@ def events_copy(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[
         project(run_id, appended, epoch)
     if _AFTER_APPEND:
         _after_append(db, run_id, expected_seq + 1, seq)
+    if texts is not None:
+        texts.extend(encoded)
     return appended
 
 
