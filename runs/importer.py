@@ -24,7 +24,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-import orjson
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -38,12 +37,10 @@ from runs.leases import lease_acquire, lease_release
 from runs.json_strict import JsonRefused, json_loads_strict_bytes
 from runs.models import Run
 from runs.run_ids import run_id_problem
-from runs.snapshots import SnapshotFold, snapshot_first_due
-from runs.store import _FAST_OPTIONS as _STORED
-from runs.store import _orjson_dumps as _stored_text
-from runs.store import after_append_merged, events_append, events_copy, events_read
+from runs.snapshots import SnapshotFoldAside, snapshot_first_due
+from runs.store import after_append_merged, events_append, events_copy, events_read, plain_spec
 from runs.tasks import snapshot_due, snapshot_on_append
-from runs.upcasters import events_upcast, payload_complete
+from runs.upcasters import payload_complete
 
 IMPORT_HOLDER = "reckon-import"
 log = logging.getLogger("reckon.import")
@@ -169,9 +166,11 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
     type_ = obj["type"]
     payload = obj["payload"]
     spec = PLAIN_CHECKS.get(type_) if type(type_) is str else None
+    if spec is None:
+        spec = plain_spec(type_, payload)
     if spec is not None and type(v) is int and spec[1] <= v <= CURRENT_SCHEMA_VERSION and type(payload) is dict and payload.keys() >= spec[0]:
         # The common case: a type whose only checks are its fields and its versions, both met
-        # (``PLAIN_CHECKS``), so of the checks below only the time and the first line's remain.
+        # (``PLAIN_CHECKS``, ``runs.store.plain_spec``), so of the checks below only the time and the first line's remain.
         ts = _line_ts(obj["ts"], lineno)
         if seq == 1:
             raise ImportRejected(f"line {lineno}: a run log begins with run_started at seq 1, and has it only there")
@@ -277,29 +276,34 @@ def _same(stored: Event, new: Event) -> str | None:
     return next((attr for attr in ("type", "v", "payload", "ts") if getattr(stored, attr) != getattr(new, attr)), None)
 
 
-def _snapshot_fold_here(run_id: str) -> SnapshotFold | None:
+def _snapshot_fold_here(run_id: str) -> SnapshotFoldAside | None:
     """A fold of the run as it is imported, when its first snapshot would be folded in this process
     after the commit anyway (tasks run eagerly: no broker, the embedded default): the events the
-    import writes are then folded as they are written instead of read back from the database."""
+    import writes are then folded as they are written, by a child process (``SnapshotFoldAside``),
+    instead of read back from the database."""
     if not celery_app.conf.task_always_eager or snapshot_on_append not in store._AFTER_APPEND:
         return None
-    return SnapshotFold(run_id)
-
-
-def _fold_written(folding: SnapshotFold, run_id: str, written: list[Event]) -> bool:
-    # The fold must see each event as a read gives it: the payload decoded from the text the store
-    # wrote (its keys sorted, as ``events_append`` encodes them) and upcast. A payload the store's
-    # fast encoding refuses was written another way; the fold is then left to the snapshot check
-    # after the commit, which reads the log back (False).
     try:
-        folding.feed(events_upcast([Event(ev.seq, ev.type, orjson.loads(_stored_text(ev.payload, option=_STORED)), ev.ts, ev.v) for ev in written], run_id))
+        return SnapshotFoldAside(run_id)
+    except OSError:  # no process to be had: the check after the commit folds the run as before
+        log.exception("could not start the fold of run %s's first snapshot beside its import", run_id)
+        return None
+
+
+def _fold_written(folding: SnapshotFoldAside, written: list[Event], texts: list[bytes]) -> bool:
+    # The fold must see each event as a read gives it: the payload decoded from the text the store
+    # wrote (``texts``, its keys sorted) and upcast, which the fold's process does. A fold that cannot
+    # be fed leaves the snapshot to the check after the commit, which reads the log back (False).
+    try:
+        folding.feed_written(written, texts)
     except Exception:  # noqa: BLE001 - the snapshot is a cache: whatever the fold refuses, the check after the commit meets as before
+        log.exception("could not hand run events to the fold of the run's first snapshot")
         folding.close()
         return False
     return True
 
 
-def _fold_write(folding: SnapshotFold, run_id: str) -> None:
+def _fold_write(folding: SnapshotFoldAside, run_id: str) -> None:
     # In the import's transaction, so the run and its snapshot commit together; in a savepoint of
     # its own (the writes' atomic blocks), so a snapshot that cannot be written costs the snapshot,
     # never the import: the check after the commit then finds none and folds the run itself.
@@ -326,6 +330,7 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
     result = ImportResult(path, "unchanged", run_id=run_id)
     stored_last = 0
     appended = 0
+    folding = None
     try:
         # The collector is paused for the file: each chunk makes some hundred thousand small
         # objects (decoded payloads, events, rows) that live until the chunk is written, and the
@@ -335,7 +340,6 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
             stored_last = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first() or 0
             lease = None
             copy = False
-            folding = None
             for events in reader.chunks(size):
                 first = events[0].seq
                 if first <= stored_last:
@@ -367,12 +371,11 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
                 # The checked events go to the store as they are (an Event has every field a
                 # NewEvent has; the store assigns the same seqs). A log is kept exactly as given:
                 # one without a secret keeps the old keys.
-                if copy:
-                    written = events_copy(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False)
-                else:
-                    written = events_append(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False)
+                texts: list[bytes] | None = [] if folding is not None else None
+                write = events_copy if copy else events_append
+                written = write(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False, texts=texts)
                 appended += len(events)
-                if folding is not None and not _fold_written(folding, run_id, written):
+                if folding is not None and not _fold_written(folding, written, texts):
                     folding = None
             if lease is not None:
                 if folding is not None:
@@ -390,6 +393,9 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
         return ImportResult(path, "rejected", run_id=run_id, reason=f"{exc}; try again when it is released")
     except (FenceError, InvalidEvent) as exc:
         return ImportResult(path, "rejected", run_id=run_id, reason=str(exc))
+    finally:
+        if folding is not None:  # a rejected (or failed) import: its fold's process stops
+            folding.close()
     result.torn_line = reader.torn_line
     result.last_seq = max(stored_last, reader.count)
     if appended:
