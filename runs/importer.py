@@ -257,6 +257,34 @@ class _LogReader:
             raise ImportRejected("no complete events" + (f" (line {self.torn_line} is a torn tail)" if self.torn_line else ""))
 
 
+class _ReadAhead:
+    """A reader's chunks, of which the next may be read early (``read_ahead``): while the database
+    works through a chunk the importer has sent (``events_copy``'s ``meanwhile``)."""
+
+    def __init__(self, chunks: Iterator[list[Event]]):
+        self._chunks = chunks
+        self._next: list[Event] | None = None
+        self._done = False
+
+    def __iter__(self) -> "_ReadAhead":
+        return self
+
+    def __next__(self) -> list[Event]:
+        if self._next is not None:
+            chunk, self._next = self._next, None
+            return chunk
+        if self._done:
+            raise StopIteration
+        return next(self._chunks)
+
+    def read_ahead(self) -> None:
+        if self._next is None and not self._done:
+            try:
+                self._next = next(self._chunks)
+            except StopIteration:
+                self._done = True
+
+
 def log_parse(path: str, data: bytes) -> ParsedLog:
     """Validate a whole file held in memory (tests, fixtures); raise ImportRejected naming the first problem."""
     run_id = log_run_id(path)
@@ -340,7 +368,8 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
             stored_last = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first() or 0
             lease = None
             copy = False
-            for events in reader.chunks(size):
+            chunks = _ReadAhead(reader.chunks(size))
+            for events in chunks:
                 first = events[0].seq
                 if first <= stored_last:
                     # The part of this chunk the run already holds must be identical, event by event.
@@ -372,8 +401,11 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
                 # NewEvent has; the store assigns the same seqs). A log is kept exactly as given:
                 # one without a secret keeps the old keys.
                 texts: list[bytes] | None = [] if folding is not None else None
-                write = events_copy if copy else events_append
-                written = write(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False, texts=texts)
+                if copy:
+                    # The next chunk is read and checked while the server inserts this one.
+                    written = events_copy(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False, texts=texts, meanwhile=chunks.read_ahead)
+                else:
+                    written = events_append(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False, texts=texts)
                 appended += len(events)
                 if folding is not None and not _fold_written(folding, written, texts):
                     folding = None

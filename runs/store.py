@@ -40,6 +40,7 @@ import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from psycopg.adapt import Loader
+from psycopg.copy import LibpqWriter
 from psycopg.errors import error_from_result as _error_from_result
 from psycopg.generators import execute as _pg_execute
 from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
@@ -47,7 +48,20 @@ from psycopg.rows import tuple_row
 
 from runs.canonical import chain_links, chain_links_framed, event_digest, event_digests, sealing_now
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
-from runs.events import COMPLETION_SOURCES, CURRENT_SCHEMA_VERSION, INTRODUCED_IN, KEY_SECRET_SINCE, PLAIN_CHECKS, REQUIRED_FIELDS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
+from runs.events import (
+    COMPLETION_SOURCES,
+    CURRENT_SCHEMA_VERSION,
+    INTRODUCED_IN,
+    KEY_SECRET_SINCE,
+    PLAIN_CHECKS,
+    REQUIRED_FIELDS,
+    TERMINAL,
+    EventType,
+    UnknownEventType,
+    event_type,
+    missing_fields,
+    version_problem,
+)
 from runs.fold import Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, key_secret_new
 from runs.verify import genesis as chain_genesis
@@ -711,13 +725,26 @@ _PG_COPY = "COPY reckon_event (run_id, seq, type, v, ts, payload, epoch, hash) F
 _PG_COPY_MOVE = "UPDATE reckon_run SET last_seq = %s, head = %s, finished_seq = COALESCE(finished_seq, %s) WHERE run_id = %s"
 
 
-def events_copy(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True, texts: list[bytes] | None = None) -> list[Event]:
+def events_copy(
+    *,
+    run_id: str,
+    epoch: int,
+    expected_seq: int,
+    events: Sequence[NewEvent],
+    key_secret_fill: bool = True,
+    texts: list[bytes] | None = None,
+    meanwhile: Callable[[], None] | None = None,
+) -> list[Event]:
     """``events_append`` for a large batch on PostgreSQL, written with COPY; the same checks,
     errors, chain and read models. Only inside a transaction (the importer's): the fence is the
     run row's lock, taken first and held until that transaction ends, so no other writer can
     append between the check and the rows COPY writes, and the unique (run, seq) key still
     refuses any row that would fork the log. The chain is hashed here, from the head the lock
-    read, with ``runs.verify``'s own link."""
+    read, with ``runs.verify``'s own link.
+
+    ``meanwhile``: called once the rows are sent, while the server checks and inserts them, before
+    the COPY's end is awaited (the importer reads its next chunk then). It may not use the
+    connection; an exception it raises ends the COPY unwritten and propagates."""
     db = connections[DEFAULT_DB_ALIAS]
     if db.vendor != "postgresql" or not db.in_atomic_block:
         raise InvalidEvent("events_copy is for PostgreSQL, inside a transaction; use events_append")
@@ -746,9 +773,13 @@ def events_copy(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[
         for ev, ts, text, h in zip(appended, tss, encoded, hashes):
             hashed = b"\\\\x" + h.hex().encode() if h is not None else b"\\N"
             rows.append(b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n" % (rid, ev.seq, ev.type.encode(), ev.v, ts.isoformat().encode(), _copy_text(text), epoch, hashed))
-        with cur.copy(_PG_COPY) as copy:
+        # Flushed as written (no threshold): once ``write`` returns, every row is on its way to the
+        # server, which works through them while ``meanwhile`` runs here.
+        with cur.copy(_PG_COPY, writer=LibpqWriter(cur, flush_threshold=0)) as copy:
             copy.write(b"".join(rows))
-        del rows
+            del rows
+            if meanwhile is not None:
+                meanwhile()
         cur.execute(_PG_COPY_MOVE, [seq, prev, finished_seq, run_id])
         _head_remember(db.alias, run_id, seq, prev)
     if seals:
