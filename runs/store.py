@@ -46,7 +46,7 @@ from psycopg.generators import execute as _pg_execute
 from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.rows import tuple_row
 
-from runs.canonical import chain_links, chain_links_framed, event_digest, event_digests, sealing_now
+from runs.canonical import chain_links, chain_links_framed, event_digest, event_digests, sealing_now, ts_texts
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.events import (
     COMPLETION_SOURCES,
@@ -558,10 +558,11 @@ UPDATE reckon_run
 _SQLITE_INSERT = "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
-def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool, now: datetime):
+def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool, now: datetime, ts_texted: list[bytes] | None = None):
     """Check, complete and encode a batch for the append (``events_append``, ``events_copy``):
     (times, payload texts, chain digests, the salts of sealed values by seq, the events as the fold sees them, the seq of a
-    terminal event or None, the batch's last seq). Raises InvalidEvent for an event the log must not hold."""
+    terminal event or None, the batch's last seq). Raises InvalidEvent for an event the log must not hold.
+    ``ts_texted``: a list extended with each time's text in the chain's frame (``runs.canonical.ts_texts``)."""
     # One pass: check each event, complete its payload to the current version, encode it, and
     # build what the caller gets back. This path runs once per event written; keep it lean (the
     # common case is checked here against ``_PLAIN``; anything unusual takes ``_check_slow``).
@@ -609,6 +610,8 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
     _batch_check(appended, encoded)
+    if ts_texted is not None:
+        ts_texted.extend(ts_texts(tss))
     if chained and len(appended) == 1:  # the single append: no batch to scan at once
         ev = appended[0]
         digest, salts = event_digest(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, payload=ev.payload, stored=encoded[0], sealing=sealing, stored_sorted=stored_sorted)
@@ -626,6 +629,7 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
             stored=encoded,
             stored_sorted=stored_sorted,
             sealing=sealing,
+            texts=ts_texted,
         )
     return tss, encoded, canons, seals, appended, finished_seq, seq
 
@@ -751,7 +755,8 @@ def events_copy(
     if not events:
         raise InvalidEvent("an append needs at least one event")
     now = datetime.now(timezone.utc)
-    tss, encoded, canons, seals, appended, finished_seq, seq = _events_prepare(run_id, expected_seq, events, key_secret_fill, now)
+    times: list[bytes] = []
+    tss, encoded, canons, seals, appended, finished_seq, seq = _events_prepare(run_id, expected_seq, events, key_secret_fill, now, times)
     if not canons:
         raise InvalidEvent("an append without the hash chain (chain_hashing) is for bench store's plain PostgreSQL appends only")
     with server_cursor() as cur:
@@ -767,12 +772,23 @@ def events_copy(
         # A NULL head after seq 0: a run recorded before the chain, whose appends stay unchained.
         prev = bytes(head) if head is not None else (chain_genesis(run_id) if expected_seq == 0 else None)
         rid = _copy_text(run_id.encode())
-        rows = []
-        hashes = chain_links(prev, canons) if prev is not None else [None] * len(canons)
-        prev = hashes[-1]
-        for ev, ts, text, h in zip(appended, tss, encoded, hashes):
-            hashed = b"\\\\x" + h.hex().encode() if h is not None else b"\\N"
-            rows.append(b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n" % (rid, ev.seq, ev.type.encode(), ev.v, ts.isoformat().encode(), _copy_text(text), epoch, hashed))
+        if prev is not None:
+            hashes = chain_links(prev, canons)
+            prev = hashes[-1]
+            hexed = b"".join(hashes).hex().encode()
+            hashed = [b"\\\\x" + hexed[i : i + 64] for i in range(0, len(hexed), 64)]
+        else:
+            hashed = [b"\\N"] * len(canons)
+        # COPY's text format escapes a backslash, tab, newline or carriage return in a field: the
+        # chunk's payload texts are escaped together, a few C passes instead of calls per event.
+        # JSON text holds no NUL (a control character is always escaped), so NUL separates them.
+        copied = _copy_text(b"\x00".join(encoded)).split(b"\x00")
+        # The times as the chain's frame writes them (RFC 3339 in UTC, read back as the same
+        # timestamptz), but a year before 1000, which that text does not pad to four digits.
+        if not all(ts.year >= 1000 for ts in tss):
+            times = [ts.isoformat().encode() for ts in tss]
+        line = b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n"
+        rows = [line % (rid, ev.seq, ev.type.encode(), ev.v, ts, text, epoch, h) for ev, ts, text, h in zip(appended, times, copied, hashed, strict=True)]
         # Flushed as written (no threshold): once ``write`` returns, every row is on its way to the
         # server, which works through them while ``meanwhile`` runs here.
         with cur.copy(_PG_COPY, writer=LibpqWriter(cur, flush_threshold=0)) as copy:
