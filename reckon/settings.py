@@ -246,6 +246,9 @@ RECKON_SNAPSHOT_MIN_EVENTS = envint("RECKON_SNAPSHOT_MIN_EVENTS", 2000, minimum=
 # at a time, and events an export, an event page or a replay reads from the database at a time.
 # Memory follows these, never the length of a log.
 RECKON_IMPORT_CHUNK = envint("RECKON_IMPORT_CHUNK", 5000, minimum=1)
+# A file at least this long (bytes) is read and checked, after its first chunk, by a child process
+# of the importer while the importer writes (runs/importer.py); 0: every file of more than a chunk.
+RECKON_IMPORT_READ_ASIDE_BYTES = envint("RECKON_IMPORT_READ_ASIDE_BYTES", 16 << 20, minimum=0)
 RECKON_READ_CHUNK = envint("RECKON_READ_CHUNK", 2000, minimum=1)
 
 # Process metrics (runs/measurements.py): prometheus_client's multiprocess mode. Every process that

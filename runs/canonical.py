@@ -117,6 +117,21 @@ _last_tail: tuple = (None, None, None, b"")
 _type_tails: dict[tuple[str, int], bytes] = {}
 
 
+def ts_texts(tss: list[datetime]) -> list[bytes]:
+    """Each time's text in the chain's frame (``runs.verify.ts_text``), as UTF-8: RFC 3339 in UTC,
+    which PostgreSQL reads back as the same timestamptz (``runs.store.events_copy`` writes it)."""
+    return [_ts_text(ts).encode() for ts in tss]
+
+
+def _tail_texted(type: str, text: bytes, v: int) -> bytes:
+    """``_tail`` for a time whose text (``ts_texts``) is known already."""
+    type_tail = _type_tails.get((type, v))
+    if type_tail is None:
+        _tail(type, datetime(2000, 1, 1, tzinfo=UTC), v)  # fills _type_tails for (type, v)
+        type_tail = _type_tails[(type, v)]
+    return b',"ts":"' + text + b'"' + type_tail
+
+
 def _tail(type: str, ts: datetime, v: int) -> bytes:
     """What follows the seq in the event's canonical bytes (``event_canonical``'s frame): the ts,
     type and v. A batch's events mostly share the append's clock reading, so the last tail is
@@ -321,7 +336,16 @@ def event_digest(
 
 
 def event_digests(
-    *, first_seq: int, types: list[str], tss: list[datetime], vs: list[int], payloads: list[dict], stored: list[bytes], stored_sorted: bool, sealing: tuple[frozenset[str], tuple[bytes, ...]]
+    *,
+    first_seq: int,
+    types: list[str],
+    tss: list[datetime],
+    vs: list[int],
+    payloads: list[dict],
+    stored: list[bytes],
+    stored_sorted: bool,
+    sealing: tuple[frozenset[str], tuple[bytes, ...]],
+    texts: list[bytes] | None = None,
 ) -> tuple[list[bytes], list[tuple[int, dict[str, str]]]]:
     """``event_digest`` for consecutive events (an append's batch, an import's chunk) at seqs
     ``first_seq, first_seq + 1, ...``: their digests, and (seq, salts) of those with sealed values.
@@ -329,7 +353,7 @@ def event_digests(
     ``stored_sorted``: every text in ``stored`` is orjson's sorted encoding of its payload. Then the
     scans that send a payload to the exact or the sealing path run once over the whole batch (one
     C scan each, where per event each would cost a call), and only when one finds something are the
-    events looked at one by one."""
+    events looked at one by one. ``texts``: the times' texts (``ts_texts``), when the caller has them."""
     names, needles = sealing
     # A NUL never occurs in JSON text, so no mark spans two events.
     per_event = not stored_sorted or not _plain(b"\x00".join(stored), needles)
@@ -344,7 +368,9 @@ def event_digests(
         return digests, seals
     # The common case: each payload's stored text is its RFC 8785 bytes; frame and hash them all.
     ts0, v0 = tss[0], vs[0]
-    if tss.count(ts0) == len(tss) and vs.count(v0) == len(vs):
+    if texts is not None:
+        tails = [_tail_texted(type_, text, v) for text, type_, v in zip(texts, types, vs, strict=True)]
+    elif tss.count(ts0) == len(tss) and vs.count(v0) == len(vs):
         # An append's batch: one clock reading, one version; a tail per type, no Python per event.
         by_type = {type_: _tail(type_, ts0, v0) for type_ in set(types)}
         tails = list(map(by_type.__getitem__, types))

@@ -40,14 +40,28 @@ import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from psycopg.adapt import Loader
+from psycopg.copy import LibpqWriter
 from psycopg.errors import error_from_result as _error_from_result
 from psycopg.generators import execute as _pg_execute
 from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.rows import tuple_row
 
-from runs.canonical import chain_links, chain_links_framed, event_digest, event_digests, sealing_now
+from runs.canonical import chain_links, chain_links_framed, event_digest, event_digests, sealing_now, ts_texts
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
-from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, PLAIN_CHECKS, TERMINAL, EventType, UnknownEventType, event_type, missing_fields, version_problem
+from runs.events import (
+    COMPLETION_SOURCES,
+    CURRENT_SCHEMA_VERSION,
+    INTRODUCED_IN,
+    KEY_SECRET_SINCE,
+    PLAIN_CHECKS,
+    REQUIRED_FIELDS,
+    TERMINAL,
+    EventType,
+    UnknownEventType,
+    event_type,
+    missing_fields,
+    version_problem,
+)
 from runs.fold import Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, key_secret_new
 from runs.verify import genesis as chain_genesis
@@ -244,6 +258,20 @@ _PROJECTORS_BY_TYPE: dict[str, list[Projector]] = {}
 _PLAIN = PLAIN_CHECKS
 _COMPLETED_TYPES = frozenset(t for t, _ in UPCASTERS)
 _STARTED = EventType.TOOL_CALL_STARTED.value
+_COMPLETED = EventType.TOOL_CALL_COMPLETED.value
+# A completion's only rule beyond its fields and versions is its source (``version_problem``): one
+# whose source is absent or one of the known ones is plain too. A third of a working agent's events
+# are completions; the full check costs each of them about a microsecond, in the importer and here.
+_COMPLETED_PLAIN = (frozenset(REQUIRED_FIELDS[EventType.TOOL_CALL_COMPLETED]), INTRODUCED_IN.get(EventType.TOOL_CALL_COMPLETED, 1))
+
+
+def plain_spec(type_, payload) -> tuple[frozenset[str], int] | None:
+    """(required payload keys, first version) when the event's only checks left are those two
+    (``PLAIN_CHECKS``, or a completion with a known source), else None: the full check decides."""
+    spec = _PLAIN.get(type_) if type(type_) is str else None
+    if spec is None and type_ == _COMPLETED and type(payload) is dict and payload.get("source", "live") in COMPLETION_SOURCES:
+        return _COMPLETED_PLAIN
+    return spec
 
 
 def _check_slow(i: int, seq: int, run_id: str, ev: NewEvent) -> None:
@@ -530,10 +558,11 @@ UPDATE reckon_run
 _SQLITE_INSERT = "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
-def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool, now: datetime):
+def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool, now: datetime, ts_texted: list[bytes] | None = None):
     """Check, complete and encode a batch for the append (``events_append``, ``events_copy``):
     (times, payload texts, chain digests, the salts of sealed values by seq, the events as the fold sees them, the seq of a
-    terminal event or None, the batch's last seq). Raises InvalidEvent for an event the log must not hold."""
+    terminal event or None, the batch's last seq). Raises InvalidEvent for an event the log must not hold.
+    ``ts_texted``: a list extended with each time's text in the chain's frame (``runs.canonical.ts_texts``)."""
     # One pass: check each event, complete its payload to the current version, encode it, and
     # build what the caller gets back. This path runs once per event written; keep it lean (the
     # common case is checked here against ``_PLAIN``; anything unusual takes ``_check_slow``).
@@ -555,6 +584,8 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
         seq += 1
         type_, payload, v = ev.type, ev.payload, ev.v
         spec = plain.get(type_) if type(type_) is str else None
+        if spec is None:
+            spec = plain_spec(type_, payload)
         if spec is None or seq == 1 or type(payload) is not dict or type(v) is not int or not spec[1] <= v <= current or not payload.keys() >= spec[0]:
             _check_slow(i, seq, run_id, ev)
         if v == current and type_ in completes:
@@ -579,6 +610,8 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
     _batch_check(appended, encoded)
+    if ts_texted is not None:
+        ts_texted.extend(ts_texts(tss))
     if chained and len(appended) == 1:  # the single append: no batch to scan at once
         ev = appended[0]
         digest, salts = event_digest(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, payload=ev.payload, stored=encoded[0], sealing=sealing, stored_sorted=stored_sorted)
@@ -596,11 +629,12 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
             stored=encoded,
             stored_sorted=stored_sorted,
             sealing=sealing,
+            texts=ts_texted,
         )
     return tss, encoded, canons, seals, appended, finished_seq, seq
 
 
-def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True) -> list[Event]:
+def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True, texts: list[bytes] | None = None) -> list[Event]:
     """Append ``events`` to run ``run_id`` as seqs ``expected_seq + 1 ...``, all or none.
 
     A ``run_started`` of schema version 3 or later that carries no key secret gets a new random one
@@ -609,7 +643,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     Raises StaleEpoch when ``epoch`` is not the run's current (unreleased) lease epoch, SeqConflict
     when ``expected_seq`` is not its last seq, RunFinished for a second terminal event, RunNotFound
     and InvalidEvent; in every case nothing is written. Returns the appended events as the fold sees
-    them.
+    them. ``texts``: a list that, once the events are written, is extended with each one's payload
+    as the store wrote it (UTF-8 JSON, keys sorted): decoded, it is the payload a read returns.
     """
     if not events:
         raise InvalidEvent("an append needs at least one event")
@@ -633,6 +668,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         if done:
             if _AFTER_APPEND:
                 _after_append(db, run_id, seqs[0], seqs[-1])
+            if texts is not None:
+                texts.extend(encoded)
             return appended
     if postgres and not projectors and not seals:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
@@ -663,6 +700,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     if ok:
         if _AFTER_APPEND:
             _after_append(db, run_id, seqs[0], seqs[-1])
+        if texts is not None:
+            texts.extend(encoded)
         return appended
     error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
     _record_fenced(run_id, epoch, error)
@@ -690,20 +729,34 @@ _PG_COPY = "COPY reckon_event (run_id, seq, type, v, ts, payload, epoch, hash) F
 _PG_COPY_MOVE = "UPDATE reckon_run SET last_seq = %s, head = %s, finished_seq = COALESCE(finished_seq, %s) WHERE run_id = %s"
 
 
-def events_copy(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True) -> list[Event]:
+def events_copy(
+    *,
+    run_id: str,
+    epoch: int,
+    expected_seq: int,
+    events: Sequence[NewEvent],
+    key_secret_fill: bool = True,
+    texts: list[bytes] | None = None,
+    meanwhile: Callable[[], None] | None = None,
+) -> list[Event]:
     """``events_append`` for a large batch on PostgreSQL, written with COPY; the same checks,
     errors, chain and read models. Only inside a transaction (the importer's): the fence is the
     run row's lock, taken first and held until that transaction ends, so no other writer can
     append between the check and the rows COPY writes, and the unique (run, seq) key still
     refuses any row that would fork the log. The chain is hashed here, from the head the lock
-    read, with ``runs.verify``'s own link."""
+    read, with ``runs.verify``'s own link.
+
+    ``meanwhile``: called once the rows are sent, while the server checks and inserts them, before
+    the COPY's end is awaited (the importer reads its next chunk then). It may not use the
+    connection; an exception it raises ends the COPY unwritten and propagates."""
     db = connections[DEFAULT_DB_ALIAS]
     if db.vendor != "postgresql" or not db.in_atomic_block:
         raise InvalidEvent("events_copy is for PostgreSQL, inside a transaction; use events_append")
     if not events:
         raise InvalidEvent("an append needs at least one event")
     now = datetime.now(timezone.utc)
-    tss, encoded, canons, seals, appended, finished_seq, seq = _events_prepare(run_id, expected_seq, events, key_secret_fill, now)
+    times: list[bytes] = []
+    tss, encoded, canons, seals, appended, finished_seq, seq = _events_prepare(run_id, expected_seq, events, key_secret_fill, now, times)
     if not canons:
         raise InvalidEvent("an append without the hash chain (chain_hashing) is for bench store's plain PostgreSQL appends only")
     with server_cursor() as cur:
@@ -719,15 +772,30 @@ def events_copy(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[
         # A NULL head after seq 0: a run recorded before the chain, whose appends stay unchained.
         prev = bytes(head) if head is not None else (chain_genesis(run_id) if expected_seq == 0 else None)
         rid = _copy_text(run_id.encode())
-        rows = []
-        hashes = chain_links(prev, canons) if prev is not None else [None] * len(canons)
-        prev = hashes[-1]
-        for ev, ts, text, h in zip(appended, tss, encoded, hashes):
-            hashed = b"\\\\x" + h.hex().encode() if h is not None else b"\\N"
-            rows.append(b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n" % (rid, ev.seq, ev.type.encode(), ev.v, ts.isoformat().encode(), _copy_text(text), epoch, hashed))
-        with cur.copy(_PG_COPY) as copy:
+        if prev is not None:
+            hashes = chain_links(prev, canons)
+            prev = hashes[-1]
+            hexed = b"".join(hashes).hex().encode()
+            hashed = [b"\\\\x" + hexed[i : i + 64] for i in range(0, len(hexed), 64)]
+        else:
+            hashed = [b"\\N"] * len(canons)
+        # COPY's text format escapes a backslash, tab, newline or carriage return in a field: the
+        # chunk's payload texts are escaped together, a few C passes instead of calls per event.
+        # JSON text holds no NUL (a control character is always escaped), so NUL separates them.
+        copied = _copy_text(b"\x00".join(encoded)).split(b"\x00")
+        # The times as the chain's frame writes them (RFC 3339 in UTC, read back as the same
+        # timestamptz), but a year before 1000, which that text does not pad to four digits.
+        if not all(ts.year >= 1000 for ts in tss):
+            times = [ts.isoformat().encode() for ts in tss]
+        line = b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n"
+        rows = [line % (rid, ev.seq, ev.type.encode(), ev.v, ts, text, epoch, h) for ev, ts, text, h in zip(appended, times, copied, hashed, strict=True)]
+        # Flushed as written (no threshold): once ``write`` returns, every row is on its way to the
+        # server, which works through them while ``meanwhile`` runs here.
+        with cur.copy(_PG_COPY, writer=LibpqWriter(cur, flush_threshold=0)) as copy:
             copy.write(b"".join(rows))
-        del rows
+            del rows
+            if meanwhile is not None:
+                meanwhile()
         cur.execute(_PG_COPY_MOVE, [seq, prev, finished_seq, run_id])
         _head_remember(db.alias, run_id, seq, prev)
     if seals:
@@ -736,6 +804,8 @@ def events_copy(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[
         project(run_id, appended, epoch)
     if _AFTER_APPEND:
         _after_append(db, run_id, expected_seq + 1, seq)
+    if texts is not None:
+        texts.extend(encoded)
     return appended
 
 

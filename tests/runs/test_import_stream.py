@@ -192,9 +192,9 @@ def test_a_rejected_import_that_was_folding_its_snapshot_leaves_nothing(settings
 def test_an_import_whose_snapshot_cannot_be_written_is_imported_and_snapshotted_after_its_commit(settings, monkeypatch):
     from runs.models import Snapshot
     from runs.snapshot_format import state_dumps
-    from runs.snapshots import SnapshotFold
+    from runs.snapshots import SnapshotFoldAside
 
-    write, refused = SnapshotFold.write, []
+    write, refused = SnapshotFoldAside.write, []
 
     def refuse_once(self):  # the import's write fails; the check after the commit writes as usual
         if refused:
@@ -203,7 +203,7 @@ def test_an_import_whose_snapshot_cannot_be_written_is_imported_and_snapshotted_
         self.close()
         raise RuntimeError("no room for the snapshot")
 
-    monkeypatch.setattr(SnapshotFold, "write", refuse_once)
+    monkeypatch.setattr(SnapshotFoldAside, "write", refuse_once)
     settings.RECKON_SNAPSHOT_INTERVAL = 5
     settings.RECKON_SNAPSHOT_MIN_EVENTS = 5
     result = imported(long_log(n=40))

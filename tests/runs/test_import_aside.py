@@ -1,0 +1,92 @@
+"""A long file's chunks after the first are read and checked by a child process of the importer
+(runs.importer._ChunksAside, from RECKON_IMPORT_READ_ASIDE_BYTES on; 0 here, so that every file of
+more than a chunk takes it): the same events, chain and rejections as a file read in process."""
+
+import io
+import multiprocessing
+
+import pytest
+
+from runs import importer
+from runs.chain import chain_verify
+from runs.importer import log_import_stream, log_parse, paths_import
+from runs.models import Run
+from runs.store import events_read
+from tests.golden import fixture_logs
+from tests.runs.test_import import good, line, nothing_stored
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def read_aside(settings, monkeypatch):
+    settings.RECKON_IMPORT_CHUNK = 7
+    settings.RECKON_IMPORT_READ_ASIDE_BYTES = 0
+    started = []
+    init = importer._ChunksAside.__init__
+
+    def counted(self, *args, **kwargs):
+        started.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(importer._ChunksAside, "__init__", counted)
+    yield started
+    assert multiprocessing.active_children() == []  # no reader is left behind, whatever happened
+
+
+def imported(data: str, name="run-x.jsonl"):
+    return log_import_stream(name, io.BytesIO(data.encode()))
+
+
+def test_a_file_read_aside_stores_exactly_the_events_a_read_in_process_makes(tmp_path, read_aside):
+    from bench.scale_log import log_write
+
+    path = tmp_path / "run-long.jsonl"
+    log_write(path, events=300)  # starts, completions, model turns and a compaction, in 43 chunks
+    [result] = paths_import([str(path)])
+    assert (result.outcome, result.appended) == ("imported", 300) and read_aside
+    expected = log_parse(str(path), path.read_bytes()).events  # checked in this process, whole
+    assert [tuple(e) for e in events_read(run_id="run-long")] == [tuple(e) for e in expected]
+    problem, last, head = chain_verify(run_id="run-long")
+    assert problem is None and last == 300 and bytes(Run.objects.get(run_id="run-long").head) == head
+
+
+def test_every_fixture_log_read_aside_is_imported_as_it_is_read_in_process(tmp_path, read_aside):
+    results = paths_import([str(p) for p in fixture_logs()])
+    assert all(r.outcome == "imported" for r in results), [r.line() for r in results]
+    assert read_aside
+    for r in results:
+        with open(r.path, "rb") as f:
+            expected = log_parse(r.path, f.read()).events
+        assert [tuple(e) for e in events_read(run_id=r.run_id)] == [tuple(e) for e in expected], r.path
+        problem, last, head = chain_verify(run_id=r.run_id)
+        assert problem is None and last == r.last_seq
+        assert bytes(Run.objects.get(run_id=r.run_id).head) == head
+
+
+def test_a_rejection_in_the_last_line_of_a_file_read_aside_leaves_nothing(read_aside):
+    data = good("run-x", n=500) + line(501, "user_message", {"content": "x", "dup": 1}).replace('"dup": 1', '"dup": 1, "dup": 2')
+    result = imported(data)
+    assert read_aside
+    assert result.outcome == "rejected" and result.reason.startswith("line 501: payload.dup appears twice"), result.reason
+    assert nothing_stored()
+
+
+def test_a_gap_after_many_chunks_read_aside_is_rejected_naming_its_line(read_aside):
+    result = imported(good("run-x", n=60) + line(62, "user_message", {"content": "gap"}))
+    assert read_aside
+    assert result.outcome == "rejected" and "line 61: seq 62 where 61 was expected (a gap)" in result.reason
+    assert nothing_stored()
+
+
+def test_a_torn_tail_of_a_file_read_aside_is_reported_and_the_rest_imported(read_aside):
+    data = good("run-x", n=50) + '{"seq": 51, "type": "user_mess'
+    result = imported(data)
+    assert read_aside
+    assert (result.outcome, result.appended, result.last_seq, result.torn_line) == ("imported", 50, 50, 51)
+    assert Run.objects.get(run_id="run-x").last_seq == 50
+
+
+def test_a_file_of_one_chunk_is_never_read_aside(read_aside):
+    assert imported(good("run-x", n=5)).outcome == "imported"
+    assert read_aside == []
