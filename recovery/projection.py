@@ -20,7 +20,6 @@ holds only calls that were, or still are, in doubt. A retry that Reckon itself s
 
 from __future__ import annotations
 
-import copy
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from django.utils import timezone as djtz
 
 from recovery.models import InFlightCall, ToolPolicy, UncertainCall
 from recovery.policies import Policy, call_terms, policy_from_row, unclassified_policy
-from recovery.rows import CALL_COLUMNS, call_ids_allocate, events_at, in_flight_entry, row_update, run_rows_read, user_lookup
+from recovery.rows import CALL_COLUMNS, call_ids_allocate, events_at, in_flight_entry, row_changes, row_copy, row_update, run_rows_read, user_lookup
 from runs.calls import completion_key, completion_pair, start_key
 from runs.events import CURRENT_SCHEMA_VERSION, EventType, rule_table
 from runs.fold import Event
@@ -704,7 +703,7 @@ def projection_rider(run_id: str, events: list[Event]) -> Rider | None:
         return None  # the Python path would also read a resolved row an event names
     if any(getattr(r, "_loaded", None) is None or r.pk is None or r.state in (S.RESOLVED, S.IN_FLIGHT) for r in known.rows):
         return None
-    rows = [copy.copy(r) for r in known.rows]
+    rows = [row_copy(r) for r in known.rows]
     for row in rows:
         row._narrow = False
     rr = RunRows(run_id, rows)
@@ -724,15 +723,12 @@ def projection_rider(run_id: str, events: list[Event]) -> Rider | None:
     qn = db.ops.quote_name
     row.updated_at = djtz.now()
     sets, params = [], []
-    for f, before in zip(CALL_COLUMNS.fields, row._loaded):
-        value = getattr(row, f.attname)
-        if value != before or f.attname == "updated_at":
-            prepared = f.get_db_prep_save(value, db)
-            if not isinstance(prepared, _PLAIN_VALUES):
-                return None
-            sets.append(f"{qn(f.column)} = %b")
-            # A choice (a str subclass) as plain text: the binary dumpers go by exact type.
-            params.append(str(prepared) if isinstance(prepared, str) else prepared)
+    for column, prepared in row_changes(row, db):
+        if not isinstance(prepared, _PLAIN_VALUES):
+            return None
+        sets.append(f"{qn(column)} = %b")
+        # A choice (a str subclass) as plain text: the binary dumpers go by exact type.
+        params.append(str(prepared) if isinstance(prepared, str) and type(prepared) is not str else prepared)
     loaded = dict(zip(CALL_COLUMNS.attnames, row._loaded))
     cte = (
         f"UPDATE reckon_uncertain_call SET {', '.join(sets)}"
