@@ -89,8 +89,27 @@ def _call_read(pk: int) -> tuple[UncertainCall, int | None, Policy]:
     values = rows[0]
     n = len(CALL_COLUMNS.fields)
     row = CALL_COLUMNS.instance(values)
-    tp = POLICY_COLUMNS.instance(values, n + 1)
-    return row, values[n], policy_from_row(tp) if tp is not None else unclassified_policy(row.tool)
+    return row, values[n], _policy_of(values, n + 1, row.tool)
+
+# Policies by the exact values of their row as read (id and updated_at among them): a worker reads
+# the same few policies with every call, and converting the row's JSON columns and building the
+# policy cost more than reading them. Equal values build an equal policy, so a hit is exact.
+_POLICIES: dict[tuple, Policy] = {}
+
+def _policy_of(values, start: int, tool: str) -> Policy:
+    raw = tuple(values[start : start + len(POLICY_COLUMNS.fields)])
+    if raw[0] is None:  # no policy row: the tool is unclassified
+        return unclassified_policy(tool)
+    try:
+        found = _POLICIES.get(raw)
+    except TypeError:  # a column read as an unhashable value (JSON decoded by another loader)
+        return policy_from_row(POLICY_COLUMNS.instance(values, start))
+    if found is None:
+        found = policy_from_row(POLICY_COLUMNS.instance(values, start))
+        if len(_POLICIES) >= 256:
+            _POLICIES.clear()
+        _POLICIES[raw] = found
+    return found
 
 def _not_now(row: UncertainCall, attempt: int | None) -> str | None:
     """Why this attempt should not run now, or None."""
@@ -143,8 +162,7 @@ def _call_read_leasing(pk: int, attempt: int | None, held: list[str]) -> tuple[U
     values = rows[0]
     n, m = len(CALL_COLUMNS.fields), len(POLICY_COLUMNS.fields)
     row = CALL_COLUMNS.instance(values)
-    tp = POLICY_COLUMNS.instance(values, n + 1)
-    policy = policy_from_row(tp) if tp is not None else unclassified_policy(row.tool)
+    policy = _policy_of(values, n + 1, row.tool)
     lease: Lease | LeaseHeld | None = None
     if values[n + m + 2]:  # tried: the call was due and its run's row was locked
         try:

@@ -272,3 +272,20 @@ def test_a_lease_taken_lazily_inside_a_transaction_leaves_that_transaction_durab
     lease_release(run_id="run-g-lazy", epoch=1)
     lease_acquire(run_id="run-g-lazy", holder="someone", lazily=True)  # on its own: lazily, for itself only
     assert setting() == "on"
+
+
+def test_a_policy_changed_between_two_calls_is_the_one_the_second_call_uses(policies):
+    from recovery.policy_changes import policy_update
+
+    ledger = policies
+    first, second = (crashed_run(f"run-g-pol-{i}", [("c1", "post_correction", correction(ref=f"P-{i}"))])[0] for i in range(2))
+    ledger.seed(first.idempotency_key, correction(ref="P-0"))
+    ledger.seed(second.idempotency_key, correction(ref="P-1"))
+    assert call_reconcile(pk=first.pk, attempt=1).action == "complete"
+
+    # The worker keeps the policies it read by their row's values: a change is a new row value.
+    policy_update(tool="post_correction", fields={"lookup": {"adapter": "http", "url": "http://127.0.0.1:9/operations/{idempotency_key}", "timeout": "200ms"}}, by="dana.oncall")
+
+    result = call_reconcile(pk=second.pk, attempt=1)
+    assert (result.action, result.outcome) == ("backoff", "unavailable")
+    assert "127.0.0.1:9/operations" in UncertainCall.objects.get(pk=second.pk).last_error
