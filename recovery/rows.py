@@ -5,6 +5,7 @@ compiling an ORM query of ~45 columns cost more than the database spent answerin
 from __future__ import annotations
 
 import json
+import operator
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -35,6 +36,9 @@ class Columns:
         self.alias = alias
         self.fields = list(model._meta.concrete_fields)
         self.attnames = [f.attname for f in self.fields]
+        # Every field's value of an instance in one C call (``values_of``).
+        self.values_of = operator.attrgetter(*self.attnames)
+        self.updated_at = self.attnames.index("updated_at") if "updated_at" in self.attnames else -1
         self._converters: dict[str, list] = {}
         self._selects: dict[str, str] = {}
 
@@ -177,14 +181,13 @@ def _prepared(field, value, db):
 def row_changes(row: UncertainCall, db) -> list[tuple[str, object]]:
     """(column, value prepared for the database) of each column of ``row`` that changed since
     ``Columns.instance`` read it, and ``updated_at`` always."""
-    loaded = row._loaded
+    values = CALL_COLUMNS.values_of(row)
     postgres = db.vendor == "postgresql"
     changes = []
-    for f, before in zip(CALL_COLUMNS.fields, loaded):
-        value = getattr(row, f.attname)
-        if value != before or f.attname == "updated_at":
-            prepared = _prepared(f, value, db) if postgres else _SLOW
-            changes.append((f.column, f.get_db_prep_save(value, db) if prepared is _SLOW else prepared))
+    for i in [i for i, (now, before) in enumerate(zip(values, row._loaded)) if now != before or i == CALL_COLUMNS.updated_at]:
+        f, value = CALL_COLUMNS.fields[i], values[i]
+        prepared = _prepared(f, value, db) if postgres else _SLOW
+        changes.append((f.column, f.get_db_prep_save(value, db) if prepared is _SLOW else prepared))
     return changes
 
 
@@ -221,7 +224,7 @@ def row_update(row: UncertainCall) -> None:
     else:
         with connection.cursor() as cur:
             cur.execute(sql, params)
-    row._loaded = tuple(getattr(row, a) for a in CALL_COLUMNS.attnames)
+    row._loaded = CALL_COLUMNS.values_of(row)
 
 
 def user_lookup() -> Callable[[str], int | None]:
