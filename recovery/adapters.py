@@ -200,11 +200,11 @@ def _decode(data: bytes) -> Any:
 
 def http_lookup(call: CallRef, spec: dict, semantic_fields) -> Evidence:
     url = url_render(spec["url"], call)
-    shown = url_shown(spec["url"], call)
+    # The URL as errors quote it (``url_shown``) is made only for an error: most lookups answer.
     try:
         status, data = http_request(spec.get("method", "GET"), url, timeout=float(spec.get("timeout_s", 5.0)))
     except (OSError, http.client.HTTPException, socket.timeout) as exc:
-        return Evidence("unavailable", error=f"GET {shown}: {type(exc).__name__}: {exc}")
+        return Evidence("unavailable", error=f"GET {url_shown(spec['url'], call)}: {type(exc).__name__}: {exc}")
     raw = data[:_RAW_LIMIT].decode("utf-8", "replace")
     try:
         body = _decode(data)
@@ -219,7 +219,7 @@ def http_lookup(call: CallRef, spec: dict, semantic_fields) -> Evidence:
     if status == 404 and isinstance(body, dict) and body.get("final") is True:
         return Evidence("absent", observed=body, raw=raw, status=status)
     why = "body is not JSON" if not_json else f"HTTP {status}" + (" without {\"final\": true}" if status == 404 else "")
-    return Evidence("unavailable", observed=body, raw=raw, status=status, error=f"GET {shown}: {why}")
+    return Evidence("unavailable", observed=body, raw=raw, status=status, error=f"GET {url_shown(spec['url'], call)}: {why}")
 
 
 def http_execute(call: CallRef, spec: dict) -> Execution:

@@ -9,11 +9,11 @@ class RecoveryConfig(AppConfig):
         # The uncertain-call projection is kept in the same transaction as every append, whoever
         # appends (the agent, an import, recovery itself), so it is registered as soon as Django loads.
         from recovery.decision_log import DECISION_TYPES, recovery_decisions_log
-        from recovery.projection import RELEVANT, projection_apply, projection_statement
+        from recovery.projection import RELEVANT, projection_apply, projection_rider, projection_statement
         from runs.store import projector_register
 
         # Only appends that carry a type the projection reads pay for a transaction around them.
-        projector_register(projection_apply, types=RELEVANT, statement=projection_statement)
+        projector_register(projection_apply, types=RELEVANT, statement=projection_statement, rider=projection_rider)
         # One JSON log line per recovery decision, logged when its append commits.
         projector_register(recovery_decisions_log, types=DECISION_TYPES)
         # How long each tool's reads may be trusted when a run is resumed (the policies' fresh_for).

@@ -27,6 +27,7 @@ from django.db import connection, transaction
 
 from recovery.errors import RunBusy
 from recovery.models import UncertainCall
+from recovery.projection import KnownRows, rows_known
 from runs.errors import FenceError, LeaseHeld, RunNotFound, StaleEpoch
 from runs.faults import fault_point
 from runs.leases import Lease, lease_acquire, lease_release, leases_release
@@ -85,13 +86,26 @@ class Owner:
         self.lease = lease
         self.epoch = self.lease.epoch
         self.seq = self.lease.last_seq
+        # Rows read under this lease, handed to the projection with the append that follows them
+        # directly (``recovery.projection.projection_rider``).
+        self.known: KnownRows | None = None
 
     def append(self, events: list[NewEvent]) -> None:
         self.pending.extend(events)
 
+    def rows_read(self, rows: list[UncertainCall]) -> None:
+        """``rows`` of the run are as they were at the lease's last seq (read with the lease, which
+        reported the seq read with them): the projection may rely on them for the next append."""
+        self.known = KnownRows(self.run_id, self.seq, self.epoch, tuple(rows))
+
     def flush(self) -> None:
         if self.pending:
-            appended = events_append(run_id=self.run_id, epoch=self.epoch, expected_seq=self.seq, events=self.pending)
+            known = self.known
+            if known is not None and known.last_seq == self.seq:
+                with rows_known(known):
+                    appended = events_append(run_id=self.run_id, epoch=self.epoch, expected_seq=self.seq, events=self.pending)
+            else:
+                appended = events_append(run_id=self.run_id, epoch=self.epoch, expected_seq=self.seq, events=self.pending)
             self.seq = appended[-1].seq
             self.pending = []
 
@@ -174,6 +188,9 @@ class Group:
 
     def holds(self, run_id: str) -> bool:
         return any(o.run_id == run_id for o, _ in self.members)
+
+    def run_ids(self) -> list[str]:
+        return [o.run_id for o, _ in self.members]
 
     def add(self, owner: Owner, result: AttemptResult) -> None:
         if not self.members:

@@ -8,7 +8,8 @@ import logging
 import time
 from typing import Any
 
-from django.db import connection
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Q
 from django.utils import timezone as djtz
 
@@ -26,6 +27,7 @@ from recovery.selectors import policy_for
 from runs.errors import FenceError, LeaseHeld
 from runs.faults import fault_point
 from runs.identity import signature
+from runs.leases import LAZY_COMMIT, LEASE_RESULT, Lease, lease_acquire_ctes, lease_outcome
 from runs.store import NewEvent
 
 log = logging.getLogger("reckon.recovery")
@@ -77,24 +79,37 @@ def _call_sql() -> str:
         )
     return sql
 
-_CALL_SQL: dict[str, str] = {}
+_CALL_SQL: dict = {}
 
-def _call_read(pk) -> tuple[UncertainCall, int | None, Policy]:
+def _call_read(pk: int) -> tuple[UncertainCall, int | None, Policy]:
     """The call (CallNotFound if none), the last seq of its run when it was read, and its policy."""
-    if isinstance(pk, bool):
-        raise CallNotFound(pk)
-    try:
-        pk = int(pk)
-    except (TypeError, ValueError):
-        raise CallNotFound(pk) from None
     rows = rows_fetch(_call_sql(), [pk])
     if not rows:
         raise CallNotFound(pk)
     values = rows[0]
     n = len(CALL_COLUMNS.fields)
     row = CALL_COLUMNS.instance(values)
-    tp = POLICY_COLUMNS.instance(values, n + 1)
-    return row, values[n], policy_from_row(tp) if tp is not None else unclassified_policy(row.tool)
+    return row, values[n], _policy_of(values, n + 1, row.tool)
+
+# Policies by the exact values of their row as read (id and updated_at among them): a worker reads
+# the same few policies with every call, and converting the row's JSON columns and building the
+# policy cost more than reading them. Equal values build an equal policy, so a hit is exact.
+_POLICIES: dict[tuple, Policy] = {}
+
+def _policy_of(values, start: int, tool: str) -> Policy:
+    raw = tuple(values[start : start + len(POLICY_COLUMNS.fields)])
+    if raw[0] is None:  # no policy row: the tool is unclassified
+        return unclassified_policy(tool)
+    try:
+        found = _POLICIES.get(raw)
+    except TypeError:  # a column read as an unhashable value (JSON decoded by another loader)
+        return policy_from_row(POLICY_COLUMNS.instance(values, start))
+    if found is None:
+        found = policy_from_row(POLICY_COLUMNS.instance(values, start))
+        if len(_POLICIES) >= 256:
+            _POLICIES.clear()
+        _POLICIES[raw] = found
+    return found
 
 def _not_now(row: UncertainCall, attempt: int | None) -> str | None:
     """Why this attempt should not run now, or None."""
@@ -104,6 +119,70 @@ def _not_now(row: UncertainCall, attempt: int | None) -> str | None:
     if attempt is not None and row.attempts >= attempt:
         return f"attempt {attempt} already recorded"
     return None
+
+# ``_not_now`` in SQL, over the call row ``uc`` read with the lease (``_call_leasing_sql``): the lease
+# is tried only for a call the attempt would act on, so a redelivered task or a call settled
+# meanwhile costs no lease and leaves no lease records, as when the lease followed the read.
+_DUE_SQL = (
+    f"(uc.state IN ('{S.OPEN.value}', '{S.RECONCILING.value}') OR (uc.state = '{S.ESCALATED.value}' AND uc.escalation_reason = 'overdue'))"
+    " AND (%(attempt)s::bigint IS NULL OR uc.attempts < %(attempt)s::bigint)"
+)
+
+def _call_leasing_sql(lazily: bool) -> str:
+    """``_call_sql`` and the run's lease in one statement (PostgreSQL): the call, its run's last seq
+    as the read saw it, its policy, and the outcome of the lease tried on its run (``runs.leases``'
+    own acquisition, writing its record) when the call is due and its run is not one whose lease a
+    call waiting in the group holds (``%(held)s``)."""
+    key = ("leasing", lazily)
+    sql = _CALL_SQL.get(key)
+    if sql is None:
+        sql = _CALL_SQL[key] = (
+            f"WITH c AS (SELECT {CALL_COLUMNS.select()}, r.last_seq AS read_at_seq, {POLICY_COLUMNS.select()},"
+            f" r.run_id IS NOT NULL AND NOT (uc.run_id = ANY(%(held)s::text[])) AND {_DUE_SQL} AS due"
+            " FROM reckon_uncertain_call uc"
+            " LEFT JOIN reckon_run r ON r.run_id = uc.run_id"
+            " LEFT JOIN reckon_tool_policy tp ON tp.tool = uc.tool"
+            " WHERE uc.id = %(pk)s),\n"
+            + lease_acquire_ctes(run="(SELECT c.run_id FROM c)", when="(SELECT c.due FROM c)")
+            + f"\nSELECT c.*, prev.run_id IS NOT NULL, {LEASE_RESULT}{', ' + LAZY_COMMIT if lazily else ''}"
+            " FROM c LEFT JOIN prev ON true LEFT JOIN upd ON true"
+        )
+    return sql
+
+def _call_read_leasing(pk: int, attempt: int | None, held: list[str]) -> tuple[UncertainCall, int | None, Policy, Lease | LeaseHeld | None]:
+    """``_call_read`` with the lease tried in the same statement (one round trip instead of two):
+    also the lease taken, the refusal (LeaseHeld, already recorded), or None when the lease was not
+    tried (the call is not due, or its run is held by the group or missing)."""
+    holder = holder_name()
+    params = {"pk": pk, "attempt": attempt, "held": held, "holder": holder, "ttl": float(settings.RECKON_RECOVERY_LEASE_SECONDS)}
+    # Lazily only when the statement is a transaction of its own (see runs.leases.lease_acquire).
+    # The connection itself, not the proxy, and its flag as ``get_autocommit`` reads it once
+    # connected (that method's checks cost a tenth of the read's own Python time).
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.connection is None:
+        db.ensure_connection()
+    rows = rows_fetch(_call_leasing_sql(db.autocommit), params)
+    if not rows:
+        raise CallNotFound(pk)
+    values = rows[0]
+    n, m = len(CALL_COLUMNS.fields), len(POLICY_COLUMNS.fields)
+    row = CALL_COLUMNS.instance(values)
+    policy = _policy_of(values, n + 1, row.tool)
+    lease: Lease | LeaseHeld | None = None
+    if values[n + m + 2]:  # tried: the call was due and its run's row was locked
+        try:
+            lease = lease_outcome(row.run_id, holder, values[n + m + 3 : n + m + 9])
+        except LeaseHeld as exc:  # recorded by lease_outcome
+            lease = exc
+    return row, values[n], policy, lease
+
+def _pk(pk) -> int:
+    if isinstance(pk, bool):
+        raise CallNotFound(pk)
+    try:
+        return int(pk)
+    except (TypeError, ValueError):
+        raise CallNotFound(pk) from None
 
 def call_reconcile(*, pk: int, attempt: int | None = None) -> AttemptResult:
     """One reconciliation attempt for one uncertain call, by the seed's table (5.6).
@@ -138,24 +217,38 @@ def calls_reconcile(items: list, *, group_size: int | None = None) -> list[Attem
 def _call_attempt(pk, attempt: int | None, group: Group | None) -> AttemptResult:
     """One attempt; with ``group``, its final append and release are left to the group's commit.
 
-    The call is read together with its run's last seq, then the lease is taken by a statement of
-    its own (two round trips, no transaction around them: each commits on its own, the lease's
-    without waiting for its WAL flush, see ``lease_take``). Under the lease nothing else can append
-    to the run, and every event that changes the row moves the run's last seq in the same
-    transaction, so when the lease reports the seq read with the row, the row is what a read under
-    the lease would return; otherwise the call is read again under the lease.
+    The call is read together with its run's last seq and the run's lease is taken: on PostgreSQL
+    in one statement (``_call_read_leasing``), elsewhere by a statement of its own after the read;
+    never inside a transaction (each commits on its own, the lease without waiting for its WAL
+    flush, see ``lease_take``). Under the lease nothing else can append to the run, and every event
+    that changes the row moves the run's last seq in the same transaction, so when the lease
+    reports the seq read with the row, the row is what a read under the lease would return;
+    otherwise the call is read again under the lease. In the one statement the read sees the
+    statement's snapshot while the lease locks the run row as last committed (waiting for a writer
+    that holds it), so the comparison tells the same.
     """
-    row, read_at_seq, policy = _call_read(pk)
+    pk = _pk(pk)
+    taken: Lease | LeaseHeld | None = None
+    if connection.vendor == "postgresql":
+        row, read_at_seq, policy, taken = _call_read_leasing(pk, attempt, group.run_ids() if group is not None else [])
+    else:
+        row, read_at_seq, policy = _call_read(pk)
     if group is not None and group.holds(row.run_id):
         # An earlier call of this run waits in the group: its events change what this call sees,
-        # so they are committed first and this call is read again.
+        # so they are committed first and this call is read again. (Its lease was not tried.)
         group.commit()
         return _call_attempt(pk, attempt, group)
     why = _not_now(row, attempt)
     if why:
+        if isinstance(taken, Lease):  # only if the SQL and Python ever disagreed on what is due
+            Owner(row.run_id, taken).release()
         return AttemptResult(row.pk, "skipped", detail=why)
     try:
-        lease = lease_take(row.run_id)
+        if isinstance(taken, LeaseHeld):
+            raise taken
+        # Not tried by the statement (SQLite, a missing run, or SQL and Python disagreeing): taken
+        # here, as before, which raises what it raises for it.
+        lease = taken if taken is not None else lease_take(row.run_id)
     except LeaseHeld as exc:  # the refusal is in the lease records already (its own commit)
         return AttemptResult(row.pk, "busy", detail=str(busy_error(row.run_id, exc)))
     owner = Owner(row.run_id, lease)
@@ -166,6 +259,8 @@ def _call_attempt(pk, attempt: int | None, group: Group | None) -> AttemptResult
             if why:
                 owner.release()
                 return AttemptResult(row.pk, "skipped", detail=why)
+        else:
+            owner.rows_read([row])
         result = reconcile_owned(owner, row, policy)
     except FenceError as exc:  # a flush before a remote effect was refused
         owner.release()

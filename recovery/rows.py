@@ -5,11 +5,13 @@ compiling an ORM query of ~45 columns cost more than the database spent answerin
 from __future__ import annotations
 
 import json
+import operator
 from datetime import datetime, timezone
 from typing import Callable
 
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models.base import ModelState
 from psycopg.types.json import Jsonb
 
 from recovery.models import InFlightCall, ToolPolicy, UncertainCall
@@ -34,6 +36,9 @@ class Columns:
         self.alias = alias
         self.fields = list(model._meta.concrete_fields)
         self.attnames = [f.attname for f in self.fields]
+        # Every field's value of an instance in one C call (``values_of``).
+        self.values_of = operator.attrgetter(*self.attnames)
+        self.updated_at = self.attnames.index("updated_at") if "updated_at" in self.attnames else -1
         self._converters: dict[str, list] = {}
         self._selects: dict[str, str] = {}
 
@@ -149,6 +154,54 @@ def in_flight_calls(run_id: str, held) -> list[InFlightCall]:
     return calls
 
 
+# Field types whose ``get_db_prep_save`` returns a value of these exact types unchanged on
+# PostgreSQL (``to_python``, ``float()`` or ``bool()`` of the value itself; an aware datetime is
+# passed through by the backend's ``adapt_datetimefield_value``), and the integer types, which the
+# backend wraps (``adapt_integerfield_value``) after ``int()`` of the value itself: the changed
+# columns of a call row are prepared without Django's field machinery for each
+# (tests/recovery/test_rows.py holds them equal to what it prepares).
+_PASSED_AS_IS = {"CharField": str, "TextField": str, "FloatField": float, "BooleanField": bool, "DateTimeField": datetime}
+_INTEGERS = frozenset({"IntegerField", "BigIntegerField", "PositiveIntegerField", "SmallIntegerField", "PositiveSmallIntegerField", "PositiveBigIntegerField"})
+_SLOW = object()
+
+
+def _prepared(field, value, db):
+    """``field.get_db_prep_save(value, db)`` on PostgreSQL for the plain cases, else ``_SLOW``."""
+    if value is None:
+        return None  # every field prepares None as None
+    kind = field.get_internal_type()
+    t = type(value)
+    if kind in _INTEGERS:
+        return db.ops.adapt_integerfield_value(value, kind) if t is int else _SLOW
+    if _PASSED_AS_IS.get(kind) is not t or (t is datetime and value.tzinfo is None):
+        return _SLOW
+    return value
+
+
+def row_changes(row: UncertainCall, db) -> list[tuple[str, object]]:
+    """(column, value prepared for the database) of each column of ``row`` that changed since
+    ``Columns.instance`` read it, and ``updated_at`` always."""
+    values = CALL_COLUMNS.values_of(row)
+    postgres = db.vendor == "postgresql"
+    changes = []
+    for i in [i for i, (now, before) in enumerate(zip(values, row._loaded)) if now != before or i == CALL_COLUMNS.updated_at]:
+        f, value = CALL_COLUMNS.fields[i], values[i]
+        prepared = _prepared(f, value, db) if postgres else _SLOW
+        changes.append((f.column, f.get_db_prep_save(value, db) if prepared is _SLOW else prepared))
+    return changes
+
+
+def row_copy(row: UncertainCall) -> UncertainCall:
+    """A copy of ``row`` to change without changing it: its field values (shared, each immutable
+    or never changed in place by the projection's handlers) and a fresh model state. ``copy.copy``
+    goes through the model's pickling support, which cost more than the handlers themselves."""
+    clone = UncertainCall.__new__(UncertainCall)
+    clone.__dict__.update(row.__dict__)
+    clone._state = ModelState()
+    clone._state.db, clone._state.adding = row._state.db, row._state.adding
+    return clone
+
+
 def row_update(row: UncertainCall) -> None:
     """Write the columns of ``row`` that changed since it was read by ``Columns.instance``."""
     loaded = getattr(row, "_loaded", None)
@@ -157,16 +210,12 @@ def row_update(row: UncertainCall) -> None:
         return
     db = connections[DEFAULT_DB_ALIAS]  # not the proxy: see ``Columns.instance``
     qn = db.ops.quote_name
-    sets, params = [], []
-    for f, before in zip(CALL_COLUMNS.fields, loaded):
-        value = getattr(row, f.attname)
-        if value != before or f.attname == "updated_at":
-            sets.append(f"{qn(f.column)} = %s")
-            params.append(f.get_db_prep_save(value, db))
-    if not sets:
+    changes = row_changes(row, db)
+    if not changes:
         return
+    params = [value for _, value in changes]
     params.append(row.pk)
-    sql = f"UPDATE reckon_uncertain_call SET {', '.join(sets)} WHERE id = %s"
+    sql = f"UPDATE reckon_uncertain_call SET {', '.join(f'{qn(column)} = %s' for column, _ in changes)} WHERE id = %s"
     if db.vendor == "postgresql":
         # Server-side binding: the few shapes of this statement (which columns an event changes)
         # are prepared by psycopg once they repeat.
@@ -175,7 +224,7 @@ def row_update(row: UncertainCall) -> None:
     else:
         with connection.cursor() as cur:
             cur.execute(sql, params)
-    row._loaded = tuple(getattr(row, a) for a in CALL_COLUMNS.attnames)
+    row._loaded = CALL_COLUMNS.values_of(row)
 
 
 def user_lookup() -> Callable[[str], int | None]:

@@ -109,11 +109,18 @@ def lease_acquire(*, run_id: str, holder: str, ttl_seconds: float | None = None,
 # here and then sees the committed holder), ``upd`` takes the lease only when it is free by the
 # database clock, and ``rec`` writes the acquisition or takeover record in the same statement, so a
 # lease change and its record commit together with one round trip.
-_PG_ACQUIRE_CTES = """
-WITH prev AS (
+def lease_acquire_ctes(*, run: str = "%(run_id)s", when: str = "") -> str:
+    """The acquisition's common table expressions (``prev``, ``upd``, ``rec``; no ``WITH``), for
+    ``lease_acquire`` and for a statement that finds the run itself: ``run`` is an SQL expression
+    naming the run id, ``when`` (may be empty) a condition under which the lease is tried at all.
+    When ``when`` is false, or no run is named, ``prev`` is empty and nothing is written, not even a
+    refusal. Parameters: ``%(holder)s`` and ``%(ttl)s``. The caller's result reads ``upd`` (the new
+    epoch, expiry and the run's last seq; empty when refused) and ``prev`` (who held it before)."""
+    guard = f" AND ({when})" if when else ""
+    return f"""prev AS (
     SELECT run_id, lease_epoch, lease_holder, lease_expires_at,
            (lease_holder = '' OR lease_expires_at IS NULL OR lease_expires_at <= now()) AS free
-      FROM reckon_run WHERE run_id = %(run_id)s FOR UPDATE
+      FROM reckon_run WHERE run_id = {run}{guard} FOR UPDATE
 ), upd AS (
     UPDATE reckon_run r
        SET lease_epoch = r.lease_epoch + 1, lease_holder = %(holder)s,
@@ -123,20 +130,25 @@ WITH prev AS (
  RETURNING r.lease_epoch, r.lease_expires_at, r.last_seq
 ), rec AS (
     INSERT INTO reckon_lease_record (run_id, kind, epoch, holder, detail, at)
-    SELECT %(run_id)s,
+    SELECT prev.run_id,
            CASE WHEN prev.lease_holder = '' THEN 'acquired' ELSE 'takeover' END,
            upd.lease_epoch, %(holder)s,
            CASE WHEN prev.lease_holder = '' THEN ''
                 ELSE 'took over from ' || quote_literal(prev.lease_holder) || ' (epoch ' || prev.lease_epoch || ')' END,
            now()
       FROM upd, prev
-)
-"""
-_PG_ACQUIRE_RESULT = "SELECT upd.lease_epoch, upd.lease_expires_at, upd.last_seq, prev.lease_epoch, prev.lease_holder, prev.lease_expires_at{lazily}\n  FROM prev LEFT JOIN upd ON true\n"
-_PG_ACQUIRE = _PG_ACQUIRE_CTES + _PG_ACQUIRE_RESULT.format(lazily="")
-# The same, committing without waiting for its WAL flush when it is a transaction of its own: the
-# setting is made by the statement, which is evaluated before its implicit commit.
-_PG_ACQUIRE_LAZILY = _PG_ACQUIRE_CTES + _PG_ACQUIRE_RESULT.format(lazily=", set_config('synchronous_commit', 'off', true)")
+)"""
+
+
+# What a statement built on ``lease_acquire_ctes`` selects for ``lease_outcome``, in this order.
+LEASE_RESULT = "upd.lease_epoch, upd.lease_expires_at, upd.last_seq, prev.lease_epoch, prev.lease_holder, prev.lease_expires_at"
+# Selected beside it by a statement that commits on its own and may do so without waiting for its
+# WAL flush (``lazily``): the setting is made by the statement, evaluated before its implicit commit.
+LAZY_COMMIT = "set_config('synchronous_commit', 'off', true)"
+
+_PG_ACQUIRE_RESULT = f"SELECT {LEASE_RESULT}{{lazily}}\n  FROM prev LEFT JOIN upd ON true\n"
+_PG_ACQUIRE = "WITH " + lease_acquire_ctes() + "\n" + _PG_ACQUIRE_RESULT.format(lazily="")
+_PG_ACQUIRE_LAZILY = "WITH " + lease_acquire_ctes() + "\n" + _PG_ACQUIRE_RESULT.format(lazily=", " + LAZY_COMMIT)
 
 _PG_CREATE = """
 INSERT INTO reckon_run (run_id, origin, source_file, created_at, last_seq, lease_epoch, lease_holder)
@@ -159,7 +171,14 @@ def _pg_acquire(run_id: str, holder: str, ttl: float, create: bool, origin: str,
         rows = _pg(sql, params)
     if not rows:
         raise RunNotFound(run_id)
-    epoch, expires_at, last_seq, held_epoch, held_by, held_until = rows[0][:6]
+    return lease_outcome(run_id, holder, rows[0][:6])
+
+
+def lease_outcome(run_id: str, holder: str, values) -> Lease:
+    """The lease a statement built on ``lease_acquire_ctes`` took (``values``: its ``LEASE_RESULT``
+    columns); a refusal is recorded (a statement of its own, as every refusal is) and raised as
+    LeaseHeld."""
+    epoch, expires_at, last_seq, held_epoch, held_by, held_until = values
     if epoch is None:
         refused = LeaseHeld(run_id=run_id, holder=held_by, epoch=held_epoch, expires_at=held_until)
         lease_record(run_id=run_id, kind="refused", epoch=held_epoch, holder=holder, detail=str(refused))

@@ -126,6 +126,7 @@ def test_a_failing_append_rolls_the_group_back_and_the_others_are_finished_alone
     assert call_reconcile(pk=bad.pk, attempt=1).status == "acted"
 
 
+@pytest.mark.skipif(connection.vendor == "postgresql", reason="on PostgreSQL the read and the lease are one statement: the test below")
 def test_a_run_that_moved_between_the_read_and_the_lease_is_read_again(policies, monkeypatch):
     ledger = policies
     (call,) = crashed_run("run-g-moved", [("c1", "post_correction", correction())])
@@ -153,6 +154,69 @@ def test_a_run_that_moved_between_the_read_and_the_lease_is_read_again(policies,
     assert (call.state, call.notes) == (S.RESOLVED, 1)
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the read and the lease in one statement are PostgreSQL's")
+@pytest.mark.django_db(transaction=True)  # two connections: each must see what the other committed
+def test_a_run_that_moved_while_the_read_waited_for_the_lease_is_read_again(policies, monkeypatch):
+    import threading
+
+    from django.db import connections, transaction
+
+    ledger = policies
+    (call,) = crashed_run("run-g-moved-pg", [("c1", "post_correction", correction())])
+    ledger.seed(call.idempotency_key, correction())
+    real_row = reconcile.call_row
+    reread = []
+
+    def row(pk):
+        reread.append("read again")
+        return real_row(pk)
+
+    monkeypatch.setattr(reconcile, "call_row", row)
+    noted, go, done = threading.Event(), threading.Event(), threading.Event()
+    errors = []
+
+    def person():
+        # A person's note, appended under the run's lease in a transaction that stays open (and
+        # holds the run row's lock) until the worker's statement has read the call and waits.
+        try:
+            with transaction.atomic():
+                call_note(pk=call.pk, by="dana.oncall", text="looking at it")
+                noted.set()
+                go.wait(10)
+        except Exception as exc:  # reported by the test's thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+            done.set()
+
+    threading.Thread(target=person).start()
+    assert noted.wait(10)
+
+    def release_once_waiting():
+        # The worker's statement has taken its snapshot (before the note) and waits for the lock.
+        import time
+
+        with connections["default"].cursor() as cur:
+            for _ in range(500):
+                cur.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s", ["%reckon_uncertain_call uc%"])
+                if cur.fetchone()[0]:
+                    break
+                time.sleep(0.01)
+        go.set()
+
+    with connections["default"].cursor() as cur:
+        cur.execute("SELECT 1")  # the worker's connection is open before the watcher's thread asks
+    watcher = threading.Thread(target=lambda: (release_once_waiting(), connections.close_all()))
+    watcher.start()
+
+    assert call_reconcile(pk=call.pk, attempt=1).status == "acted"
+    watcher.join(10)
+    assert done.wait(10) and not errors
+    assert reread == ["read again"]  # the lease reported a last seq the read had not seen
+    call.refresh_from_db()
+    assert (call.state, call.notes) == (S.RESOLVED, 1)
+
+
 def test_a_group_gives_its_leases_back_in_one_go_each_recorded_in_the_order_of_its_calls(policies):
     ledger = policies
     calls = [crashed_run(f"run-g-back-{i}", [("c1", "post_correction", correction(ref=f"B-{i}"))])[0] for i in range(4)]
@@ -171,7 +235,7 @@ def test_a_group_gives_its_leases_back_in_one_go_each_recorded_in_the_order_of_i
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="round trips and commit settings are PostgreSQL's")
 @pytest.mark.django_db(transaction=True)  # as a worker runs: no test transaction around it, its commits real
-def test_a_reconciled_call_costs_five_round_trips_and_its_group_six_more(policies):
+def test_a_reconciled_call_costs_two_round_trips_and_its_group_six_more(policies):
     from runs.pg import round_trips_count
 
     ledger = policies
@@ -185,10 +249,10 @@ def test_a_reconciled_call_costs_five_round_trips_and_its_group_six_more(policie
 
     trips = round_trips_count(lambda: calls_reconcile([(c.pk, 1) for c in calls]))
 
-    # Per call: its read, its lease, its append, its run's rows and calls in flight, its row's
-    # update. Per group: BEGIN, the leases given back, COMMIT, and the decision log's sensitive
-    # fields, runs and events after the commit.
-    assert trips == 5 * len(calls) + 6
+    # Per call: its read with its lease, its append with its row's update. Per group: BEGIN, the
+    # leases given back, COMMIT, and the decision log's sensitive fields, runs and events after the
+    # commit.
+    assert trips == 2 * len(calls) + 6
     assert set(UncertainCall.objects.filter(run_id__startswith="run-g-trips-").values_list("state", flat=True)) == {S.RESOLVED}
 
 
@@ -208,3 +272,20 @@ def test_a_lease_taken_lazily_inside_a_transaction_leaves_that_transaction_durab
     lease_release(run_id="run-g-lazy", epoch=1)
     lease_acquire(run_id="run-g-lazy", holder="someone", lazily=True)  # on its own: lazily, for itself only
     assert setting() == "on"
+
+
+def test_a_policy_changed_between_two_calls_is_the_one_the_second_call_uses(policies):
+    from recovery.policy_changes import policy_update
+
+    ledger = policies
+    first, second = (crashed_run(f"run-g-pol-{i}", [("c1", "post_correction", correction(ref=f"P-{i}"))])[0] for i in range(2))
+    ledger.seed(first.idempotency_key, correction(ref="P-0"))
+    ledger.seed(second.idempotency_key, correction(ref="P-1"))
+    assert call_reconcile(pk=first.pk, attempt=1).action == "complete"
+
+    # The worker keeps the policies it read by their row's values: a change is a new row value.
+    policy_update(tool="post_correction", fields={"lookup": {"adapter": "http", "url": "http://127.0.0.1:9/operations/{idempotency_key}", "timeout": "200ms"}}, by="dana.oncall")
+
+    result = call_reconcile(pk=second.pk, attempt=1)
+    assert (result.action, result.outcome) == ("backoff", "unavailable")
+    assert "127.0.0.1:9/operations" in UncertainCall.objects.get(pk=second.pk).last_error
