@@ -16,24 +16,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_bench_store_prints_every_figure_as_json(tmp_path):
-    env = {**os.environ, "RECKON_VAR_DIR": str(tmp_path), "TEST_DATABASE_NAME": f"test_bench_smoke_{uuid.uuid4().hex[:8]}"}
-    done = subprocess.run([sys.executable, "manage.py", "bench", "store", "--quick", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+def _bench_json(tmp_path, suite: str, *keys: str) -> dict:
+    """``manage.py bench SUITE --quick --json`` in a throwaway database: its figures, each of
+    ``keys`` a positive number."""
+    env = {**os.environ, "RECKON_VAR_DIR": str(tmp_path), "TEST_DATABASE_NAME": f"test_bench_{suite}_{uuid.uuid4().hex[:8]}"}
+    done = subprocess.run([sys.executable, "manage.py", "bench", suite, "--quick", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout)
-    for key in ("raw_insert_per_s", "fenced_append_per_s", "fenced_batch_per_s", "replay_4k_ms", "fold_us_per_event"):
+    for key in keys:
         assert isinstance(figures[key], (int, float)) and figures[key] > 0, key
+    return figures
+
+
+def test_bench_store_prints_every_figure_as_json(tmp_path):
+    figures = _bench_json(tmp_path, "store", "raw_insert_per_s", "fenced_append_per_s", "fenced_batch_per_s", "replay_4k_ms", "fold_us_per_event")
     assert any(k.startswith("replay_") and k.endswith("k_ms") and k != "replay_4k_ms" for k in figures)
 
 
 @pytest.mark.postgres
 def test_bench_invoke_prints_its_figures_and_each_rounds_ratio_as_json(tmp_path):
-    env = {**os.environ, "RECKON_VAR_DIR": str(tmp_path), "TEST_DATABASE_NAME": f"test_bench_invoke_{uuid.uuid4().hex[:8]}"}
-    done = subprocess.run([sys.executable, "manage.py", "bench", "invoke", "--quick", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    figures = json.loads(done.stdout)
-    for key in ("raw_insert_per_s", "in_process_calls_per_s", "target_calls_per_s", "in_process_vs_target", "http_calls_per_s"):
-        assert isinstance(figures[key], (int, float)) and figures[key] > 0, key
+    figures = _bench_json(tmp_path, "invoke", "raw_insert_per_s", "in_process_calls_per_s", "target_calls_per_s", "in_process_vs_target", "http_calls_per_s")
     rounds = figures["in_process_vs_target_rounds"]
     assert len(rounds) == 3 and all(r > 0 for r in rounds)
     assert sorted(rounds)[1] == figures["in_process_vs_target"]  # the verdict is the rounds' median
