@@ -35,8 +35,13 @@ def _instant_tool(arguments, *, idempotency_key):
     return {"ok": True, "key": idempotency_key}
 
 
+def _call(prefix: str, i: int) -> ToolCall:
+    # Distinct arguments per call: every call is its own logical action (no replayed key).
+    return ToolCall(f"{prefix}-{i}", "post_note", {"tenant": "acme", "n": i, "batch": prefix})
+
+
 def _calls(prefix: str, n: int) -> list[ToolCall]:
-    return [ToolCall(f"{prefix}-{i}", "post_note", {"tenant": "acme", "n": i, "batch": prefix}) for i in range(n)]
+    return [_call(prefix, i) for i in range(n)]
 
 
 def _statements_per_call() -> dict[str, float]:
@@ -122,9 +127,7 @@ def _bench_invoke(*, quick: bool, out) -> dict:
     numbers = iter(range(10**9))
 
     def call_one() -> int:
-        # Distinct arguments per call: every call is its own logical action (no replayed key).
-        i = next(numbers)
-        run.invoke(ToolCall(f"bench-invoke-0-{i}", "post_note", {"tenant": "acme", "n": i, "batch": "bench-invoke-0"}), _instant_tool)
+        run.invoke(_call("bench-invoke-0", next(numbers)), _instant_tool)
         return 1
 
     for _ in range(50):  # statements prepared, connections warm
@@ -138,7 +141,8 @@ def _bench_invoke(*, quick: bool, out) -> dict:
     raw_rates, call_rates = rounds["raw"], rounds["call"]
     raw, calls = statistics.median(raw_rates), statistics.median(call_rates)
     target = 0.6 * raw / 2
-    of_target = statistics.median(c / (0.6 * r / 2) for c, r in zip(call_rates, raw_rates))
+    of_target_rounds = [c / (0.6 * r / 2) for c, r in zip(call_rates, raw_rates)]
+    of_target = statistics.median(of_target_rounds)
     figures: dict = {
         "engine": connection.vendor,
         "raw_insert_per_s": round(raw, 1),
@@ -146,7 +150,7 @@ def _bench_invoke(*, quick: bool, out) -> dict:
         "in_process_calls_per_s_rounds": [round(x, 1) for x in call_rates],
         "target_calls_per_s": round(target, 1),
         "in_process_vs_target": round(of_target, 3),
-        "in_process_vs_target_rounds": [round(c / (0.6 * r / 2), 3) for c, r in zip(call_rates, raw_rates)],
+        "in_process_vs_target_rounds": [round(x, 3) for x in of_target_rounds],
     }
     if connection.vendor == "postgresql":
         counts = _statements_per_call()

@@ -229,7 +229,7 @@ def _bench_store(*, quick: bool, out) -> dict:
     raw, fenced, statement_only = single_rates["raw"], single_rates["fenced"], single_rates.get("statement")
     # A model's turns and messages: no read model subscribes, so the store's own path.
     conversation = [e for e in synthetic_events("bench-batch", 2, 300) if e.type == "model_turn"][:100]
-    # With and without the hash chain, window by window (the chain's cost, measured in one run).
+    # With and without the hash chain, batch by batch in turn (the chain's cost, measured in one run).
     if connection.vendor == "postgresql":
         batch_rounds = rates_in_turn(
             {"chained": _batch_appender("bench-batch", conversation), "unchained": _batch_appender("bench-batch-unchained", conversation, chained=False)},
