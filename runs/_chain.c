@@ -16,12 +16,16 @@
  *   plain(text, needles) -> bool
  *       whether orjson's sorted text is certainly RFC 8785's (canonical.py's _orjson_exact) and
  *       contains none of needles (the sealed field names), in one pass and memmem each
+ *   digest_one(raw, seq, ts, type_tail, needles) -> bytes | None
+ *       one event's digest when plain(raw, needles), else None: its frame's time written here from
+ *       ts (a UTC datetime) as '2026-01-01T00:00:00.000000Z', the rest as digests frames it
  */
 #define PY_SSIZE_T_CLEAN
 /* SHA256_Init/Update/Final: deprecated in OpenSSL 3 in favour of EVP, which costs a third more per
  * small message (its provider dispatch); the functions are still part of libcrypto 3. */
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <Python.h>
+#include <datetime.h>
 #include <openssl/sha.h>
 #include <string.h>
 
@@ -270,6 +274,57 @@ chain_plain(PyObject *Py_UNUSED(self), PyObject *args)
     Py_RETURN_TRUE;
 }
 
+/* One event's digest, for the single append: plain's check, the time's text and the frame built
+ * here, one SHA-256 over the parts in place. None when the text is not plain (the caller then takes
+ * the exact path). The caller passes a UTC time of year 1000 or later (runs.canonical._ts_text
+ * writes other times). */
+static PyObject *
+chain_digest_one(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    const char *raw, *type_tail;
+    Py_ssize_t raw_len, type_tail_len;
+    long long seq;
+    PyObject *ts, *needles;
+    if (!PyArg_ParseTuple(args, "y#LOy#O!:digest_one", &raw, &raw_len, &seq, &ts, &type_tail, &type_tail_len, &PyTuple_Type, &needles))
+        return NULL;
+    if (!PyDateTime_Check(ts)) {
+        PyErr_Format(PyExc_TypeError, "digest_one: ts must be a datetime, not %.100s", Py_TYPE(ts)->tp_name);
+        return NULL;
+    }
+    int year = PyDateTime_GET_YEAR(ts);
+    if (year < 1000 || year > 9999) {
+        PyErr_SetString(PyExc_ValueError, "digest_one: ts's year must be 1000 to 9999");
+        return NULL;
+    }
+    if (marks_found((const unsigned char *)raw, raw_len))
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(needles); i++) {
+        const char *needle;
+        Py_ssize_t needle_len;
+        if (bytes_of(PyTuple_GET_ITEM(needles, i), "needles", i, &needle, &needle_len) < 0)
+            return NULL;
+        if (memmem(raw, (size_t)raw_len, needle, (size_t)needle_len) != NULL)
+            Py_RETURN_NONE;
+    }
+    char seq_text[40];
+    int seq_len = seq_frame(seq_text, seq);
+    /* ',"ts":"YYYY-MM-DDTHH:MM:SS.ffffffZ"' */
+    char ts_text[40];
+    int n = snprintf(ts_text, sizeof ts_text, ",\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%06dZ\"", year, PyDateTime_GET_MONTH(ts),
+                     PyDateTime_GET_DAY(ts), PyDateTime_DATE_GET_HOUR(ts), PyDateTime_DATE_GET_MINUTE(ts), PyDateTime_DATE_GET_SECOND(ts),
+                     PyDateTime_DATE_GET_MICROSECOND(ts));
+    if (n < 0 || n >= (int)sizeof ts_text) {
+        PyErr_SetString(PyExc_ValueError, "digest_one: ts does not fit its text");
+        return NULL;
+    }
+    unsigned char digest[DIGEST_LEN];
+    const void *parts[] = {PAYLOAD_OPEN, raw, seq_text, ts_text, type_tail};
+    const size_t lens[] = {sizeof PAYLOAD_OPEN - 1, (size_t)raw_len, (size_t)seq_len, (size_t)n, (size_t)type_tail_len};
+    if (hash_parts(5, parts, lens, digest) < 0)
+        return NULL;
+    return PyBytes_FromStringAndSize((const char *)digest, DIGEST_LEN);
+}
+
 static PyMethodDef chain_methods[] = {
     {"links_framed", chain_links_framed, METH_VARARGS,
      "links_framed(prev, digests, prefix): links' hashes as one text, each preceded by prefix."},
@@ -278,6 +333,8 @@ static PyMethodDef chain_methods[] = {
     {"digests", chain_digests, METH_VARARGS,
      "digests(raws, first_seq, tails): each event's chain digest, "
      "sha256(b'{\"payload\":' + raw + b',\"seq\":N' + tail)."},
+    {"digest_one", chain_digest_one, METH_VARARGS,
+     "digest_one(raw, seq, ts, type_tail, needles): one event's digest when plain(raw, needles), else None."},
     {"links", chain_links, METH_VARARGS,
      "links(prev, digests): the chain's hashes after prev, sha256(previous hash + digest) each."},
     {NULL, NULL, 0, NULL},
@@ -292,5 +349,8 @@ static struct PyModuleDef chain_module = {
 PyMODINIT_FUNC
 PyInit__chain(void)
 {
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL)
+        return NULL;
     return PyModule_Create(&chain_module);
 }

@@ -125,11 +125,17 @@ def ts_texts(tss: list[datetime]) -> list[bytes]:
 
 def _tail_texted(type: str, text: bytes, v: int) -> bytes:
     """``_tail`` for a time whose text (``ts_texts``) is known already."""
-    type_tail = _type_tails.get((type, v))
-    if type_tail is None:
-        _tail(type, datetime(2000, 1, 1, tzinfo=UTC), v)  # fills _type_tails for (type, v)
-        type_tail = _type_tails[(type, v)]
+    type_tail = _type_tails.get((type, v)) or _type_tail(type, v)
     return b',"ts":"' + text + b'"' + type_tail
+
+
+def _type_tail(type: str, v: int) -> bytes:
+    """The frame's end after the time for (type, v), kept in ``_type_tails``."""
+    if len(_type_tails) > 256:
+        _type_tails.clear()
+    frame = event_canonical(seq=0, type=type, ts="", v=v, payload_canonical=b"")
+    type_tail = _type_tails[(type, v)] = frame[frame.index(b'"",') + 2 :]
+    return type_tail
 
 
 def _tail(type: str, ts: datetime, v: int) -> bytes:
@@ -140,12 +146,7 @@ def _tail(type: str, ts: datetime, v: int) -> bytes:
     global _last_tail
     last_ts, last_type, last_v, tail = _last_tail
     if ts is not last_ts or type != last_type or v != last_v:
-        type_tail = _type_tails.get((type, v))
-        if type_tail is None:
-            if len(_type_tails) > 256:
-                _type_tails.clear()
-            frame = event_canonical(seq=0, type=type, ts="", v=v, payload_canonical=b"")
-            type_tail = _type_tails[(type, v)] = frame[frame.index(b'"",') + 2 :]
+        type_tail = _type_tails.get((type, v)) or _type_tail(type, v)
         tail = b',"ts":"' + _ts_text(ts).encode() + b'"' + type_tail
         _last_tail = (ts, type, v, tail)
     return tail
@@ -190,6 +191,11 @@ try:
     from runs._chain import digests as _digests, links as _links, links_framed as _links_framed, plain as _plain
 except ImportError:  # not built here (no compiler or no OpenSSL headers at install)
     _digests, _links, _links_framed, _plain = _digests_py, _links_py, _links_framed_py, _plain_py
+try:
+    # One event's digest in one call (event_digest's common case); a module built before it has none.
+    from runs._chain import digest_one as _digest_one
+except ImportError:
+    _digest_one = None
 
 COMPILED = _digests is not _digests_py
 
@@ -305,6 +311,13 @@ def event_digest(
     sorted encoding of ``payload`` (``orjson.dumps(payload, option=OPT_SORT_KEYS)``, which the store
     writes), so the common case hashes it as it is, with no second encoding."""
     names, needles = sealing
+    if stored_sorted and _digest_one is not None and ts.tzinfo is UTC and ts.year >= 1000:
+        # The single append's common case in one compiled call (runs/_chain.c): the checks below,
+        # the time's text and the frame, hashed in place. None: a mark or a sealed name was found.
+        type_tail = _type_tails.get((type, v)) or _type_tail(type, v)
+        digest = _digest_one(stored, seq, ts, type_tail, needles)
+        if digest is not None:
+            return digest, None
     for n in needles:
         if stored.find(n) >= 0:  # find: one C scan, cheaper than ``in`` for a bytes needle
             break

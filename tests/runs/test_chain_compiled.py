@@ -179,3 +179,39 @@ def test_a_batch_of_several_times_and_versions_digests_each_event_by_its_own(imp
     texts = ["2026-11-30T12:00:00.123456Z", "2026-11-30T12:00:07.000005Z", "2026-11-30T12:00:07.000005Z"]
     expected = [hashlib.sha256(b'{"payload":' + rfc8785.dumps(p) + b',"seq":%d,"ts":"%s","type":"model_turn","v":%d}' % (3 + i, texts[i].encode(), vs[i])).digest() for i, p in enumerate(batch)]
     assert digests == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    payload=st.dictionaries(st.text(max_size=6), json_values, max_size=5),
+    seq=st.integers(min_value=1, max_value=2**62),
+    ts=st.datetimes(min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59, 999999), timezones=st.just(timezone.utc)),
+)
+def test_one_event_digests_as_the_definition_says(payload, seq, ts):
+    # The single append's compiled path (digest_one) and the Python path it replaces, against an
+    # independent RFC 8785 encoder: a payload with a mark that orjson writes otherwise falls back.
+    stored = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    text = ts.strftime("%Y-%m-%dT%H:%M:%S.%f") + "Z"
+    expected = hashlib.sha256(b'{"payload":' + rfc8785.dumps(payload) + b',"seq":%d,"ts":"%s","type":"tool_call_started","v":3}' % (seq, text.encode())).digest()
+    for use_python in (False, True):
+        with pytest.MonkeyPatch.context() as mp:
+            if use_python:
+                mp.setattr(canonical, "_digest_one", None)
+            digest, salts = canonical.event_digest(seq=seq, type="tool_call_started", ts=ts, v=3, payload=payload, stored=stored, sealing=(frozenset(), ()), stored_sorted=True)
+        assert (digest, salts) == (expected, None)
+    assert compiled.digest_one(stored, seq, ts, b',"type":"tool_call_started","v":3}', ()) in (expected, None)
+
+
+def test_one_event_with_a_sealed_name_or_a_mark_is_left_to_the_exact_path():
+    type_tail = b',"type":"user_message","v":2}'
+    assert compiled.digest_one(b'{"account":"4010"}', 1, TS, type_tail, (b'"account',)) is None
+    assert compiled.digest_one(b'{"x":1.0}', 1, TS, type_tail, ()) is None
+    assert compiled.digest_one(b'{"x":1}', 1, TS, type_tail, ()) == hashlib.sha256(b'{"payload":{"x":1},"seq":1,"ts":"2026-11-30T12:00:00.123456Z"' + type_tail).digest()
+    with pytest.raises(TypeError, match="ts must be a datetime"):
+        compiled.digest_one(b"{}", 1, "2026-11-30", type_tail, ())
+    with pytest.raises(TypeError, match=r"needles\[0\] must be bytes"):
+        compiled.digest_one(b"{}", 1, TS, type_tail, ("account",))
+
+
+def test_the_single_append_uses_the_compiled_digest():
+    assert canonical._digest_one is compiled.digest_one
