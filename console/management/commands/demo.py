@@ -11,6 +11,8 @@ and beat, started as child processes and stopped with the server. ``--no-serve``
 from __future__ import annotations
 
 import io
+import logging
+import os
 import secrets
 import signal
 import subprocess
@@ -58,13 +60,24 @@ class Command(BaseCommand):
             self.stdout.write(f"signing key: {fingerprint(signing_key_load())}")
         except ImproperlyConfigured as exc:
             self.stdout.write(f"signing key: none ({exc}); evidence bundles and checkpoints are refused")
-        self._policies()
-        self._import()
-        self._users(reset_passwords)
-        made = scenarios_create()
-        self.stdout.write(f"scenarios: {len(made)} live runs with uncertain calls ({', '.join(made)}); first reconcile pass:")
-        if "reconcile" in get_commands():
-            call_command("reconcile", once=True, stdout=self.stdout)
+        # Setting up writes a decision-log line per recovery event (INFO, JSON on stderr): dozens of
+        # them between the lines above and the passwords below. The set-up logs warnings up, unless
+        # RECKON_LOG_LEVEL asks for more; the server it then starts logs as configured.
+        quiet = "RECKON_LOG_LEVEL" not in os.environ
+        log = logging.getLogger("reckon")
+        level = log.level
+        if quiet:
+            log.setLevel(logging.WARNING)
+        try:
+            self._policies()
+            self._import()
+            self._users(reset_passwords)
+            made = scenarios_create()
+            self.stdout.write(f"scenarios: {len(made)} live runs with uncertain calls ({', '.join(made)}); first reconcile pass:")
+            if "reconcile" in get_commands():
+                call_command("reconcile", once=True, stdout=self.stdout)
+        finally:
+            log.setLevel(level)
         if no_serve:
             self.stdout.write("ready (--no-serve): not starting the server")
             return
