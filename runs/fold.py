@@ -141,6 +141,10 @@ def format_ts(ts: Any) -> str | None:
 
 Rule = Callable[[RunState, dict, int, Any], None]
 
+# The types whose rule reads the event's timestamp. A reader that feeds only the fold may leave
+# every other event's ``ts`` out (None): no rule of another type reads it (runs.store.events_replay).
+TIMESTAMPED: frozenset[str] = frozenset({EventType.TOOL_CALL_STARTED.value})
+
 
 def _run_started(st: RunState, p: dict, seq: int, ts: Any) -> None:
     st.run_id = p["run_id"]
@@ -288,6 +292,7 @@ def apply(st: RunState, ev: Event) -> None:
 def fold(events: Iterable[Event], initial: RunState | None = None) -> RunState:
     """The state after ``events``, starting from an empty run or from a copy of ``initial``.
 
+    ``events`` are Events, or plain tuples in Event's field order (``runs.store.events_replay``).
     ``apply`` written out in one loop, with the same checks in the same order and the same rules: a
     replay folds thousands of events, and a call per event, the named tuple's attribute lookups and
     ``last_seq`` stored after each event cost about a tenth of the fold's own time. A fold that

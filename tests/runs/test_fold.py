@@ -238,3 +238,23 @@ def test_fold_apply_by_apply_and_a_fold_of_plain_tuples_give_the_same_state_and_
         for bad in (Event(len(evs) + 2, "user_message", {"content": "x"}), Event(len(evs) + 1, "user_message", {"content": "x"}, None, 99), Event(len(evs) + 1, "mystery", {})):
             assert refusal(lambda: fold(evs + [bad])) == refusal(lambda: by_apply(evs + [bad])), (path.name, bad)
         assert refusal(lambda: fold(evs + [Event(len(evs) + 1, "tool_call_started", {"name": "x"})]))[0] is KeyError
+
+
+def test_the_fold_reads_the_timestamp_of_the_types_it_names_and_of_no_other():
+    # runs.store.events_replay leaves out the timestamp of every type not in TIMESTAMPED; the state
+    # must not change. And the named ones are needed: without theirs, it does change.
+    from runs.fold import TIMESTAMPED
+    from runs.importer import log_parse
+    from runs.snapshot_format import state_dumps
+    from runs.upcasters import events_upcast
+
+    needed = 0
+    for path in fixture_logs():
+        parsed = log_parse(str(path), path.read_bytes())
+        evs = events_upcast(parsed.events, parsed.run_id)
+        assert {ev.type for ev in evs} - TIMESTAMPED, path.name
+        whole = state_dumps(fold(evs))
+        assert state_dumps(fold([ev._replace(ts=None) if ev.type not in TIMESTAMPED else ev for ev in evs])) == whole, path.name
+        if state_dumps(fold([ev._replace(ts=None) for ev in evs])) != whole:
+            needed += 1
+    assert needed
