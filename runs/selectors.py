@@ -16,7 +16,7 @@ from runs.fold import RunState, fold
 from runs.identity import KEY_SECRET_FIELD
 from runs.measurements import metrics_record
 from runs.models import Run, RunTenant
-from runs.store import events_read, events_stream
+from runs.store import events_read, events_replay
 from runs.upcasters import DEFAULT_TENANT
 
 
@@ -35,7 +35,7 @@ def run_state(*, run_id: str, at: int | None = None) -> RunState:
     memory like every replay (``full_replays{selector}``, ``events_replayed``, ``replay_duration_ms``).
     """
     t0 = time.perf_counter()
-    state = fold(events_stream(run_id=run_id, upto=at))  # chunk by chunk: memory holds the state and one chunk
+    state = fold(events_replay(run_id=run_id, upto=at))  # chunk by chunk: memory holds the state and one chunk
     if not state.last_seq:
         run_get(run_id=run_id)
     elapsed_ms = (time.perf_counter() - t0) * 1000.0

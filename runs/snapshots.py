@@ -51,7 +51,7 @@ from runs.measurements import metrics_record
 from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads, state_to_jsonable
 from runs.pg import server_cursor
-from runs.store import _copy_text, events_load, events_stream
+from runs.store import _copy_text, events_load, events_replay, events_stream
 from runs.upcasters import UnsupportedVersion, events_upcast
 
 log = logging.getLogger("reckon.snapshots")
@@ -590,7 +590,7 @@ def run_state_fast(run_id: str, at: int | None = None) -> RunState:
         observations += [("snapshot_load_ms", "", restored.load_ms), ("snapshot_seq_gap", "", restored.tail)]
         replayed = restored.tail
     else:
-        st = fold(events_stream(run_id=run_id, upto=at))
+        st = fold(events_replay(run_id=run_id, upto=at))
         replayed = st.last_seq
         observations.append(("full_replays", "miss" if restored.miss else why, 1))
     if restored.miss:
@@ -713,7 +713,7 @@ def _check(run_id: str, snap: Snapshot | None, pointer_exists: bool) -> tuple[Ve
             result.outcome, result.detail = "miss", f"{restored.miss}: {restored.detail}"
         else:
             fast = restored.state
-            full = fold(events_stream(run_id=run_id, upto=fast.last_seq))
+            full = fold(events_replay(run_id=run_id, upto=fast.last_seq))
             result.tail, result.events = restored.tail, full.last_seq
             result.fields = state_diff(fast, full)
             if result.fields:

@@ -62,11 +62,11 @@ from runs.events import (
     missing_fields,
     version_problem,
 )
-from runs.fold import Event, gc_paused
+from runs.fold import TIMESTAMPED, Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, key_secret_new
 from runs.verify import genesis as chain_genesis
 from runs.pg import ARRAY_DUMPERS, HASH_ITEM_PREFIX, binary_arrays, bytea_array, hashes_array, server_cursor
-from runs.upcasters import UPCASTERS, call_tenant_problem, events_upcast, payload_complete
+from runs.upcasters import UPCASTERS, call_tenant_problem, event_upcast, events_upcast, payload_complete
 
 log = logging.getLogger("reckon.store")
 
@@ -1295,6 +1295,53 @@ def events_read(*, run_id: str, after: int = 0, upto: int | None = None) -> list
 def events_load(*, run_id: str, after: int = 0, upto: int | None = None) -> list[Event]:
     """``events_read`` upcast to the current schema version: what the fold consumes."""
     return events_upcast(events_read(run_id=run_id, after=after, upto=upto), run_id)
+
+
+# What a replay folds: Event's columns, the timestamp only of the types whose rule reads it (type
+# names from the registry, so literals).
+_REPLAY_TYPES = ", ".join(f"'{t}'" for t in sorted(TIMESTAMPED))
+_REPLAY = f"SELECT seq, type, payload, CASE WHEN type IN ({_REPLAY_TYPES}) THEN ts END, v FROM reckon_event WHERE run_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
+_PG_REPLAY_TEXT = _REPLAY.replace("payload,", "payload::text,", 1)
+
+
+def _replay_rows(run_id: str, after: int, upto: int) -> list[tuple]:
+    """``events_read``'s rows as plain tuples (psycopg's own rows, no Event built per row), with
+    ``ts`` None for every type not in ``TIMESTAMPED``; the same decoding otherwise."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor == "postgresql":
+        with gc_paused(), server_cursor() as cur:
+            cur.adapters.register_loader("json", _OrjsonLoader)
+            try:
+                cur.execute(_REPLAY, [run_id, after, upto], prepare=True, binary=True)
+                return cur.fetchall()
+            except orjson.JSONDecodeError:  # a payload only json reads (see payload_loads)
+                cur.execute(_PG_REPLAY_TEXT, [run_id, after, upto], binary=True)
+                return [(s, t, payload_loads(p), ts, v) for s, t, p, ts, v in cur.fetchall()]
+    with gc_paused():
+        with db.cursor() as cur:
+            cur.execute(_REPLAY, [run_id, after, upto])
+            rows = cur.fetchall()
+        return [(s, t, payload_loads(p), None if ts is None else _sqlite_ts(ts), v) for s, t, p, ts, v in rows]
+
+
+def events_replay(*, run_id: str, upto: int | None = None, chunk: int | None = None) -> Iterator[tuple]:
+    """What a full replay folds: ``events_stream``'s events from seq 1 (chunk by chunk, upcast),
+    each a plain tuple in Event's field order, and with ``ts`` only for the types whose fold rule
+    reads it (``runs.fold.TIMESTAMPED``), None for the rest. The fold gives the same state from
+    these as from ``events_stream``'s (the snapshot check compares the two ways); building no
+    Event, and no timestamp the fold would not read, saves about a fifth of the reading's time.
+    """
+    size = chunk or settings.RECKON_READ_CHUNK
+    end = upto if upto is not None else 2**62
+    after = 0
+    current = CURRENT_SCHEMA_VERSION
+    while after < end:
+        rows = _replay_rows(run_id, after, min(after + size, end))
+        if not rows:
+            return
+        yield from [row if row[4] == current else event_upcast(Event._make(row), run_id) for row in rows]
+        after = rows[-1][0]
+        del rows
 
 
 def events_stream(*, run_id: str, after: int = 0, upto: int | None = None, chunk: int | None = None, upcast: bool = True) -> Iterator[Event]:

@@ -204,3 +204,57 @@ def test_the_signature_is_canonical_and_the_key_follows_the_contract():
 
     assert idempotency_key("run-1", a) == hashlib.sha256(f"run-1|{a}".encode()).hexdigest()[:24]
     assert len(idempotency_key("run-1", a)) == 24 and idempotency_key("run-2", a) != idempotency_key("run-1", a)
+
+
+def test_fold_apply_by_apply_and_a_fold_of_plain_tuples_give_the_same_state_and_the_same_refusals():
+    from copy import deepcopy
+
+    from runs.fold import RunState, apply
+    from runs.importer import log_parse
+    from runs.snapshot_format import state_dumps
+    from runs.upcasters import events_upcast
+
+    def by_apply(evs, st=None):
+        st = deepcopy(st) if st is not None else RunState()
+        for ev in evs:
+            apply(st, ev)
+        return st
+
+    def refusal(fn):
+        with pytest.raises(Exception) as info:
+            fn()
+        return type(info.value), str(info.value)
+
+    for path in fixture_logs():
+        parsed = log_parse(str(path), path.read_bytes())
+        evs = events_upcast(parsed.events, parsed.run_id)
+        whole = state_dumps(fold(evs))
+        assert state_dumps(by_apply(evs)) == whole, path.name
+        assert state_dumps(fold([tuple(ev) for ev in evs])) == whole, path.name
+        half = len(evs) // 2
+        assert state_dumps(fold(evs[half:], fold(evs[:half]))) == whole, path.name
+        # Started at a given state: fold copies it, apply changes it in place; both end equal.
+        assert state_dumps(by_apply(evs[half:], by_apply(evs[:half]))) == whole, path.name
+        for bad in (Event(len(evs) + 2, "user_message", {"content": "x"}), Event(len(evs) + 1, "user_message", {"content": "x"}, None, 99), Event(len(evs) + 1, "mystery", {})):
+            assert refusal(lambda: fold(evs + [bad])) == refusal(lambda: by_apply(evs + [bad])), (path.name, bad)
+        assert refusal(lambda: fold(evs + [Event(len(evs) + 1, "tool_call_started", {"name": "x"})]))[0] is KeyError
+
+
+def test_the_fold_reads_the_timestamp_of_the_types_it_names_and_of_no_other():
+    # runs.store.events_replay leaves out the timestamp of every type not in TIMESTAMPED; the state
+    # must not change. And the named ones are needed: without theirs, it does change.
+    from runs.fold import TIMESTAMPED
+    from runs.importer import log_parse
+    from runs.snapshot_format import state_dumps
+    from runs.upcasters import events_upcast
+
+    needed = 0
+    for path in fixture_logs():
+        parsed = log_parse(str(path), path.read_bytes())
+        evs = events_upcast(parsed.events, parsed.run_id)
+        assert {ev.type for ev in evs} - TIMESTAMPED, path.name
+        whole = state_dumps(fold(evs))
+        assert state_dumps(fold([ev._replace(ts=None) if ev.type not in TIMESTAMPED else ev for ev in evs])) == whole, path.name
+        if state_dumps(fold([ev._replace(ts=None) for ev in evs])) != whole:
+            needed += 1
+    assert needed

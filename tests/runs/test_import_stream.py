@@ -114,6 +114,27 @@ def test_a_replay_read_in_chunks_folds_to_the_state_of_the_whole_log(settings):
     assert run_state(run_id="run-x", at=22).to_dict() == fold(events_load(run_id="run-x", upto=22)).to_dict()
 
 
+def test_the_replay_reader_gives_the_logs_events_as_tuples_with_the_timestamps_the_fold_reads(settings):
+    # What run_state and the snapshot check fold (events_replay) against events_stream's Events:
+    # the same events, upcast, and the same state, every field and every type of value included.
+    from runs.fold import TIMESTAMPED, fold
+    from runs.snapshot_format import state_dumps
+    from runs.store import events_load, events_replay, events_stream
+
+    settings.RECKON_READ_CHUNK = 2
+    paths = list(fixture_logs())
+    results = paths_import([str(p) for p in paths])
+    assert [r.outcome for r in results] == ["imported"] * len(paths), [r.line() for r in results]
+    for result in results:
+        rows, events = list(events_replay(run_id=result.run_id)), events_load(run_id=result.run_id)
+        assert len(rows) == len(events) > 2 and all(isinstance(row, tuple) for row in rows)
+        assert [tuple(ev) if ev.type in TIMESTAMPED else tuple(ev._replace(ts=None)) for ev in events] == rows, result.run_id
+        assert state_dumps(fold(rows)) == state_dumps(fold(events_stream(run_id=result.run_id))), result.run_id
+        for upto in (1, 2, 3, len(events) - 1):
+            assert [row[0] for row in events_replay(run_id=result.run_id, upto=upto, chunk=upto)] == list(range(1, upto + 1))
+            assert state_dumps(run_state(run_id=result.run_id, at=upto)) == state_dumps(fold(events_load(run_id=result.run_id, upto=upto)))
+
+
 def test_an_import_of_many_chunks_calls_the_after_append_hooks_once_after_its_commit(monkeypatch):
     from runs import store
 

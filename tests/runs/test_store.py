@@ -12,7 +12,7 @@ from runs.errors import InvalidEvent, LeaseHeld, RunFinished, RunNotFound, SeqCo
 from runs.leases import db_now, lease_acquire, lease_release, lease_renew, leases_release
 from runs.models import AppendOnlyError, Event, LeaseRecord, Run
 from runs.selectors import run_state
-from runs.store import NewEvent, events_append, events_load, events_read
+from runs.store import NewEvent, events_append, events_load, events_read, events_replay
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -266,6 +266,9 @@ def test_a_stored_number_orjson_cannot_read_is_read_with_json_and_the_rest_uncha
     assert [(e.seq, e.type, e.payload.get("content")) for e in events] == [(1, "run_started", None), (2, "user_message", "a"), (3, "user_message", "far")]
     assert events[2].payload["x"] == float("inf") and events[2].ts == datetime(2026, 1, 1, tzinfo=timezone.utc)
     assert events[1] == events_read(run_id="r1", after=1, upto=2)[0]
+    # The replay's reader falls back the same way (a user message's timestamp is not read).
+    assert list(events_replay(run_id="r1")) == [(e.seq, e.type, e.payload, None, e.v) for e in events_load(run_id="r1")]
+    assert run_state(run_id="r1").messages[-1].content == "far"
 
 
 @pytest.mark.postgres
