@@ -753,9 +753,7 @@ class PreparedChunk:
     events: list[Event] | None = None
 
 
-def events_prepare(
-    run_id: str, expected_seq: int, events: Sequence[NewEvent], *, sealing: tuple[frozenset[str], tuple[bytes, ...]], key_secret_fill: bool = True
-) -> PreparedChunk:
+def events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], *, sealing: tuple[frozenset[str], tuple[bytes, ...]], key_secret_fill: bool = True) -> PreparedChunk:
     """The append's own checks, completion, encoding and chain digests of a batch (``_events_prepare``),
     with no database: they may run in another process than the write. ``sealing``: ``sealing_now()``
     as the writing process read it. Raises InvalidEvent as the append would."""
