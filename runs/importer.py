@@ -140,7 +140,7 @@ def _line_ts(value: object, lineno: int) -> datetime:
     return ts
 
 
-def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Event:
+def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str, times: list[str] | None = None) -> Event:
     try:
         obj = json_loads_strict_bytes(raw)
     except JsonRefused as exc:
@@ -181,6 +181,8 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
             raise ImportRejected(f"line {lineno}: a run log begins with run_started at seq 1, and has it only there")
         if v == CURRENT_SCHEMA_VERSION:
             payload = payload_complete(type_, payload, run_id)
+        if times is not None:
+            times.append(obj["ts"])
         return Event(seq, type_, payload, ts, v)
     try:
         t = event_type(type_)
@@ -206,6 +208,8 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
         raise ImportRejected(f"line {lineno}: a run log begins with run_started at seq 1, and has it only there")
     if t is EventType.RUN_STARTED and payload["run_id"] != run_id:
         raise ImportRejected(f"line {lineno}: run_started names run {payload['run_id']!r} but the file is named for {run_id!r}")
+    if times is not None:
+        times.append(obj["ts"])
     return Event(seq, t.value, payload, ts, v)
 
 
@@ -233,6 +237,8 @@ class _LogReader:
         # When a list: each accepted line's bytes (without its newline) are kept in it as well,
         # for a reader in another process to hand over (``_ChunksAside``).
         self.raws: list[bytes] | None = None
+        # When a list: each accepted line's ts as the line wrote it (``runs.store.events_prepare``).
+        self.times: list[str] | None = None
 
     def chunks(self, size: int) -> Iterator[list[Event]]:
         chunk: list[Event] = []
@@ -241,13 +247,13 @@ class _LogReader:
         for raw in self.stream:  # split at b"\n" only, each line keeping it
             lineno += 1
             if raw[-1:] == b"\n":
-                chunk.append(_parse_line(raw[:-1], lineno, self.count + 1, run_id))
+                chunk.append(_parse_line(raw[:-1], lineno, self.count + 1, run_id, self.times))
                 self.count += 1
                 if self.raws is not None:
                     self.raws.append(raw[:-1])
             else:  # the last line, with no final newline
                 try:
-                    chunk.append(_parse_line(raw, lineno, self.count + 1, run_id))
+                    chunk.append(_parse_line(raw, lineno, self.count + 1, run_id, self.times))
                     self.count += 1
                     if self.raws is not None:
                         self.raws.append(raw)
@@ -345,20 +351,27 @@ def _read_aside(conn, reader: _LogReader, chunks: Iterator[list[Event]], prepare
     # or, for a chunk that follows one holding new events (``prepare_after``: the last seq stored
     # before the import), the chunk prepared for its write (``runs.store.events_prepare``), with
     # the store's own checks and messages.
-    reader.raws = []
+    def keep() -> None:
+        # A chunk's lines are sent only for a chunk that will not come prepared (its first seq,
+        # the reader's count + 1, is not after a chunk of new events); a prepared one keeps the
+        # times as written instead, whose text is mostly the chain's own.
+        lines = prepare_after is None or reader.count + 1 < prepare_after + 2
+        reader.raws, reader.times = ([], None) if lines else (None, [])
+
+    keep()
     try:
         for events in chunks:
             first = events[0].seq
             if prepare_after is not None and first >= prepare_after + 2:
                 try:
-                    prepared = events_prepare(reader.run_id, first - 1, events, sealing=sealing, key_secret_fill=False)
+                    prepared = events_prepare(reader.run_id, first - 1, events, sealing=sealing, key_secret_fill=False, ts_given=reader.times)
                 except InvalidEvent as exc:
                     conn.send_bytes(b"I" + str(exc).encode("utf-8", "surrogatepass"))
                     return
                 conn.send_bytes(b"P" + prepared_dumps(prepared))
             else:
                 conn.send_bytes(b"C" + b"\n".join(reader.raws))
-            reader.raws = []
+            keep()
         conn.send_bytes(b"D" + pickle.dumps((reader.count, reader.torn_line)))
     except ImportRejected as exc:
         conn.send_bytes(b"R" + str(exc).encode("utf-8", "surrogatepass"))

@@ -29,6 +29,7 @@ import itertools
 import json
 import logging
 import pickle
+import re
 import struct
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -567,12 +568,14 @@ def _events_prepare(
     now: datetime,
     ts_texted: list[bytes] | None = None,
     sealing: tuple[frozenset[str], tuple[bytes, ...]] | None = None,
+    ts_known: list[bytes] | None = None,
 ):
     """Check, complete and encode a batch for the append (``events_append``, ``events_copy``):
     (times, payload texts, chain digests, the salts of sealed values by seq, the events as the fold sees them, the seq of a
     terminal event or None, the batch's last seq). Raises InvalidEvent for an event the log must not hold.
     ``ts_texted``: a list extended with each time's text in the chain's frame (``runs.canonical.ts_texts``).
-    ``sealing``: the sealed names as ``sealing_now`` gives them, when the caller read them already."""
+    ``sealing``: the sealed names as ``sealing_now`` gives them, when the caller read them already.
+    ``ts_known``: the times' texts in the chain's frame, when the caller has them (``ts_texted`` then gets those)."""
     # One pass: check each event, complete its payload to the current version, encode it, and
     # build what the caller gets back. This path runs once per event written; keep it lean (the
     # common case is checked here against ``_PLAIN``; anything unusual takes ``_check_slow``).
@@ -621,7 +624,7 @@ def _events_prepare(
             finished_seq = seq
     _batch_check(appended, encoded)
     if ts_texted is not None:
-        ts_texted.extend(ts_texts(tss))
+        ts_texted.extend(ts_known if ts_known is not None and len(ts_known) == len(tss) else ts_texts(tss))
     if chained and len(appended) == 1:  # the single append: no batch to scan at once
         ev = appended[0]
         digest, salts = event_digest(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, payload=ev.payload, stored=encoded[0], sealing=sealing, stored_sorted=stored_sorted)
@@ -753,16 +756,44 @@ class PreparedChunk:
     events: list[Event] | None = None
 
 
-def events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], *, sealing: tuple[frozenset[str], tuple[bytes, ...]], key_secret_fill: bool = True) -> PreparedChunk:
+def events_prepare(
+    run_id: str,
+    expected_seq: int,
+    events: Sequence[NewEvent],
+    *,
+    sealing: tuple[frozenset[str], tuple[bytes, ...]],
+    key_secret_fill: bool = True,
+    ts_given: list[str] | None = None,
+) -> PreparedChunk:
     """The append's own checks, completion, encoding and chain digests of a batch (``_events_prepare``),
     with no database: they may run in another process than the write. ``sealing``: ``sealing_now()``
-    as the writing process read it. Raises InvalidEvent as the append would."""
+    as the writing process read it. ``ts_given``: each event's time as the text it was read from
+    (an imported line's ts), which is the chain frame's text when it is RFC 3339 in UTC with
+    microseconds and a year of four digits (``_ts_canonical``). Raises InvalidEvent as the append would."""
     times: list[bytes] = []
-    tss, encoded, canons, seals, appended, finished_seq, _ = _events_prepare(run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times, sealing=sealing)
+    known = _ts_canonical(ts_given) if ts_given is not None and len(ts_given) == len(events) else None
+    tss, encoded, canons, seals, appended, finished_seq, _ = _events_prepare(
+        run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times, sealing=sealing, ts_known=known
+    )
     if not all(ts.year >= 1000 for ts in tss):
         # The frame's text does not pad a year before 1000 to four digits; isoformat does.
         times = [ts.isoformat().encode() for ts in tss]
     return PreparedChunk(expected_seq, [e.type for e in appended], [e.v for e in appended], times, encoded, canons, seals, finished_seq)
+
+
+# A time that reads as a datetime in UTC and is written in exactly this form is its own text in the
+# chain's frame (``runs.canonical.ts_texts``: isoformat with microseconds, Z for +00:00): the same
+# digits, zero-padded, in the same places. A year before 1000 has another text there.
+_TS_FRAMED = re.compile("(?:[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}Z\x00)*")
+
+
+def _ts_canonical(given: list[str]) -> list[bytes] | None:
+    """``given`` as the chain frame's texts when every one is already in that form (one scan of them
+    all), else None. Only for texts that each read as the time of their event."""
+    joined = "\x00".join(given) + "\x00"
+    if _TS_FRAMED.fullmatch(joined) is None:
+        return None
+    return joined[:-1].encode().split(b"\x00")
 
 
 def prepared_dumps(chunk: PreparedChunk) -> bytes:

@@ -168,3 +168,26 @@ def test_sealed_values_in_prepared_chunks_are_chained_as_commitments(read_aside,
     assert sorted(EventSeal.objects.filter(run_id="run-x").values_list("seq", flat=True)) == list(range(31, 36))
     problem, last, _ = chain_verify(run_id="run-x")
     assert problem is None and last == 35
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["2026-09-08T11:00:00.003000Z", "2026-09-08T11:00:00.004000Z"],
+        ["2026-09-08T11:00:00Z"],  # no fraction: the frame writes six digits
+        ["2026-09-08T11:00:00.003000+00:00"],
+        ["2026-09-08t11:00:00.003000Z"],
+        ["2026-09-08 11:00:00.003000Z"],
+        ["0999-09-08T11:00:00.003000Z"],  # a year before 1000: the frame does not pad it
+        ["2026-09-08T11:00:00.003000Z", "2026-09-08T11:00:00.0040Z"],
+    ],
+)
+def test_a_time_is_taken_as_its_frame_text_only_when_it_is_that_text(given):
+    from runs.canonical import ts_texts
+    from runs.importer import parse_ts
+    from runs.store import _ts_canonical
+
+    framed = ts_texts([parse_ts(t) for t in given])
+    taken = _ts_canonical(given)
+    assert taken is None or taken == framed
+    assert (taken is not None) == (framed == [t.encode() for t in given])
