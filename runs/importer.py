@@ -368,7 +368,11 @@ def _read_aside(conn, reader: _LogReader, chunks: Iterator[list[Event]], prepare
                 except InvalidEvent as exc:
                     conn.send_bytes(b"I" + str(exc).encode("utf-8", "surrogatepass"))
                     return
-                conn.send_bytes(b"P" + prepared_dumps(prepared))
+                # Only the bytes are kept while the importer takes them (the send waits for it).
+                message = b"P" + prepared_dumps(prepared)
+                events = prepared = reader.times = None
+                conn.send_bytes(message)
+                message = None
             else:
                 conn.send_bytes(b"C" + b"\n".join(reader.raws))
             keep()
