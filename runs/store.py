@@ -772,9 +772,7 @@ def events_prepare(
     microseconds and a year of four digits (``_ts_canonical``). Raises InvalidEvent as the append would."""
     times: list[bytes] = []
     known = _ts_canonical(ts_given) if ts_given is not None and len(ts_given) == len(events) else None
-    tss, encoded, canons, seals, appended, finished_seq, _ = _events_prepare(
-        run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times, sealing=sealing, ts_known=known
-    )
+    tss, encoded, canons, seals, appended, finished_seq, _ = _events_prepare(run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times, sealing=sealing, ts_known=known)
     if not all(ts.year >= 1000 for ts in tss):
         # The frame's text does not pad a year before 1000 to four digits; isoformat does.
         times = [ts.isoformat().encode() for ts in tss]
