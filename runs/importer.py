@@ -42,7 +42,8 @@ from runs.json_strict import JsonRefused, json_loads_strict_bytes
 from runs.models import Run
 from runs.run_ids import run_id_problem
 from runs.snapshots import SnapshotFoldAside, snapshot_first_due
-from runs.store import after_append_merged, events_append, events_copy, events_read, plain_spec
+from runs.canonical import sealing_now
+from runs.store import PreparedChunk, after_append_merged, events_append, events_append_prepared, events_copy, events_prepare, events_read, plain_spec, prepared_dumps, prepared_loads
 from runs.tasks import snapshot_due, snapshot_on_append
 from runs.upcasters import payload_complete
 
@@ -139,7 +140,7 @@ def _line_ts(value: object, lineno: int) -> datetime:
     return ts
 
 
-def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Event:
+def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str, times: list[str] | None = None) -> Event:
     try:
         obj = json_loads_strict_bytes(raw)
     except JsonRefused as exc:
@@ -180,6 +181,8 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
             raise ImportRejected(f"line {lineno}: a run log begins with run_started at seq 1, and has it only there")
         if v == CURRENT_SCHEMA_VERSION:
             payload = payload_complete(type_, payload, run_id)
+        if times is not None:
+            times.append(obj["ts"])
         return Event(seq, type_, payload, ts, v)
     try:
         t = event_type(type_)
@@ -205,6 +208,8 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str) -> Even
         raise ImportRejected(f"line {lineno}: a run log begins with run_started at seq 1, and has it only there")
     if t is EventType.RUN_STARTED and payload["run_id"] != run_id:
         raise ImportRejected(f"line {lineno}: run_started names run {payload['run_id']!r} but the file is named for {run_id!r}")
+    if times is not None:
+        times.append(obj["ts"])
     return Event(seq, t.value, payload, ts, v)
 
 
@@ -232,6 +237,8 @@ class _LogReader:
         # When a list: each accepted line's bytes (without its newline) are kept in it as well,
         # for a reader in another process to hand over (``_ChunksAside``).
         self.raws: list[bytes] | None = None
+        # When a list: each accepted line's ts as the line wrote it (``runs.store.events_prepare``).
+        self.times: list[str] | None = None
 
     def chunks(self, size: int) -> Iterator[list[Event]]:
         chunk: list[Event] = []
@@ -240,13 +247,13 @@ class _LogReader:
         for raw in self.stream:  # split at b"\n" only, each line keeping it
             lineno += 1
             if raw[-1:] == b"\n":
-                chunk.append(_parse_line(raw[:-1], lineno, self.count + 1, run_id))
+                chunk.append(_parse_line(raw[:-1], lineno, self.count + 1, run_id, self.times))
                 self.count += 1
                 if self.raws is not None:
                     self.raws.append(raw[:-1])
             else:  # the last line, with no final newline
                 try:
-                    chunk.append(_parse_line(raw, lineno, self.count + 1, run_id))
+                    chunk.append(_parse_line(raw, lineno, self.count + 1, run_id, self.times))
                     self.count += 1
                     if self.raws is not None:
                         self.raws.append(raw)
@@ -293,16 +300,17 @@ class _ChunksAside:
     a quarter of the cost of checking them). A rejection is sent in its turn, after the chunks before
     it, so the importer meets it where it would have. The child never touches the database."""
 
-    def __init__(self, reader: _LogReader, chunks: Iterator[list[Event]]):
+    def __init__(self, reader: _LogReader, chunks: Iterator[list[Event]], prepare_after: int | None = None, sealing=None):
         self.reader = reader
         ctx = multiprocessing.get_context("fork")
         self._conn, theirs = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_read_aside, args=(theirs, reader, chunks), daemon=True, name=f"reckon import reader {reader.run_id}")
+        args = (theirs, reader, chunks, prepare_after, sealing)
+        self._proc = ctx.Process(target=_read_aside, args=args, daemon=True, name=f"reckon import reader {reader.run_id}")
         self._proc.start()
         theirs.close()
         self._open = True
 
-    def __iter__(self) -> Iterator[list[Event]]:
+    def __iter__(self) -> Iterator[list[Event] | PreparedChunk]:
         run_id = self.reader.run_id
         while self._open:
             try:
@@ -311,6 +319,9 @@ class _ChunksAside:
                 self.close()
                 raise RuntimeError(f"the process reading the log of run {run_id!r} ended without a word") from None
             kind, body = msg[:1], msg[1:]
+            if kind == b"P":
+                yield prepared_loads(body)
+                continue
             if kind == b"C":
                 yield [_event_accepted(line, run_id) for line in body.split(b"\n")]
                 continue
@@ -320,6 +331,8 @@ class _ChunksAside:
                 return
             if kind == b"R":
                 raise ImportRejected(body.decode("utf-8", "surrogatepass"))
+            if kind == b"I":
+                raise InvalidEvent(body.decode("utf-8", "surrogatepass"))
             raise RuntimeError(f"reading the log of run {run_id!r} failed: {body.decode('utf-8', 'replace')}")
 
     def close(self) -> None:
@@ -333,13 +346,36 @@ class _ChunksAside:
             self._proc.join()
 
 
-def _read_aside(conn, reader: _LogReader, chunks: Iterator[list[Event]]) -> None:
-    # The child of _ChunksAside: the reader's own generator, each chunk's lines sent as they pass.
-    reader.raws = []
+def _read_aside(conn, reader: _LogReader, chunks: Iterator[list[Event]], prepare_after: int | None, sealing) -> None:
+    # The child of _ChunksAside: the reader's own generator, each chunk's lines sent as they pass;
+    # or, for a chunk that follows one holding new events (``prepare_after``: the last seq stored
+    # before the import), the chunk prepared for its write (``runs.store.events_prepare``), with
+    # the store's own checks and messages.
+    def keep() -> None:
+        # A chunk's lines are sent only for a chunk that will not come prepared (its first seq,
+        # the reader's count + 1, is not after a chunk of new events); a prepared one keeps the
+        # times as written instead, whose text is mostly the chain's own.
+        lines = prepare_after is None or reader.count + 1 < prepare_after + 2
+        reader.raws, reader.times = ([], None) if lines else (None, [])
+
+    keep()
     try:
-        for _ in chunks:
-            conn.send_bytes(b"C" + b"\n".join(reader.raws))
-            reader.raws = []
+        for events in chunks:
+            first = events[0].seq
+            if prepare_after is not None and first >= prepare_after + 2:
+                try:
+                    prepared = events_prepare(reader.run_id, first - 1, events, sealing=sealing, key_secret_fill=False, ts_given=reader.times)
+                except InvalidEvent as exc:
+                    conn.send_bytes(b"I" + str(exc).encode("utf-8", "surrogatepass"))
+                    return
+                # Only the bytes are kept while the importer takes them (the send waits for it).
+                message = b"P" + prepared_dumps(prepared)
+                events = prepared = reader.times = None
+                conn.send_bytes(message)
+                message = None
+            else:
+                conn.send_bytes(b"C" + b"\n".join(reader.raws))
+            keep()
         conn.send_bytes(b"D" + pickle.dumps((reader.count, reader.torn_line)))
     except ImportRejected as exc:
         conn.send_bytes(b"R" + str(exc).encode("utf-8", "surrogatepass"))
@@ -365,9 +401,13 @@ def _stream_size(stream: BinaryIO) -> int | None:
         return None
 
 
-def _chunks_read(reader: _LogReader, size: int, stream: BinaryIO) -> Iterator[list[Event]]:
+def _chunks_read(reader: _LogReader, size: int, stream: BinaryIO, stored_last: int | None = None) -> Iterator[list[Event] | PreparedChunk]:
     """The reader's chunks; those after the first read aside (``_ChunksAside``) when the file is
-    long enough for a second process to pay (``RECKON_IMPORT_READ_ASIDE_BYTES``)."""
+    long enough for a second process to pay (``RECKON_IMPORT_READ_ASIDE_BYTES``). There, given
+    ``stored_last`` (the run's last seq before the import), each chunk after the first that holds
+    new events comes prepared for its write (``PreparedChunk``): checked, encoded and digested by
+    the store's own code in the reading process, so that the importing process is left the
+    decoding, the writes and the read models."""
     chunks = reader.chunks(size)
     first = next(chunks, None)
     if first is None:
@@ -377,7 +417,9 @@ def _chunks_read(reader: _LogReader, size: int, stream: BinaryIO) -> Iterator[li
     if len(first) < size or length is None or length < settings.RECKON_IMPORT_READ_ASIDE_BYTES:
         yield from chunks
         return
-    aside = _ChunksAside(reader, chunks)
+    prepare_after = stored_last if stored_last is not None and store._chain_on else None
+    # The sealed names are read here, before the fork: the reading process never touches the database.
+    aside = _ChunksAside(reader, chunks, prepare_after, sealing_now() if prepare_after is not None else None)
     try:
         yield from aside
     finally:
@@ -499,8 +541,13 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
             stored_last = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first() or 0
             lease = None
             copy = False
-            chunks = _ReadAhead(_chunks_read(reader, size, stream))
+            chunks = _ReadAhead(_chunks_read(reader, size, stream, stored_last))
             for events in chunks:
+                prepared = None
+                if type(events) is PreparedChunk:
+                    # Checked, encoded and digested by the reading process; only after a chunk of
+                    # new events, so never a part the run already holds, nor the lease's first write.
+                    prepared, events = events, events.events
                 first = events[0].seq
                 if first <= stored_last:
                     # The part of this chunk the run already holds must be identical, event by event.
@@ -534,7 +581,11 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
                 texts: list[bytes] | None = [] if folding is not None else None
                 if copy:
                     # The next chunk is read and checked while the server inserts this one.
-                    written = events_copy(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False, texts=texts, meanwhile=chunks.read_ahead)
+                    written = events_copy(
+                        run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False, texts=texts, meanwhile=chunks.read_ahead, prepared=prepared
+                    )
+                elif prepared is not None:
+                    written = events_append_prepared(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, prepared=prepared, key_secret_fill=False, texts=texts)
                 else:
                     written = events_append(run_id=run_id, epoch=lease.epoch, expected_seq=stored_last + appended, events=events, key_secret_fill=False, texts=texts)
                 appended += len(events)

@@ -28,6 +28,8 @@ import functools
 import itertools
 import json
 import logging
+import pickle
+import re
 import struct
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -558,11 +560,22 @@ UPDATE reckon_run
 _SQLITE_INSERT = "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
-def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool, now: datetime, ts_texted: list[bytes] | None = None):
+def _events_prepare(
+    run_id: str,
+    expected_seq: int,
+    events: Sequence[NewEvent],
+    key_secret_fill: bool,
+    now: datetime,
+    ts_texted: list[bytes] | None = None,
+    sealing: tuple[frozenset[str], tuple[bytes, ...]] | None = None,
+    ts_known: list[bytes] | None = None,
+):
     """Check, complete and encode a batch for the append (``events_append``, ``events_copy``):
     (times, payload texts, chain digests, the salts of sealed values by seq, the events as the fold sees them, the seq of a
     terminal event or None, the batch's last seq). Raises InvalidEvent for an event the log must not hold.
-    ``ts_texted``: a list extended with each time's text in the chain's frame (``runs.canonical.ts_texts``)."""
+    ``ts_texted``: a list extended with each time's text in the chain's frame (``runs.canonical.ts_texts``).
+    ``sealing``: the sealed names as ``sealing_now`` gives them, when the caller read them already.
+    ``ts_known``: the times' texts in the chain's frame, when the caller has them (``ts_texted`` then gets those)."""
     # One pass: check each event, complete its payload to the current version, encode it, and
     # build what the caller gets back. This path runs once per event written; keep it lean (the
     # common case is checked here against ``_PLAIN``; anything unusual takes ``_check_slow``).
@@ -577,7 +590,7 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
     chained = _chain_on
     # Each event's chain digest (runs.canonical); an event with sealed values also gets its salts,
     # which are written beside it (EventSeal) in the same transaction.
-    sealing = sealing_now() if chained else None
+    sealing = (sealing if sealing is not None else sealing_now()) if chained else None
     seals: list[tuple[int, dict]] = []
     stored_sorted = True
     for i, ev in enumerate(events):
@@ -611,7 +624,7 @@ def _events_prepare(run_id: str, expected_seq: int, events: Sequence[NewEvent], 
             finished_seq = seq
     _batch_check(appended, encoded)
     if ts_texted is not None:
-        ts_texted.extend(ts_texts(tss))
+        ts_texted.extend(ts_known if ts_known is not None and len(ts_known) == len(tss) else ts_texts(tss))
     if chained and len(appended) == 1:  # the single append: no batch to scan at once
         ev = appended[0]
         digest, salts = event_digest(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, payload=ev.payload, stored=encoded[0], sealing=sealing, stored_sorted=stored_sorted)
@@ -724,6 +737,84 @@ def _copy_text(value: bytes) -> bytes:
     return value
 
 
+@dataclass
+class PreparedChunk:
+    """A batch already checked, completed, encoded and digested by ``events_prepare`` (the
+    importer does that in the process that reads the file), for ``events_copy`` and
+    ``events_append_prepared`` to write without that work again. ``times``: each time as COPY
+    reads it back (the chain frame's text); ``events``: the events as the fold sees them, filled
+    in by ``prepared_loads``."""
+
+    expected_seq: int
+    types: list[str]
+    vs: list[int]
+    times: list[bytes]
+    encoded: list[bytes]
+    canons: list[bytes]
+    seals: list[tuple[int, dict]]
+    finished_seq: int | None
+    events: list[Event] | None = None
+
+
+def events_prepare(
+    run_id: str,
+    expected_seq: int,
+    events: Sequence[NewEvent],
+    *,
+    sealing: tuple[frozenset[str], tuple[bytes, ...]],
+    key_secret_fill: bool = True,
+    ts_given: list[str] | None = None,
+) -> PreparedChunk:
+    """The append's own checks, completion, encoding and chain digests of a batch (``_events_prepare``),
+    with no database: they may run in another process than the write. ``sealing``: ``sealing_now()``
+    as the writing process read it. ``ts_given``: each event's time as the text it was read from
+    (an imported line's ts), which is the chain frame's text when it is RFC 3339 in UTC with
+    microseconds and a year of four digits (``_ts_canonical``). Raises InvalidEvent as the append would."""
+    times: list[bytes] = []
+    known = _ts_canonical(ts_given) if ts_given is not None and len(ts_given) == len(events) else None
+    tss, encoded, canons, seals, appended, finished_seq, _ = _events_prepare(run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times, sealing=sealing, ts_known=known)
+    if not all(ts.year >= 1000 for ts in tss):
+        # The frame's text does not pad a year before 1000 to four digits; isoformat does.
+        times = [ts.isoformat().encode() for ts in tss]
+    return PreparedChunk(expected_seq, [e.type for e in appended], [e.v for e in appended], times, encoded, canons, seals, finished_seq)
+
+
+# A time that reads as a datetime in UTC and is written in exactly this form is its own text in the
+# chain's frame (``runs.canonical.ts_texts``: isoformat with microseconds, Z for +00:00): the same
+# digits, zero-padded, in the same places. A year before 1000 has another text there.
+_TS_FRAMED = re.compile("(?:[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}Z\x00)*")
+
+
+def _ts_canonical(given: list[str]) -> list[bytes] | None:
+    """``given`` as the chain frame's texts when every one is already in that form (one scan of them
+    all), else None. Only for texts that each read as the time of their event."""
+    joined = "\x00".join(given) + "\x00"
+    if _TS_FRAMED.fullmatch(joined) is None:
+        return None
+    return joined[:-1].encode().split(b"\x00")
+
+
+def prepared_dumps(chunk: PreparedChunk) -> bytes:
+    """``chunk`` as bytes for a pipe (the events are not sent: ``prepared_loads`` decodes them)."""
+    # JSON text and a time's text hold no NUL, so NUL separates them: one split instead of a
+    # pickled object per event.
+    return pickle.dumps(
+        (chunk.expected_seq, "\x00".join(chunk.types), chunk.vs, b"\x00".join(chunk.times), b"\x00".join(chunk.encoded), b"".join(chunk.canons), chunk.seals, chunk.finished_seq),
+        protocol=pickle.HIGHEST_PROTOCOL,
+    )
+
+
+def prepared_loads(data: bytes) -> PreparedChunk:
+    """The chunk ``prepared_dumps`` sent, with its events decoded from the payload texts as a read
+    decodes them (keys sorted) and their times from the texts."""
+    expected_seq, types, vs, times, encoded, canons, seals, finished_seq = pickle.loads(data)
+    types, texts, times, encoded = types.split("\x00"), times.decode().split("\x00"), times.split(b"\x00"), encoded.split(b"\x00")
+    canons = [canons[i : i + 32] for i in range(0, len(canons), 32)]
+    loads, new_event, parse = orjson.loads, tuple.__new__, datetime.fromisoformat
+    events = [new_event(Event, (seq, t, loads(text), parse(ts), v)) for seq, t, text, ts, v in zip(itertools.count(expected_seq + 1), types, encoded, texts, vs)]
+    return PreparedChunk(expected_seq, types, vs, times, encoded, canons, seals, finished_seq, events)
+
+
 _PG_COPY_FENCE = "SELECT lease_epoch, lease_holder, last_seq, finished_seq, head FROM reckon_run WHERE run_id = %s FOR UPDATE"
 _PG_COPY = "COPY reckon_event (run_id, seq, type, v, ts, payload, epoch, hash) FROM STDIN"
 _PG_COPY_MOVE = "UPDATE reckon_run SET last_seq = %s, head = %s, finished_seq = COALESCE(finished_seq, %s) WHERE run_id = %s"
@@ -738,6 +829,7 @@ def events_copy(
     key_secret_fill: bool = True,
     texts: list[bytes] | None = None,
     meanwhile: Callable[[], None] | None = None,
+    prepared: PreparedChunk | None = None,
 ) -> list[Event]:
     """``events_append`` for a large batch on PostgreSQL, written with COPY; the same checks,
     errors, chain and read models. Only inside a transaction (the importer's): the fence is the
@@ -748,15 +840,26 @@ def events_copy(
 
     ``meanwhile``: called once the rows are sent, while the server checks and inserts them, before
     the COPY's end is awaited (the importer reads its next chunk then). It may not use the
-    connection; an exception it raises ends the COPY unwritten and propagates."""
+    connection; an exception it raises ends the COPY unwritten and propagates.
+
+    ``prepared``: the batch as ``events_prepare`` checked, encoded and digested it (elsewhere), in
+    place of ``events``, whose checks it has passed: only the fence, the chain's links and the
+    writes are left."""
     db = connections[DEFAULT_DB_ALIAS]
     if db.vendor != "postgresql" or not db.in_atomic_block:
         raise InvalidEvent("events_copy is for PostgreSQL, inside a transaction; use events_append")
-    if not events:
+    if prepared is not None:
+        if prepared.expected_seq != expected_seq or prepared.events is None:
+            raise InvalidEvent(f"a prepared batch after seq {prepared.expected_seq} cannot be written after seq {expected_seq}")
+        times, encoded, canons, seals, appended, finished_seq = prepared.times, prepared.encoded, prepared.canons, prepared.seals, prepared.events, prepared.finished_seq
+        tss = None
+        seq = expected_seq + len(appended)
+        events = appended
+    elif not events:
         raise InvalidEvent("an append needs at least one event")
-    now = datetime.now(timezone.utc)
-    times: list[bytes] = []
-    tss, encoded, canons, seals, appended, finished_seq, seq = _events_prepare(run_id, expected_seq, events, key_secret_fill, now, times)
+    else:
+        times = []
+        tss, encoded, canons, seals, appended, finished_seq, seq = _events_prepare(run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times)
     if not canons:
         raise InvalidEvent("an append without the hash chain (chain_hashing) is for bench store's plain PostgreSQL appends only")
     with server_cursor() as cur:
@@ -785,7 +888,7 @@ def events_copy(
         copied = _copy_text(b"\x00".join(encoded)).split(b"\x00")
         # The times as the chain's frame writes them (RFC 3339 in UTC, read back as the same
         # timestamptz), but a year before 1000, which that text does not pad to four digits.
-        if not all(ts.year >= 1000 for ts in tss):
+        if tss is not None and not all(ts.year >= 1000 for ts in tss):  # (``events_prepare`` did this already)
             times = [ts.isoformat().encode() for ts in tss]
         line = b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n"
         rows = [line % (rid, ev.seq, ev.type.encode(), ev.v, ts, text, epoch, h) for ev, ts, text, h in zip(appended, times, copied, hashed, strict=True)]
@@ -840,6 +943,36 @@ def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, can
             [(run_id, s, ev.type, ev.v, adapt(t), p.decode(), epoch, rec, h) for s, ev, t, p, h in zip(seqs, events, tss, payloads, hashes)],
         )
     return True
+
+
+def events_append_prepared(*, run_id: str, epoch: int, expected_seq: int, prepared: PreparedChunk, key_secret_fill: bool = True, texts: list[bytes] | None = None) -> list[Event]:
+    """``events_append`` of a batch ``events_prepare`` checked, encoded and digested (elsewhere):
+    on SQLite only the fence, the chain's links and the writes are left. Elsewhere (PostgreSQL
+    outside ``events_copy``) the batch is appended as ``events_append`` appends its events."""
+    appended = prepared.events
+    if prepared.expected_seq != expected_seq or not appended:
+        raise InvalidEvent(f"a prepared batch after seq {prepared.expected_seq} cannot be written after seq {expected_seq}")
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "sqlite" or not prepared.canons:
+        return events_append(run_id=run_id, epoch=epoch, expected_seq=expected_seq, events=appended, key_secret_fill=key_secret_fill, texts=texts)
+    seqs = range(expected_seq + 1, expected_seq + len(appended) + 1)
+    projectors = _projectors_for(appended)
+    with transaction.atomic(savepoint=False):  # as events_append's batch: no savepoint
+        ok = _sqlite_append(run_id, epoch, expected_seq, seqs, appended, [ev.ts for ev in appended], prepared.encoded, prepared.canons, prepared.finished_seq, datetime.now(timezone.utc))
+        if ok and prepared.seals:
+            _seals_write(run_id, prepared.seals)
+        if ok:
+            for project in projectors:
+                project(run_id, appended, epoch)
+    if not ok:
+        error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=prepared.finished_seq is not None)
+        _record_fenced(run_id, epoch, error)
+        raise error
+    if _AFTER_APPEND:
+        _after_append(db, run_id, seqs[0], seqs[-1])
+    if texts is not None:
+        texts.extend(prepared.encoded)
+    return appended
 
 
 def _append_cursor(db) -> psycopg.Cursor:

@@ -90,3 +90,104 @@ def test_a_torn_tail_of_a_file_read_aside_is_reported_and_the_rest_imported(read
 def test_a_file_of_one_chunk_is_never_read_aside(read_aside):
     assert imported(good("run-x", n=5)).outcome == "imported"
     assert read_aside == []
+
+
+@pytest.fixture
+def prepared(monkeypatch):
+    """The chunks that reached the importer prepared by the reading process (``PreparedChunk``)."""
+    seen = []
+    loads = importer.prepared_loads
+
+    def counted(data):
+        chunk = loads(data)
+        seen.append(chunk.expected_seq)
+        return chunk
+
+    monkeypatch.setattr(importer, "prepared_loads", counted)
+    return seen
+
+
+def test_chunks_after_the_first_come_prepared_by_the_reading_process(tmp_path, read_aside, prepared):
+    from bench.scale_log import log_write
+
+    path = tmp_path / "run-long.jsonl"
+    log_write(path, events=70)
+    [result] = paths_import([str(path)])
+    assert (result.outcome, result.appended) == ("imported", 70)
+    # Chunks of 7: the first is read here, the other nine come prepared, each after the one before.
+    assert prepared == [7 * k for k in range(1, 10)]
+    expected = log_parse(str(path), path.read_bytes()).events
+    assert [tuple(e) for e in events_read(run_id="run-long")] == [tuple(e) for e in expected]
+    problem, last, head = chain_verify(run_id="run-long")
+    assert problem is None and last == 70 and bytes(Run.objects.get(run_id="run-long").head) == head
+
+
+@pytest.mark.parametrize("stored", [20, 21, 28])
+def test_an_extension_read_aside_appends_the_tail_as_a_read_in_process_does(read_aside, prepared, stored):
+    # The run holds a prefix ending inside a chunk (20), at a chunk's first line (21) or at a
+    # chunk's end (28): the chunk holding the first new event is written by the importer itself.
+    full = good("run-x", n=60)
+    first = imported("".join(full.splitlines(keepends=True)[:stored]))
+    assert (first.outcome, first.last_seq) == ("imported", stored)
+    prepared.clear()
+    result = imported(full)
+    assert (result.outcome, result.first_seq, result.last_seq) == ("extended", stored + 1, 60), result.line()
+    first_new_chunk_end = -(-(stored + 1) // 7) * 7
+    assert prepared and prepared[0] == first_new_chunk_end and all(s > stored for s in prepared)
+    expected = log_parse("run-x.jsonl", full.encode()).events
+    assert [tuple(e) for e in events_read(run_id="run-x")] == [tuple(e) for e in expected]
+    problem, last, _ = chain_verify(run_id="run-x")
+    assert problem is None and last == 60
+
+
+def test_an_event_the_store_refuses_in_a_prepared_chunk_rejects_the_file_as_in_process(settings, read_aside, prepared):
+    # Two tenants for one call: a rule of the store's, not of the line check, so the reading
+    # process meets it while preparing a chunk; the message is the store's, as in process.
+    bad = line(40, "tool_call_started", {"call_id": "c1", "name": "post", "arguments": {"tenant": "b"}, "tenant": "a"})
+    data = good("run-x", n=39) + bad + "".join(line(s, "user_message", {"content": "x"}) for s in range(41, 50))
+    aside = imported(data)
+    assert read_aside and nothing_stored()
+    settings.RECKON_IMPORT_READ_ASIDE_BYTES = 1 << 40
+    in_process = imported(data)
+    assert aside.outcome == in_process.outcome == "rejected"
+    assert aside.reason == in_process.reason and "(seq 40, tool_call_started)" in aside.reason and "tenant" in aside.reason, aside.reason
+    assert nothing_stored()
+
+
+def test_sealed_values_in_prepared_chunks_are_chained_as_commitments(read_aside, prepared):
+    from recovery.masking import sealed_fields_forget
+    from recovery.models import ToolPolicy
+    from runs.models import EventSeal
+
+    ToolPolicy.objects.create(tool="post_correction", risk_class="irreversible", strategy="escalate", sensitive_fields=["account"])
+    sealed_fields_forget()  # the sealed names are read before the reading process is forked
+    calls = "".join(line(s, "tool_call_started", {"call_id": f"c{s}", "name": "post_correction", "arguments": {"account": f"A-{s}"}}) for s in range(31, 36))
+    data = good("run-x", n=30) + calls
+    result = imported(data)
+    assert result.outcome == "imported" and prepared
+    assert sorted(EventSeal.objects.filter(run_id="run-x").values_list("seq", flat=True)) == list(range(31, 36))
+    problem, last, _ = chain_verify(run_id="run-x")
+    assert problem is None and last == 35
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["2026-09-08T11:00:00.003000Z", "2026-09-08T11:00:00.004000Z"],
+        ["2026-09-08T11:00:00Z"],  # no fraction: the frame writes six digits
+        ["2026-09-08T11:00:00.003000+00:00"],
+        ["2026-09-08t11:00:00.003000Z"],
+        ["2026-09-08 11:00:00.003000Z"],
+        ["0999-09-08T11:00:00.003000Z"],  # a year before 1000: the frame does not pad it
+        ["2026-09-08T11:00:00.003000Z", "2026-09-08T11:00:00.0040Z"],
+    ],
+)
+def test_a_time_is_taken_as_its_frame_text_only_when_it_is_that_text(given):
+    from runs.canonical import ts_texts
+    from runs.importer import parse_ts
+    from runs.store import _ts_canonical
+
+    framed = ts_texts([parse_ts(t) for t in given])
+    taken = _ts_canonical(given)
+    assert taken is None or taken == framed
+    assert (taken is not None) == (framed == [t.encode() for t in given])
