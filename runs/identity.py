@@ -21,6 +21,8 @@ import re
 import secrets
 from typing import Any
 
+import orjson
+
 # The run_started payload field that holds the run's key secret (schema version 3 and later).
 KEY_SECRET_FIELD = "key_secret"
 KEY_SECRET_RE = re.compile(r"^[0-9a-f]{32,128}$")
@@ -29,8 +31,43 @@ KEY_SECRET_RE = re.compile(r"^[0-9a-f]{32,128}$")
 KEY_SECRET_WITHHELD = "[masked]"
 
 
+# Values whose orjson text (keys sorted) is exactly json.dumps's below: strings (orjson refuses a
+# lone surrogate, which json would write), integers (orjson refuses one beyond 64 bits), true,
+# false and null, and dicts (string keys only: orjson refuses others, which json turns into
+# strings), lists and tuples of them. Anything else, a float above all (the two write some
+# differently: 1e16 against 1e+16, NaN against null), takes json itself.
+_EXACT_LEAVES = frozenset((str, int, bool, type(None)))
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+def _orjson_exact(value, depth: int = 0) -> bool:
+    t = type(value)
+    if t in _EXACT_LEAVES:
+        return True
+    if depth > 20:  # deep or circular: json decides (and names a circular reference)
+        return False
+    if t is dict:
+        for v in value.values():
+            if type(v) not in _EXACT_LEAVES and not _orjson_exact(v, depth + 1):
+                return False
+        return True
+    if t is list or t is tuple:
+        for v in value:
+            if type(v) not in _EXACT_LEAVES and not _orjson_exact(v, depth + 1):
+                return False
+        return True
+    return False
+
+
 def signature(name: str, arguments: Any) -> str:
     """``name:`` followed by the arguments as canonical JSON (sorted keys, no spaces, raw UTF-8)."""
+    # json.dumps defines the text. It runs on every tool call, where it cost about 4 us; orjson
+    # writes the same text for the values ``_orjson_exact`` admits, in a tenth of that.
+    if _orjson_exact(arguments):
+        try:
+            return name + ":" + orjson.dumps(arguments, option=_SORTED).decode()
+        except TypeError:  # a non-string key, a lone surrogate, an integer beyond 64 bits
+            pass
     return name + ":" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
