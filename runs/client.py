@@ -50,6 +50,7 @@ from runs.errors import LeaseHeld, StaleEpoch
 from runs.fold import Event, RunState, apply, fold
 from runs.identity import idempotency_key, refresh_operation_id, signature
 from runs.run_ids import run_id_check
+from runs.upcasters import _tenant_of
 
 log = logging.getLogger("reckon.client")
 
@@ -172,6 +173,16 @@ class CallUncertain(Exception):
 Tool = Callable[..., Any]  # tool(arguments, *, idempotency_key) -> content
 
 
+def _completion_tenant(arguments: Any) -> str | None:
+    """The tenant the store would record on a completion that names none (``runs.upcasters``: the
+    one its signature's arguments name, else ``default``), when that is certain from the arguments
+    themselves: a plain dict whose ``tenant`` is a string or absent reads back from the signature
+    as the same. None leaves it to the store, which reads the signature back."""
+    if type(arguments) is dict and type(arguments.get("tenant")) in (str, type(None)):
+        return _tenant_of(arguments)
+    return None
+
+
 # --- a run held by this process --------------------------------------------------------------
 
 
@@ -245,13 +256,19 @@ class AgentRun:
             # paired with the first. If this retry dies too, that one start stays uncertain.
             start_seq, call = earlier.start_seq, ToolCall(earlier.call_id, call.name, call.arguments, call.operation_id)
         else:
-            payload = {"call_id": call.id, "name": call.name, "arguments": call.arguments, "idempotency_key": key, "signature": sig}
-            if call.operation_id is not None:
-                payload["operation_id"] = call.operation_id
+            # The tenant and the operation id are the values the store would fill in for a start
+            # that leaves them out (``runs.upcasters``): given here, the store has no copy to make.
+            payload = {
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": call.arguments,
+                "idempotency_key": key,
+                "signature": sig,
+                "operation_id": call.operation_id if call.operation_id is not None else key,
+                "tenant": self.tenant or _tenant_of(call.arguments),
+            }
             if refreshes is not None:
                 payload["refreshes"] = refreshes
-            if self.tenant:
-                payload["tenant"] = self.tenant
             start_seq = self.append("tool_call_started", **payload).seq
         try:
             content = tool(call.arguments, idempotency_key=key)
@@ -271,7 +288,12 @@ class AgentRun:
                 idempotency_key=key,
                 start_seq=start_seq,
             ) from exc
-        self.append("tool_call_completed", call_id=call.id, name=call.name, content=content, is_error=False, idempotency_key=key, signature=sig, source="live")
+        done = {"call_id": call.id, "name": call.name, "content": content, "is_error": False, "idempotency_key": key, "signature": sig, "source": "live", "operation_id": key}
+        # As the store would fill it in, without reading the signature back when that is certain.
+        tenant = _completion_tenant(call.arguments)
+        if tenant is not None:
+            done["tenant"] = tenant
+        self.append("tool_call_completed", **done)
         return ToolResult(call.id, call.name, content)
 
     # the lease ---------------------------------------------------------------------------------
