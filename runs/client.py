@@ -214,7 +214,16 @@ class AgentRun:
             return appended
 
     def append(self, type: str, **payload) -> Event:
-        return self.append_many([(type, payload)])[0]
+        return self._append_one(type, payload)
+
+    def _append_one(self, type_: str, payload: dict) -> Event:
+        """``append`` of an event whose payload is built already (a tool call's start and its
+        completion): the same append, without packing it into a batch and out again."""
+        with self._lock:
+            appended = self.transport.append(self.run_id, self.epoch, self.state.last_seq, [{"type": type_, "payload": payload}])
+            for ev in appended:
+                apply(self.state, ev)
+            return appended[0]
 
     # invoking ----------------------------------------------------------------------------------
 
@@ -269,7 +278,7 @@ class AgentRun:
             }
             if refreshes is not None:
                 payload["refreshes"] = refreshes
-            start_seq = self.append("tool_call_started", **payload).seq
+            start_seq = self._append_one("tool_call_started", payload).seq
         try:
             content = tool(call.arguments, idempotency_key=key)
         except ToolFailed as exc:
@@ -293,7 +302,7 @@ class AgentRun:
         tenant = _completion_tenant(call.arguments)
         if tenant is not None:
             done["tenant"] = tenant
-        self.append("tool_call_completed", **done)
+        self._append_one("tool_call_completed", done)
         return ToolResult(call.id, call.name, content)
 
     # the lease ---------------------------------------------------------------------------------
