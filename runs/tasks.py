@@ -59,7 +59,12 @@ def snapshot_on_append(run_id: str, first_seq: int, last_seq: int) -> None:
     The boundary is the settings' interval; a run's own policy (``SnapshotPolicy``) is applied by
     ``snapshot_maybe`` in the task, because reading it here would add a query to every append.
     """
-    if not snapshot_due(first_seq - 1, last_seq, settings.RECKON_SNAPSHOT_INTERVAL, settings.RECKON_SNAPSHOT_MIN_EVENTS):
+    # ``snapshot_due``, with the minimum read only for an append that crossed a boundary: each
+    # setting read costs a lazy-settings lookup, on every append.
+    interval = settings.RECKON_SNAPSHOT_INTERVAL
+    if interval <= 0 or (first_seq - 1) // interval == last_seq // interval:
+        return
+    if not snapshot_due(first_seq - 1, last_seq, interval, settings.RECKON_SNAPSHOT_MIN_EVENTS):
         return
     try:
         snapshot_maybe_task.delay(run_id)
