@@ -65,6 +65,8 @@ def run_tenants_project(run_id: str, events: list[Event], epoch: int) -> None:
 
 def run_tenants_statement(run_id: str, event: Event) -> StatementPart | None:
     """``run_tenants_project`` for one event, as part of the append's statement (PostgreSQL)."""
+    if event.type not in TENANT_NAMING:  # a completion, say: it names no tenant to record
+        return StatementPart()
     found = tenants_named(run_id, [event])
     if len(found) > 1:
         return None
