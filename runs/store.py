@@ -31,6 +31,8 @@ import logging
 import pickle
 import re
 import struct
+import threading
+from asyncio import _get_running_loop
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -236,6 +238,25 @@ def _after_append(db, run_id: str, first_seq: int, last_seq: int) -> None:
             fn(run_id, first_seq, last_seq)
 
         transaction.on_commit(after_append, robust=True, using=db.alias)
+
+
+_THREAD_LOCAL = threading.local
+
+
+def _default_db():
+    """``connections[DEFAULT_DB_ALIAS]``, read straight from the handler's per-thread storage in
+    synchronous code: the handler's own lookup goes through asgiref's ``Local``, whose failed
+    attribute lookup formats an AttributeError and asks asyncio for a running loop (which raises
+    too), about 2.5 us on every append. Anything but that plain case (a running event loop, no
+    connection made in this thread yet, another asgiref or Django whose ``Local`` is built
+    differently) takes the handler's lookup itself."""
+    if _get_running_loop() is None:
+        storage = vars(connections._connections).get("_storage")
+        if type(storage) is _THREAD_LOCAL:
+            db = vars(storage).get(DEFAULT_DB_ALIAS)
+            if db is not None:
+                return db
+    return connections[DEFAULT_DB_ALIAS]
 
 
 def _projectors_for(events: Sequence[NewEvent]) -> list[Projector]:
@@ -669,7 +690,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     seqs = range(expected_seq + 1, seq + 1)
 
     projectors = _projectors_for(events)
-    db = connections[DEFAULT_DB_ALIAS]
+    db = _default_db()
     postgres = db.vendor == "postgresql"
     if not canons and (not postgres or projectors or (seq == expected_seq + 1 and finishing)):
         raise InvalidEvent("an append without the hash chain (chain_hashing) is for bench store's plain PostgreSQL appends only")
