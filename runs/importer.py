@@ -364,7 +364,7 @@ def _read_aside(conn, reader: _LogReader, chunks: Iterator[list[Event]], prepare
             first = events[0].seq
             if prepare_after is not None and first >= prepare_after + 2:
                 try:
-                    prepared = events_prepare(reader.run_id, first - 1, events, sealing=sealing, key_secret_fill=False, ts_given=reader.times)
+                    prepared = events_prepare(reader.run_id, first - 1, events, sealing=sealing, key_secret_fill=False, ts_given=reader.times, proved=True)
                 except InvalidEvent as exc:
                     conn.send_bytes(b"I" + str(exc).encode("utf-8", "surrogatepass"))
                     return

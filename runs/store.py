@@ -590,13 +590,16 @@ def _events_prepare(
     ts_texted: list[bytes] | None = None,
     sealing: tuple[frozenset[str], tuple[bytes, ...]] | None = None,
     ts_known: list[bytes] | None = None,
+    proved: bool = False,
 ):
     """Check, complete and encode a batch for the append (``events_append``, ``events_copy``):
     (times, payload texts, chain digests, the salts of sealed values by seq, the events as the fold sees them, the seq of a
     terminal event or None, the batch's last seq). Raises InvalidEvent for an event the log must not hold.
     ``ts_texted``: a list extended with each time's text in the chain's frame (``runs.canonical.ts_texts``).
     ``sealing``: the sealed names as ``sealing_now`` gives them, when the caller read them already.
-    ``ts_known``: the times' texts in the chain's frame, when the caller has them (``ts_texted`` then gets those)."""
+    ``ts_known``: the times' texts in the chain's frame, when the caller has them (``ts_texted`` then gets those).
+    ``proved``: every payload was decoded from strict JSON (``runs.json_strict``), which holds no NaN,
+    Infinity nor NUL, so the scan of the encoded texts for them (``_batch_check``) is skipped."""
     # One pass: check each event, complete its payload to the current version, encode it, and
     # build what the caller gets back. This path runs once per event written; keep it lean (the
     # common case is checked here against ``_PLAIN``; anything unusual takes ``_check_slow``).
@@ -643,7 +646,8 @@ def _events_prepare(
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
-    _batch_check(appended, encoded)
+    if not proved:
+        _batch_check(appended, encoded)
     if ts_texted is not None:
         ts_texted.extend(ts_known if ts_known is not None and len(ts_known) == len(tss) else ts_texts(tss))
     if chained and len(appended) == 1:  # the single append: no batch to scan at once
@@ -764,7 +768,7 @@ class PreparedChunk:
     importer does that in the process that reads the file), for ``events_copy`` and
     ``events_append_prepared`` to write without that work again. ``times``: each time as COPY
     reads it back (the chain frame's text); ``events``: the events as the fold sees them, filled
-    in by ``prepared_loads``."""
+    in by ``prepared_loads`` (with no payload, None, for a type no read model reads)."""
 
     expected_seq: int
     types: list[str]
@@ -785,15 +789,19 @@ def events_prepare(
     sealing: tuple[frozenset[str], tuple[bytes, ...]],
     key_secret_fill: bool = True,
     ts_given: list[str] | None = None,
+    proved: bool = False,
 ) -> PreparedChunk:
     """The append's own checks, completion, encoding and chain digests of a batch (``_events_prepare``),
     with no database: they may run in another process than the write. ``sealing``: ``sealing_now()``
     as the writing process read it. ``ts_given``: each event's time as the text it was read from
     (an imported line's ts), which is the chain frame's text when it is RFC 3339 in UTC with
-    microseconds and a year of four digits (``_ts_canonical``). Raises InvalidEvent as the append would."""
+    microseconds and a year of four digits (``_ts_canonical``). ``proved``: the payloads were decoded
+    from strict JSON (an imported line), as ``_events_prepare`` takes it. Raises InvalidEvent as the append would."""
     times: list[bytes] = []
     known = _ts_canonical(ts_given) if ts_given is not None and len(ts_given) == len(events) else None
-    tss, encoded, canons, seals, appended, finished_seq, _ = _events_prepare(run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times, sealing=sealing, ts_known=known)
+    tss, encoded, canons, seals, appended, finished_seq, _ = _events_prepare(
+        run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times, sealing=sealing, ts_known=known, proved=proved
+    )
     if not all(ts.year >= 1000 for ts in tss):
         # The frame's text does not pad a year before 1000 to four digits; isoformat does.
         times = [ts.isoformat().encode() for ts in tss]
@@ -825,15 +833,39 @@ def prepared_dumps(chunk: PreparedChunk) -> bytes:
     )
 
 
+def _projected_types() -> frozenset[str] | None:
+    """The types some registered read model reads, or None when one reads every type."""
+    wanted: set[str] = set()
+    for _, types in _PROJECTORS:
+        if types is None:
+            return None
+        wanted |= types
+    return frozenset(wanted)
+
+
 def prepared_loads(data: bytes) -> PreparedChunk:
-    """The chunk ``prepared_dumps`` sent, with its events decoded from the payload texts as a read
-    decodes them (keys sorted) and their times from the texts."""
+    """The chunk ``prepared_dumps`` sent, with its events and their times decoded from the texts.
+
+    A payload is decoded (as a read decodes it: keys sorted) only for the types a read model reads
+    (``projector_register``), the one use the writing process has for it: the others keep None,
+    and the fold of a run's first snapshot decodes the texts in its own process. About a third of
+    a working agent's events (its model turns) are read by no read model."""
     expected_seq, types, vs, times, encoded, canons, seals, finished_seq = pickle.loads(data)
     types, texts, times, encoded = types.split("\x00"), times.decode().split("\x00"), times.split(b"\x00"), encoded.split(b"\x00")
     canons = [canons[i : i + 32] for i in range(0, len(canons), 32)]
     loads, new_event, parse = orjson.loads, tuple.__new__, datetime.fromisoformat
-    events = [new_event(Event, (seq, t, loads(text), parse(ts), v)) for seq, t, text, ts, v in zip(itertools.count(expected_seq + 1), types, encoded, texts, vs)]
+    read = _projected_types()
+    if read is None:
+        events = [new_event(Event, (seq, t, loads(text), parse(ts), v)) for seq, t, text, ts, v in zip(itertools.count(expected_seq + 1), types, encoded, texts, vs)]
+    else:
+        events = [new_event(Event, (seq, t, loads(text) if t in read else None, parse(ts), v)) for seq, t, text, ts, v in zip(itertools.count(expected_seq + 1), types, encoded, texts, vs)]
     return PreparedChunk(expected_seq, types, vs, times, encoded, canons, seals, finished_seq, events)
+
+
+def _prepared_decoded(prepared: PreparedChunk) -> list[Event]:
+    """The prepared chunk's events with every payload decoded (``prepared_loads`` leaves some None)."""
+    loads = orjson.loads
+    return [ev if ev.payload is not None else ev._replace(payload=loads(text)) for ev, text in zip(prepared.events, prepared.encoded)]
 
 
 _PG_COPY_FENCE = "SELECT lease_epoch, lease_holder, last_seq, finished_seq, head FROM reckon_run WHERE run_id = %s FOR UPDATE"
@@ -975,7 +1007,7 @@ def events_append_prepared(*, run_id: str, epoch: int, expected_seq: int, prepar
         raise InvalidEvent(f"a prepared batch after seq {prepared.expected_seq} cannot be written after seq {expected_seq}")
     db = connections[DEFAULT_DB_ALIAS]
     if db.vendor != "sqlite" or not prepared.canons:
-        return events_append(run_id=run_id, epoch=epoch, expected_seq=expected_seq, events=appended, key_secret_fill=key_secret_fill, texts=texts)
+        return events_append(run_id=run_id, epoch=epoch, expected_seq=expected_seq, events=_prepared_decoded(prepared), key_secret_fill=key_secret_fill, texts=texts)
     seqs = range(expected_seq + 1, expected_seq + len(appended) + 1)
     projectors = _projectors_for(appended)
     with transaction.atomic(savepoint=False):  # as events_append's batch: no savepoint
