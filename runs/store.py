@@ -974,7 +974,18 @@ def _sqlite_datetime(value: datetime) -> str:
     return connection.ops.adapt_datetimefield_value(value)
 
 
-def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, canons, finished_seq, now) -> bool:
+def _sqlite_times(times: list[bytes]) -> list[str] | None:
+    """Django's SQLite text of each time (``_sqlite_datetime``) from the chain frame's texts
+    (``PreparedChunk.times``), for a whole chunk in a few C passes; None unless every one is in
+    that form (``_TS_FRAMED``). The two differ only in the T, the Z, and the fraction, which
+    isoformat leaves out when it is zero."""
+    joined = b"\x00".join(times).decode() + "\x00"
+    if _TS_FRAMED.fullmatch(joined) is None:
+        return None
+    return joined.replace(".000000Z\x00", "\x00").replace("Z\x00", "\x00").replace("T", " ")[:-1].split("\x00")
+
+
+def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, canons, finished_seq, now, prepared: PreparedChunk | None = None) -> bool:
     # Inside an IMMEDIATE transaction: the write lock is held from BEGIN, so the fence and the
     # inserts cannot interleave with another writer, and the head read here is the one the fence
     # moves. The chain is hashed in Python (SQLite has no sha256).
@@ -989,12 +1000,18 @@ def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, can
         cur.execute(_SQLITE_FENCE, [seqs[-1], finished_seq, prev, run_id, epoch, expected_seq, finished_seq is not None])
         if cur.rowcount != 1:
             return False
-        adapt = _sqlite_datetime if connection.timezone_name == "UTC" else connection.ops.adapt_datetimefield_value
+        utc = connection.timezone_name == "UTC"
+        adapt = _sqlite_datetime if utc else connection.ops.adapt_datetimefield_value
         rec = adapt(now)
-        cur.executemany(
-            _SQLITE_INSERT,
-            [(run_id, s, ev.type, ev.v, adapt(t), p.decode(), epoch, rec, h) for s, ev, t, p, h in zip(seqs, events, tss, payloads, hashes)],
-        )
+        texts = _sqlite_times(prepared.times) if prepared is not None and utc else None
+        if texts is not None and len(texts) == len(seqs):
+            # A prepared chunk: the times' and payloads' texts made for the whole chunk at once
+            # (JSON text holds no NUL), and the types and versions taken from its own lists.
+            stored = b"\x00".join(payloads).decode().split("\x00")
+            rows = [(run_id, s, t, v, ts, p, epoch, rec, h) for s, t, v, ts, p, h in zip(seqs, prepared.types, prepared.vs, texts, stored, hashes, strict=True)]
+        else:
+            rows = [(run_id, s, ev.type, ev.v, adapt(t), p.decode(), epoch, rec, h) for s, ev, t, p, h in zip(seqs, events, tss, payloads, hashes)]
+        cur.executemany(_SQLITE_INSERT, rows)
     return True
 
 
@@ -1011,7 +1028,7 @@ def events_append_prepared(*, run_id: str, epoch: int, expected_seq: int, prepar
     seqs = range(expected_seq + 1, expected_seq + len(appended) + 1)
     projectors = _projectors_for(appended)
     with transaction.atomic(savepoint=False):  # as events_append's batch: no savepoint
-        ok = _sqlite_append(run_id, epoch, expected_seq, seqs, appended, [ev.ts for ev in appended], prepared.encoded, prepared.canons, prepared.finished_seq, datetime.now(timezone.utc))
+        ok = _sqlite_append(run_id, epoch, expected_seq, seqs, appended, [ev.ts for ev in appended], prepared.encoded, prepared.canons, prepared.finished_seq, datetime.now(timezone.utc), prepared)
         if ok and prepared.seals:
             _seals_write(run_id, prepared.seals)
         if ok:
