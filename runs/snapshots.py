@@ -46,7 +46,7 @@ from django.db.models.functions import Now
 from runs.errors import RunNotFound
 from runs.events import UnknownEventType
 from runs.faults import fault_point
-from runs.fold import Event, RunState, apply, fold, gc_paused
+from runs.fold import TIMESTAMPED, Event, RunState, apply, fold, gc_paused
 from runs.measurements import metrics_record
 from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads, state_to_jsonable
@@ -299,6 +299,10 @@ class SnapshotFoldAside:
         if len(texts) != len(written):
             raise ValueError(f"{len(written)} events but {len(texts)} payload texts")
         _, types, _, tss, vs = zip(*written)
+        # Only the times a rule of the fold reads (``TIMESTAMPED``), as a replay reads them: a
+        # datetime costs its pickling and unpickling, and most events' times are never read.
+        timed = TIMESTAMPED
+        tss = [ts if t in timed else None for t, ts in zip(types, tss)]
         self._conn.send_bytes(pickle.dumps((written[0].seq, types, tss, vs, texts), protocol=pickle.HIGHEST_PROTOCOL))
 
     def write(self) -> Snapshot:
