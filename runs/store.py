@@ -768,7 +768,7 @@ class PreparedChunk:
     importer does that in the process that reads the file), for ``events_copy`` and
     ``events_append_prepared`` to write without that work again. ``times``: each time as COPY
     reads it back (the chain frame's text); ``events``: the events as the fold sees them, filled
-    in by ``prepared_loads`` (with no payload, None, for a type no read model reads)."""
+    in by ``prepared_loads`` (with no payload nor time, None, for a type no read model reads)."""
 
     expected_seq: int
     types: list[str]
@@ -846,10 +846,11 @@ def _projected_types() -> frozenset[str] | None:
 def prepared_loads(data: bytes) -> PreparedChunk:
     """The chunk ``prepared_dumps`` sent, with its events and their times decoded from the texts.
 
-    A payload is decoded (as a read decodes it: keys sorted) only for the types a read model reads
-    (``projector_register``), the one use the writing process has for it: the others keep None,
-    and the fold of a run's first snapshot decodes the texts in its own process. About a third of
-    a working agent's events (its model turns) are read by no read model."""
+    A payload is decoded (as a read decodes it: keys sorted), and a time parsed, only for the types
+    a read model reads (``projector_register``), the one use the writing process has for them: the
+    others keep None for both (the fold of a run's first snapshot decodes the texts in its own
+    process, and is sent only the times it reads). About a third of a working agent's events (its
+    model turns) are read by no read model."""
     expected_seq, types, vs, times, encoded, canons, seals, finished_seq = pickle.loads(data)
     types, texts, times, encoded = types.split("\x00"), times.decode().split("\x00"), times.split(b"\x00"), encoded.split(b"\x00")
     canons = [canons[i : i + 32] for i in range(0, len(canons), 32)]
@@ -858,14 +859,21 @@ def prepared_loads(data: bytes) -> PreparedChunk:
     if read is None:
         events = [new_event(Event, (seq, t, loads(text), parse(ts), v)) for seq, t, text, ts, v in zip(itertools.count(expected_seq + 1), types, encoded, texts, vs)]
     else:
-        events = [new_event(Event, (seq, t, loads(text) if t in read else None, parse(ts), v)) for seq, t, text, ts, v in zip(itertools.count(expected_seq + 1), types, encoded, texts, vs)]
+        timed = read | TIMESTAMPED  # the fold's process is sent these times (``SnapshotFoldAside.feed_written``)
+        events = [
+            new_event(Event, (seq, t, loads(text) if t in read else None, parse(ts), v) if t in timed else (seq, t, None, None, v))
+            for seq, t, text, ts, v in zip(itertools.count(expected_seq + 1), types, encoded, texts, vs)
+        ]
     return PreparedChunk(expected_seq, types, vs, times, encoded, canons, seals, finished_seq, events)
 
 
 def _prepared_decoded(prepared: PreparedChunk) -> list[Event]:
-    """The prepared chunk's events with every payload decoded (``prepared_loads`` leaves some None)."""
-    loads = orjson.loads
-    return [ev if ev.payload is not None else ev._replace(payload=loads(text)) for ev, text in zip(prepared.events, prepared.encoded)]
+    """The prepared chunk's events with every payload and time (``prepared_loads`` leaves some None)."""
+    loads, parse = orjson.loads, datetime.fromisoformat
+    return [
+        ev if ev.payload is not None and ev.ts is not None else ev._replace(payload=loads(text), ts=parse(ts.decode()))
+        for ev, text, ts in zip(prepared.events, prepared.encoded, prepared.times, strict=True)
+    ]
 
 
 _PG_COPY_FENCE = "SELECT lease_epoch, lease_holder, last_seq, finished_seq, head FROM reckon_run WHERE run_id = %s FOR UPDATE"
@@ -1010,6 +1018,8 @@ def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, can
             stored = b"\x00".join(payloads).decode().split("\x00")
             rows = [(run_id, s, t, v, ts, p, epoch, rec, h) for s, t, v, ts, p, h in zip(seqs, prepared.types, prepared.vs, texts, stored, hashes, strict=True)]
         else:
+            if prepared is not None:  # its events may lack the time (``prepared_loads``): parsed again from its texts
+                tss = [datetime.fromisoformat(ts.decode()) for ts in prepared.times]
             rows = [(run_id, s, ev.type, ev.v, adapt(t), p.decode(), epoch, rec, h) for s, ev, t, p, h in zip(seqs, events, tss, payloads, hashes)]
         cur.executemany(_SQLITE_INSERT, rows)
     return True

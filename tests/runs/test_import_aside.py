@@ -170,6 +170,49 @@ def test_sealed_values_in_prepared_chunks_are_chained_as_commitments(read_aside,
     assert problem is None and last == 35
 
 
+@pytest.mark.parametrize("early", [False, True])
+def test_prepared_chunks_store_each_time_as_an_append_writes_it(read_aside, prepared, early):
+    # Whole seconds, fractions, and (``early``) a year before 1000 in every chunk, whose text in the
+    # chain's frame is not RFC 3339's: the rows hold the same times, in the same text, as the
+    # store's own formatting of each one (SQLite keeps a time as text).
+    from django.db import connection
+
+    times = ["2026-09-08T11:00:00Z", "2026-09-08T11:00:00.000001Z", "2026-09-08T11:00:00.250000Z"] + (["0999-01-02T03:04:05.000000Z"] if early else [])
+    data = line(1, "run_started", {"run_id": "run-x"}) + "".join(line(s, "user_message", {"content": f"m{s}"}, ts=times[s % len(times)]) for s in range(2, 40))
+    result = imported(data)
+    assert result.outcome == "imported" and prepared
+    expected = log_parse("run-x.jsonl", data.encode()).events
+    assert [tuple(e) for e in events_read(run_id="run-x")] == [tuple(e) for e in expected]
+    with connection.cursor() as cur:
+        cur.execute("SELECT CAST(ts AS TEXT) FROM reckon_event WHERE run_id = %s ORDER BY seq", ["run-x"])
+        stored = [row[0] for row in cur.fetchall()]
+    if connection.vendor == "sqlite":
+        assert stored == [connection.ops.adapt_datetimefield_value(e.ts) for e in expected]
+    problem, last, _ = chain_verify(run_id="run-x")
+    assert problem is None and last == 39
+
+
+def test_a_prepared_chunk_decodes_only_what_the_read_models_read():
+    # A model turn is read by no read model: its payload and time stay undecoded in the writing
+    # process; a tool call's start is decoded as a read decodes it, its keys sorted.
+    from datetime import datetime, timezone
+
+    from runs.canonical import sealing_now
+    from runs.fold import Event
+    from runs.store import _prepared_decoded, events_prepare, prepared_dumps, prepared_loads
+
+    ts = datetime(2026, 9, 8, 11, 0, tzinfo=timezone.utc)
+    events = [
+        Event(2, "model_turn", {"text": "t", "tool_calls": []}, ts, 1),
+        Event(3, "tool_call_started", {"name": "post", "call_id": "c1", "arguments": {"b": 1, "a": 2}}, ts, 1),
+    ]
+    chunk = prepared_loads(prepared_dumps(events_prepare("run-x", 1, events, sealing=sealing_now(), key_secret_fill=False)))
+    turn, start = chunk.events
+    assert (turn.payload, turn.ts) == (None, None)
+    assert start.payload == events[1].payload and list(start.payload["arguments"]) == ["a", "b"] and start.ts == ts
+    assert [tuple(e) for e in _prepared_decoded(chunk)] == [tuple(e) for e in events]
+
+
 @pytest.mark.parametrize(
     "given",
     [
