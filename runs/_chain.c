@@ -253,6 +253,24 @@ marks_found(const unsigned char *p, Py_ssize_t n)
     return 0;
 }
 
+/* 1 when the text has a mark (marks_found) or holds one of needles (a tuple of bytes), 0 when it
+ * is plain, -1 with an exception set when a needle is not bytes. */
+static int
+plain_found(const unsigned char *text, Py_ssize_t len, PyObject *needles)
+{
+    if (marks_found(text, len))
+        return 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(needles); i++) {
+        const char *needle;
+        Py_ssize_t needle_len;
+        if (bytes_of(PyTuple_GET_ITEM(needles, i), "needles", i, &needle, &needle_len) < 0)
+            return -1;
+        if (memmem(text, (size_t)len, needle, (size_t)needle_len) != NULL)
+            return 1;
+    }
+    return 0;
+}
+
 static PyObject *
 chain_plain(PyObject *Py_UNUSED(self), PyObject *args)
 {
@@ -261,17 +279,10 @@ chain_plain(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *needles;
     if (!PyArg_ParseTuple(args, "y#O!:plain", &text, &len, &PyTuple_Type, &needles))
         return NULL;
-    if (marks_found((const unsigned char *)text, len))
-        Py_RETURN_FALSE;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(needles); i++) {
-        const char *needle;
-        Py_ssize_t needle_len;
-        if (bytes_of(PyTuple_GET_ITEM(needles, i), "needles", i, &needle, &needle_len) < 0)
-            return NULL;
-        if (memmem(text, (size_t)len, needle, (size_t)needle_len) != NULL)
-            Py_RETURN_FALSE;
-    }
-    Py_RETURN_TRUE;
+    int found = plain_found((const unsigned char *)text, len, needles);
+    if (found < 0)
+        return NULL;
+    return PyBool_FromLong(!found);
 }
 
 /* One event's digest, for the single append: plain's check, the time's text and the frame built
@@ -296,16 +307,11 @@ chain_digest_one(PyObject *Py_UNUSED(self), PyObject *args)
         PyErr_SetString(PyExc_ValueError, "digest_one: ts's year must be 1000 to 9999");
         return NULL;
     }
-    if (marks_found((const unsigned char *)raw, raw_len))
+    int found = plain_found((const unsigned char *)raw, raw_len, needles);
+    if (found < 0)
+        return NULL;
+    if (found)
         Py_RETURN_NONE;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(needles); i++) {
-        const char *needle;
-        Py_ssize_t needle_len;
-        if (bytes_of(PyTuple_GET_ITEM(needles, i), "needles", i, &needle, &needle_len) < 0)
-            return NULL;
-        if (memmem(raw, (size_t)raw_len, needle, (size_t)needle_len) != NULL)
-            Py_RETURN_NONE;
-    }
     char seq_text[40];
     int seq_len = seq_frame(seq_text, seq);
     /* ',"ts":"YYYY-MM-DDTHH:MM:SS.ffffffZ"' */
