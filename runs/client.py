@@ -206,8 +206,10 @@ class AgentRun:
 
     def append_many(self, events: list[tuple[str, dict]]) -> list[Event]:
         """Append events at the next seqs under this run's epoch and fold them into ``state``."""
+        return self._append_docs([{"type": t, "payload": p} for t, p in events])
+
+    def _append_docs(self, docs: list[dict]) -> list[Event]:
         with self._lock:
-            docs = [{"type": t, "payload": p} for t, p in events]
             appended = self.transport.append(self.run_id, self.epoch, self.state.last_seq, docs)
             for ev in appended:
                 apply(self.state, ev)
@@ -219,11 +221,7 @@ class AgentRun:
     def _append_one(self, type_: str, payload: dict) -> Event:
         """``append`` of an event whose payload is built already (a tool call's start and its
         completion): the same append, without packing it into a batch and out again."""
-        with self._lock:
-            appended = self.transport.append(self.run_id, self.epoch, self.state.last_seq, [{"type": type_, "payload": payload}])
-            for ev in appended:
-                apply(self.state, ev)
-            return appended[0]
+        return self._append_docs([{"type": type_, "payload": payload}])[0]
 
     # invoking ----------------------------------------------------------------------------------
 

@@ -47,16 +47,12 @@ def _orjson_exact(value, depth: int = 0) -> bool:
     if depth > 20:  # deep or circular: json decides (and names a circular reference)
         return False
     if t is dict:
-        for v in value.values():
-            if type(v) not in _EXACT_LEAVES and not _orjson_exact(v, depth + 1):
-                return False
-        return True
-    if t is list or t is tuple:
-        for v in value:
-            if type(v) not in _EXACT_LEAVES and not _orjson_exact(v, depth + 1):
-                return False
-        return True
-    return False
+        items = value.values()
+    elif t is list or t is tuple:
+        items = value
+    else:
+        return False
+    return all(type(v) in _EXACT_LEAVES or _orjson_exact(v, depth + 1) for v in items)
 
 
 def signature(name: str, arguments: Any) -> str:
