@@ -50,7 +50,7 @@ from runs.errors import LeaseHeld, StaleEpoch
 from runs.fold import Event, RunState, apply, fold
 from runs.identity import idempotency_key, refresh_operation_id, signature
 from runs.run_ids import run_id_check
-from runs.upcasters import _tenant_of
+from runs.upcasters import tenant_of
 
 log = logging.getLogger("reckon.client")
 
@@ -179,7 +179,7 @@ def _completion_tenant(arguments: Any) -> str | None:
     themselves: a plain dict whose ``tenant`` is a string or absent reads back from the signature
     as the same. None leaves it to the store, which reads the signature back."""
     if type(arguments) is dict and type(arguments.get("tenant")) in (str, type(None)):
-        return _tenant_of(arguments)
+        return tenant_of(arguments)
     return None
 
 
@@ -272,7 +272,7 @@ class AgentRun:
                 "idempotency_key": key,
                 "signature": sig,
                 "operation_id": call.operation_id if call.operation_id is not None else key,
-                "tenant": self.tenant or _tenant_of(call.arguments),
+                "tenant": self.tenant or tenant_of(call.arguments),
             }
             if refreshes is not None:
                 payload["refreshes"] = refreshes

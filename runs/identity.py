@@ -40,7 +40,7 @@ _EXACT_LEAVES = frozenset((str, int, bool, type(None)))
 _SORTED = orjson.OPT_SORT_KEYS
 
 
-def _orjson_exact(value, depth: int = 0) -> bool:
+def _json_text_same(value, depth: int = 0) -> bool:
     t = type(value)
     if t in _EXACT_LEAVES:
         return True
@@ -52,14 +52,14 @@ def _orjson_exact(value, depth: int = 0) -> bool:
         items = value
     else:
         return False
-    return all(type(v) in _EXACT_LEAVES or _orjson_exact(v, depth + 1) for v in items)
+    return all(type(v) in _EXACT_LEAVES or _json_text_same(v, depth + 1) for v in items)
 
 
 def signature(name: str, arguments: Any) -> str:
     """``name:`` followed by the arguments as canonical JSON (sorted keys, no spaces, raw UTF-8)."""
     # json.dumps defines the text. It runs on every tool call, where it cost about 4 us; orjson
-    # writes the same text for the values ``_orjson_exact`` admits, in a tenth of that.
-    if _orjson_exact(arguments):
+    # writes the same text for the values ``_json_text_same`` admits, in a tenth of that.
+    if _json_text_same(arguments):
         try:
             return name + ":" + orjson.dumps(arguments, option=_SORTED).decode()
         except TypeError:  # a non-string key, a lone surrogate, an integer beyond 64 bits

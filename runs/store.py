@@ -741,9 +741,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         if texts is not None:
             texts.extend(encoded)
         return appended
-    error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
-    _record_fenced(run_id, epoch, error)
-    raise error
+    raise _fence_refused(run_id, epoch, expected_seq, finishing)
 
 
 def _seals_write(run_id: str, seals: list[tuple[int, dict]]) -> None:
@@ -930,9 +928,7 @@ def events_copy(
             raise RunNotFound(run_id)
         current_epoch, holder, last_seq, stored_finish, head = row
         if current_epoch != epoch or not holder or last_seq != expected_seq or (finished_seq is not None and stored_finish is not None):
-            error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finished_seq is not None)
-            _record_fenced(run_id, epoch, error)
-            raise error
+            raise _fence_refused(run_id, epoch, expected_seq, finished_seq is not None)
         # A NULL head after seq 0: a run recorded before the chain, whose appends stay unchained.
         prev = bytes(head) if head is not None else (chain_genesis(run_id) if expected_seq == 0 else None)
         rid = _copy_text(run_id.encode())
@@ -1045,9 +1041,7 @@ def events_append_prepared(*, run_id: str, epoch: int, expected_seq: int, prepar
             for project in projectors:
                 project(run_id, appended, epoch)
     if not ok:
-        error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=prepared.finished_seq is not None)
-        _record_fenced(run_id, epoch, error)
-        raise error
+        raise _fence_refused(run_id, epoch, expected_seq, prepared.finished_seq is not None)
     if _AFTER_APPEND:
         _after_append(db, run_id, seqs[0], seqs[-1])
     if texts is not None:
@@ -1398,6 +1392,14 @@ def _pg_append_riding(db, run_id, epoch, expected_seq, events, tss, encoded, can
     if row is None or row[0] != n:
         return None
     return dict(zip(riders, row[1:]))
+
+
+def _fence_refused(run_id: str, epoch: int, expected_seq: int, finishing: bool) -> Exception:
+    """What a refused fence means (``_diagnose``), recorded (``_record_fenced``): the error an
+    append that wrote nothing raises."""
+    error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
+    _record_fenced(run_id, epoch, error)
+    return error
 
 
 def _diagnose(*, cur_run_id: str, epoch: int, expected_seq: int, finishing: bool) -> Exception:

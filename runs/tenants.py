@@ -19,7 +19,7 @@ from runs.models import Event as EventRow
 from runs.models import RunTenant
 from runs.store import StatementPart, events_read
 from runs.events import CURRENT_SCHEMA_VERSION
-from runs.upcasters import DEFAULT_TENANT, _tenant_of, events_upcast, payload_complete
+from runs.upcasters import DEFAULT_TENANT, tenant_of, events_upcast, payload_complete
 
 TENANT_NAMING = ("run_started", "tool_call_started")
 
@@ -27,12 +27,12 @@ TENANT_NAMING = ("run_started", "tool_call_started")
 def _tenant_read(ev: Event) -> object:
     """The tenant ``ev`` names as the upcasters and the store's defaults read it, for the events
     whose reading is the same in every known version: a start's own ``tenant``, else its arguments'
-    (``_tenant_of``; no version changes a tenant a start records), and run_started's own. A start's
+    (``tenant_of``; no version changes a tenant a start records), and run_started's own. A start's
     upcast is a copy of its payload and, for version 1, its key computed again, all to read one field;
     an import reads one per call."""
     p = ev.payload
     if ev.type == "tool_call_started":
-        return p["tenant"] if "tenant" in p else _tenant_of(p.get("arguments"))
+        return p["tenant"] if "tenant" in p else tenant_of(p.get("arguments"))
     return p.get("tenant")
 
 

@@ -44,7 +44,8 @@ class UnsupportedVersion(ValueError):
         super().__init__(f"run {run_id!r} seq {seq} has schema version {version!r}; {why}")
 
 
-def _tenant_of(arguments) -> str:
+def tenant_of(arguments) -> str:
+    """The tenant a tool call's arguments name (a non-empty string under ``tenant``), else the default."""
     if isinstance(arguments, dict) and isinstance(arguments.get("tenant"), str) and arguments["tenant"]:
         return arguments["tenant"]
     return DEFAULT_TENANT
@@ -68,7 +69,7 @@ def call_tenant_problem(payload: dict) -> str | None:
 
 def upcast_tool_call_started_v1_v2(payload: dict, run_id: str) -> dict:
     out = dict(payload)
-    out.setdefault("tenant", _tenant_of(payload.get("arguments")))
+    out.setdefault("tenant", tenant_of(payload.get("arguments")))
     if "operation_id" not in out:
         sig = payload.get("signature") or signature(payload["name"], payload["arguments"])
         out["operation_id"] = payload.get("idempotency_key") or idempotency_key(run_id, sig)
@@ -80,7 +81,7 @@ def _signature_arguments(text: str):
 
     Read on every live completion, so orjson first (several times faster on these short texts),
     and json for a text orjson refuses (NaN, Infinity). Only a string tenant is read from the
-    result (``_tenant_of``), and the two agree on strings.
+    result (``tenant_of``), and the two agree on strings.
     """
     try:
         return orjson.loads(text)
@@ -100,7 +101,7 @@ def upcast_tool_call_completed_v1_v2(payload: dict, run_id: str) -> dict:
         arguments = None
         if isinstance(sig, str) and sig.startswith(name + ":"):
             arguments = _signature_arguments(sig[len(name) + 1 :])
-        out["tenant"] = _tenant_of(arguments)
+        out["tenant"] = tenant_of(arguments)
     if "operation_id" not in out:
         # The business identity of the operation, which a proven failure has too: its recorded key is
         # null (it must not occupy the key in completed_calls), but the operation it failed to perform
@@ -152,7 +153,7 @@ def complete_tool_call_started_v3(payload: dict) -> dict:
     if "tenant" in payload and "operation_id" in payload:
         return payload
     out = dict(payload)
-    out.setdefault("tenant", _tenant_of(payload.get("arguments")))
+    out.setdefault("tenant", tenant_of(payload.get("arguments")))
     out.setdefault("operation_id", payload.get("idempotency_key") or None)
     return out
 
