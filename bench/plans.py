@@ -9,6 +9,7 @@ index that no plan here (nor the worker's own reads) uses costs every write and 
 
 from __future__ import annotations
 
+import re
 import statistics
 
 from django.db import connection
@@ -76,10 +77,23 @@ def queue_plans(client: Client, urls: list[tuple[str, str]], *, headers: dict | 
 
 
 def statements_plans(label: str, fn) -> list[dict]:
-    """Plans of the statements ``fn()`` sends that read the queue table (the worker's own reads)."""
+    """Plans of the statements ``fn()`` sends that read the queue table (the worker's own reads),
+    one for each statement shape: detection sends the same statement once per run, with only its
+    literals changed, and one plan of it says what the others would."""
     with CaptureQueriesContext(connection) as ctx:
         fn()
-    return [{"request": label, "sql": q["sql"], **statement_plan(q["sql"])} for q in ctx.captured_queries if _reads_table(q["sql"])]
+    shapes: set[str] = set()
+    out = []
+    for q in ctx.captured_queries:
+        shape = _LITERALS.sub("?", q["sql"])
+        if _reads_table(q["sql"]) and shape not in shapes:
+            shapes.add(shape)
+            out.append({"request": label, "sql": q["sql"], **statement_plan(q["sql"])})
+    return out
+
+
+# A statement's string and number literals, which set its shape apart from its values.
+_LITERALS = re.compile(r"'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b")
 
 
 def statement_sql_plan(label: str, sql: str, params: list) -> list[dict]:

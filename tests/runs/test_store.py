@@ -311,3 +311,45 @@ def test_on_postgres_a_single_append_of_values_the_direct_path_does_not_send_tak
     naive = datetime(2026, 3, 1, 12, 0, 0)
     events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("user_message", {"content": "x"}, naive)])
     assert stored("r1") == [(1, "run_started"), (2, "user_message")]
+
+
+@pytest.mark.postgres
+def test_on_postgres_a_streamed_replay_crosses_its_ranges_and_fetches_and_gives_the_chunked_replays_events(monkeypatch):
+    import runs.store as store
+
+    lease = started("r1")
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg(f"m{i}") for i in range(11)])
+    monkeypatch.setattr(store, "_STREAMING", False)
+    chunked = list(events_replay(run_id="r1", chunk=4))
+    assert [row[0] for row in chunked] == list(range(1, 13))
+    monkeypatch.setattr(store, "_STREAMING", True)
+    for range_, fetch, upto in [(100_000, 256, None), (5, 2, None), (4, 3, None), (12, 5, None), (3, 1, 7), (5, 2, 10)]:
+        monkeypatch.setattr(store, "_REPLAY_RANGE", range_)
+        want = chunked if upto is None else chunked[:upto]
+        assert list(events_replay(run_id="r1", upto=upto, chunk=fetch)) == want, (range_, fetch, upto)
+    assert run_state(run_id="r1").messages[-1].content == "m10"
+
+
+@pytest.mark.postgres
+def test_on_postgres_a_replay_abandoned_midway_leaves_the_callers_transaction_usable(monkeypatch):
+    from django.db import transaction
+
+    import runs.store as store
+
+    lease = started("r1")
+    # 24 MB of payloads: more than the socket holds, so the server is still sending when the
+    # replay stops.
+    filler = "x" * 4000
+    for at in range(1, 6001, 500):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=at, events=[msg(f"m{i} {filler}") for i in range(500)])
+    monkeypatch.setattr(store, "_STREAMING", True)
+    with transaction.atomic():
+        Run.objects.filter(run_id="r1").update(source_file="replayer")
+        rows = events_replay(run_id="r1", chunk=1)  # one row a fetch: most of the range still unread
+        assert [next(rows)[0] for _ in range(3)] == [1, 2, 3]
+        rows.close()  # what a fold that raises does to it
+        # The statement was read to its end, not cancelled: the transaction goes on.
+        assert Run.objects.get(run_id="r1").source_file == "replayer"
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=6001, events=[msg("after")])
+    assert run_state(run_id="r1").messages[-1].content == "after"
+    assert Run.objects.get(run_id="r1").source_file == "replayer"
