@@ -302,15 +302,24 @@ def fold(events: Iterable[Event], initial: RunState | None = None) -> RunState:
     rules = RULES
     current = CURRENT_SCHEMA_VERSION
     last = st.last_seq
-    with gc_paused():
-        for seq, type_, payload, ts, v in events:
-            if seq != last + 1 or v > current:
-                _out_of_turn(seq, last, v)
-            rule = rules.get(type_)
-            if rule is None:
-                event_type(type_)  # raises UnknownEventType naming it
-            rule(st, payload, seq, ts)  # type: ignore[misc]
-            last = seq
+    try:
+        with gc_paused():
+            for seq, type_, payload, ts, v in events:
+                if seq != last + 1 or v > current:
+                    _out_of_turn(seq, last, v)
+                rule = rules.get(type_)
+                if rule is None:
+                    event_type(type_)  # raises UnknownEventType naming it
+                rule(st, payload, seq, ts)  # type: ignore[misc]
+                last = seq
+    except BaseException:
+        # A reader of the log (runs.store.events_replay) is told at once that it will not be read
+        # further, rather than whenever the error's traceback, which holds this frame, is let go:
+        # on PostgreSQL it holds the connection until then.
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+        raise
     st.last_seq = last
     return st
 

@@ -1546,8 +1546,10 @@ def events_replay(*, run_id: str, upto: int | None = None, chunk: int | None = N
     these as from ``events_stream``'s (the snapshot check compares the two ways); building no
     Event, and no timestamp the fold would not read, saves about a fifth of the reading's time.
 
-    The consumer must not use the database connection until the iteration ends: on PostgreSQL the
-    rows arrive while it folds (``_replay_streamed``). ``fold`` is the one consumer.
+    The consumer must not use the database connection until the iteration ends, and must read it
+    to its end or close it: on PostgreSQL the rows arrive while it folds (``_replay_streamed``), and
+    the connection is the stream's until then. ``fold`` is the one consumer, and closes it when it
+    raises.
     """
     size = chunk or settings.RECKON_READ_CHUNK
     end = upto if upto is not None else 2**62
@@ -1594,6 +1596,7 @@ def _replay_streamed(run_id: str, end: int, rows: int) -> Iterator[tuple]:
         with server_cursor() as cur:
             cur.adapters.register_loader("json", _JsonBytesLoader)
             stream = cur.stream(_REPLAY, [run_id, after, upto], binary=True, size=rows)
+            ended = False
             try:
                 for seq, type_, text, ts, v in stream:
                     try:
@@ -1603,13 +1606,17 @@ def _replay_streamed(run_id: str, end: int, rows: int) -> Iterator[tuple]:
                     yield (seq, type_, payload, ts, v) if v == current else event_upcast(Event(seq, type_, payload, ts, v), run_id)
                     after = seq
                     got += 1
-            except GeneratorExit:
-                # The consumer stopped early (a fold that raised): the range's other rows are read
-                # and dropped. psycopg would cancel the statement instead, and a cancelled
-                # statement aborts the caller's transaction, which must stay usable.
-                for _ in stream:
-                    pass
-                raise
+                ended = True
+            finally:
+                if not ended:
+                    # Stopped early: by the consumer (a fold that raised) or here (an event no
+                    # upcaster reads). The range's other rows are read and dropped now. Left
+                    # paused, the stream would hold the connection's lock for as long as anything
+                    # (an exception's traceback) keeps it, and the next query would wait for
+                    # ever; closed, psycopg would cancel the statement, which aborts the caller's
+                    # transaction. A stream that ended in its own error has nothing left to read.
+                    for _ in stream:
+                        pass
         if got < upto - first:  # the log ends in this range
             return
 

@@ -214,3 +214,28 @@ def test_the_tenant_read_without_an_upcast_is_the_upcast_events_tenant_in_every_
             [up] = events_upcast([ev], "run-t")
             assert _tenant_read(ev) == payload_complete(up.type, up.payload, "run-t").get("tenant")
     assert checked == CURRENT_SCHEMA_VERSION * len(argument_forms) * len(recorded_forms)
+
+
+def test_a_replay_stopped_by_a_gap_in_the_log_leaves_the_connection_usable_while_its_error_lives():
+    import signal
+
+    from runs.fold import FoldError
+
+    run_id = imported(REFUND)
+    _insert_raw(run_id, 12, CURRENT_SCHEMA_VERSION)  # seq 11 missing: the fold stops at seq 12
+
+    def stuck(signum, frame):
+        raise AssertionError("the connection was still held by the stopped replay")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(20)
+    try:
+        for read in (lambda: run_state(run_id=run_id), lambda: run_state_fast(run_id)):
+            with pytest.raises(FoldError, match="event seq 12 does not follow seq 10") as info:
+                read()
+            # The error, and the traceback with the fold's frame, are still alive here.
+            assert info.value is not None
+            assert Run.objects.get(run_id=run_id).last_seq == 12
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
