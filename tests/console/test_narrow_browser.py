@@ -55,3 +55,35 @@ def test_the_overview_tables_keep_their_words_whole_at_390_px(live_server, page,
         "#risk-h ~ .table-wrap tbody tr",
     )
     assert '"Still open: "' in labels and '"Overdue: "' in labels, labels
+
+
+def _sign_in(page, live_server, username: str):
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_load_state()
+
+
+def test_the_access_record_keeps_its_words_whole_at_390_px(live_server, page, compliance, conflict_call):
+    from access.tokens import principal_for_user
+    from access.services import access_record_write
+
+    access_record_write(who=principal_for_user(compliance), front_end="export", run_id="run-conflict", why="GET /runs/run-conflict/export.jsonl", all_fields=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    _sign_in(page, live_server, "colin.compliance")
+    page.goto(f"{live_server.url}/access/")
+    assert page.locator("#access-records tbody tr").count() == 1
+    cut = page.evaluate(CUT_WORDS, "#access-records tbody")
+    shot(page, "access-390")
+    assert not cut, f"words cut across lines at 390 px: {cut}"
+
+
+def test_the_policies_keep_their_words_whole_at_390_px(live_server, page, admin_user, demo_policies):
+    page.set_viewport_size({"width": 390, "height": 844})
+    _sign_in(page, live_server, "ada.admin")
+    page.goto(f"{live_server.url}/policies/")
+    assert page.locator("#policies tbody tr").count() >= 5
+    cut = page.evaluate(CUT_WORDS, "#policies tbody")
+    shot(page, "policies-390")
+    assert not cut, f"words cut across lines at 390 px: {cut}"
