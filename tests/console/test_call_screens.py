@@ -29,6 +29,15 @@ def test_a_decision_needs_a_reason_and_writes_nothing_without_one(oncall, confli
     assert Event.objects.filter(run_id="run-conflict").count() == before
 
 
+def test_a_decision_without_a_choice_says_which_choice_is_missing(oncall, conflict_call):
+    before = Event.objects.filter(run_id="run-conflict").count()
+    resp = decide(client_for(oncall), conflict_call, reason="Ledger team checked")
+    body = resp.content.decode()
+    assert resp.status_code == 400
+    assert "Choose what you know about this call" in body and "This field is required" not in body
+    assert Event.objects.filter(run_id="run-conflict").count() == before
+
+
 def test_a_retry_must_be_confirmed_in_words(oncall, conflict_call):
     resp = decide(client_for(oncall), conflict_call, decision="retry_same_key", reason="ledger says no")
     assert resp.status_code == 400
