@@ -416,7 +416,7 @@ def _stale_words(ctx: dict, user) -> SafeString:
     at = format_html(" at {}", utc(last["ts"])) if last else ""
     actor = "You had already acted on this call (in another tab or window)" if who == user.get_username() else f"{who} acted on this call first"
     if call.state == "resolved":
-        tail = format_html('The call is resolved: {} There is nothing left to decide; <a href="{}">see the resolved call</a>.', ctx["status_words"], reverse("console:call", args=[call.pk]))
+        tail = format_html('{} There is nothing left to decide; <a href="{}">see the resolved call</a>.', ctx["status_words"], reverse("console:call", args=[call.pk]))
     else:
         tail = format_html('It is still open: <a href="{}">read it as it is now</a> and decide again only if it is still needed.', reverse("console:call", args=[call.pk]))
     return format_html("<strong>Your decision was not recorded.</strong> {}{}: {}. {}", actor, at, what, tail)

@@ -74,6 +74,7 @@ def test_a_decision_on_a_call_resolved_meanwhile_names_who_resolved_it_and_offer
     assert late.status_code == 409
     assert "oscar.oncall acted on this call first" in body and "not happened" in body
     assert "Resolved: it did not happen (decided by oscar.oncall)" in body and "nothing left to decide" in body
+    assert "resolved: Resolved" not in body  # the state is said once, not twice in a row
     assert f'href="/calls/{conflict_call.pk}/"' in body and 'id="decide-submit"' not in body
     assert Event.objects.filter(run_id="run-conflict", type="approval_decided").count() == 1
 
