@@ -301,10 +301,20 @@ def overview(request):
 # --- queue -----------------------------------------------------------------------------------
 
 
+def _filter_error_words(form) -> str:
+    """A filter form's errors as the screen names its fields: ``Older than (minutes): Ensure ...``.
+    Django's messages end with a full stop, so the sentences follow one another."""
+    parts = []
+    for name, errs in form.errors.items():
+        label = form[name].label if name in form.fields else ""
+        parts.append((f"{label}: " if label else "") + " ".join(errs))
+    return " ".join(parts)
+
+
 def _queue_page(request):
     form = forms.QueueFilterForm(request.GET)
     if not form.is_valid():
-        return form, None, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        return form, None, _filter_error_words(form)
     try:
         trail = paging.trail_parse(request.GET.get("trail", ""), after=request.GET.get("after") or None)
         kwargs = form.selector_kwargs(request.user)

@@ -138,6 +138,10 @@ def test_the_queue_keeps_filters_in_the_url_and_refuses_a_bad_one(manager, confl
     assert "run-conflict" not in c.get("/queue/", {"tenant": "globex"}).content.decode()
     assert c.get("/queue/", {"risk_class": "nonsense"}).status_code == 400
     assert c.get("/queue/", {"after": "garbage!"}).status_code == 400
+    # A bad bookmark is explained with the filters' own names, one sentence after another.
+    bad = c.get("/queue/", {"risk_class": "nonsense", "min_age_m": "-3"}).content.decode()
+    assert "Risk class: Select a valid choice." in bad and "Older than (minutes): Ensure" in bad
+    assert "min_age_m" not in bad.split('id="queue-filter-error"')[1][:400] and ".;" not in bad
     part = c.get("/queue/", {"tenant": "acme"}, HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in part and "run-conflict" in part
 
