@@ -280,3 +280,10 @@ def test_a_run_state_shows_its_cost_as_money(oncall, v1_runs):
     last = Run.objects.get(run_id="run-q3-recon").last_seq
     body = client_for(oncall).get("/runs/run-q3-recon/", {"at": last}).content.decode()
     assert "cost 0.0202 USD" in body and "cost 0.020200000000000003" not in body
+
+
+def test_an_empty_mine_view_says_how_calls_become_yours_and_where_the_others_are(oncall, conflict_call):
+    body = client_for(oncall).get("/queue/", {"view": "mine"}).content.decode()
+    empty = re.search(r'<td colspan="9"[^>]*>(.*?)</td>', body, re.S).group(1)
+    assert "You hold no" in empty and "claim" in empty
+    assert 'href="/queue/?view=unassigned"' in empty and 'href="/queue/"' in empty
