@@ -87,3 +87,22 @@ def test_the_policies_keep_their_words_whole_at_390_px(live_server, page, admin_
     cut = page.evaluate(CUT_WORDS, "#policies tbody")
     shot(page, "policies-390")
     assert not cut, f"words cut across lines at 390 px: {cut}"
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_decision_forms_keyboard_order_follows_what_the_eye_reads(live_server, page, oncall, conflict_call, width):
+    # Reason, then the evidence and escalation fields beside (or below) it, then the button: a
+    # keyboard user choosing "it happened" meets the evidence field before the submit button.
+    page.set_viewport_size({"width": width, "height": 844})
+    _sign_in(page, live_server, "olivia.oncall")
+    page.goto(f"{live_server.url}/calls/{conflict_call.pk}/")
+    page.focus("#id_reason")
+    order = []
+    for _ in range(3):
+        page.keyboard.press("Tab")
+        order.append(page.evaluate("document.activeElement.id"))
+    assert order == ["id_evidence_ref", "id_assignee", "decide-submit"], order
+    reason, button, escalate = (page.locator(s).bounding_box() for s in ("#id_reason", "#decide-submit", "#id_assignee"))
+    assert button["y"] > reason["y"] + reason["height"] - 1  # below the reason, as before
+    if width == 390:
+        assert button["y"] > escalate["y"] + escalate["height"] - 1  # and last on a phone
