@@ -62,7 +62,11 @@ class QueueFilterForm(forms.Form):
 
 
 class DecisionForm(forms.Form):
-    decision = forms.ChoiceField(choices=Decision.choices, widget=forms.RadioSelect)
+    decision = forms.ChoiceField(
+        choices=Decision.choices,
+        widget=forms.RadioSelect,
+        error_messages={"required": "Choose what you know about this call: one of the options below.", "invalid_choice": "%(value)s is not one of the options below; choose one of them."},
+    )
     reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}), error_messages={"required": "Give a reason: it is recorded with your decision."}, help_text="Required: why you decided this. It is kept in the run's log.")
     evidence_ref = forms.CharField(max_length=500, required=False, label="Evidence reference", help_text="For “it happened”: where you saw it (ticket, ledger entry, receipt id).")
     seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)

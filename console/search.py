@@ -75,11 +75,11 @@ def query_clean(raw: str) -> str:
     """The text to search for, or SearchError naming the rule it breaks."""
     q = (raw or "").strip()
     if "\x00" in q:
-        raise SearchError("q must not contain NUL characters")
+        raise SearchError("the text must not contain NUL characters")
     if len(q) < MIN_CHARS:
-        raise SearchError(f"q must be at least {MIN_CHARS} characters, got {len(q)}")
+        raise SearchError(f"type at least {MIN_CHARS} characters (you typed {len(q)})")
     if len(q) > MAX_CHARS:
-        raise SearchError(f"q must be at most {MAX_CHARS} characters, got {len(q)}")
+        raise SearchError(f"type at most {MAX_CHARS} characters (you typed {len(q)})")
     return q
 
 

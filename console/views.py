@@ -301,10 +301,20 @@ def overview(request):
 # --- queue -----------------------------------------------------------------------------------
 
 
+def _filter_error_words(form) -> str:
+    """A filter form's errors as the screen names its fields: ``Older than (minutes): Ensure ...``.
+    Django's messages end with a full stop, so the sentences follow one another."""
+    parts = []
+    for name, errs in form.errors.items():
+        label = form[name].label if name in form.fields else ""
+        parts.append((f"{label}: " if label else "") + " ".join(errs))
+    return " ".join(parts)
+
+
 def _queue_page(request):
     form = forms.QueueFilterForm(request.GET)
     if not form.is_valid():
-        return form, None, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        return form, None, _filter_error_words(form)
     try:
         trail = paging.trail_parse(request.GET.get("trail", ""), after=request.GET.get("after") or None)
         kwargs = form.selector_kwargs(request.user)
@@ -416,7 +426,7 @@ def _stale_words(ctx: dict, user) -> SafeString:
     at = format_html(" at {}", utc(last["ts"])) if last else ""
     actor = "You had already acted on this call (in another tab or window)" if who == user.get_username() else f"{who} acted on this call first"
     if call.state == "resolved":
-        tail = format_html('The call is resolved: {} There is nothing left to decide; <a href="{}">see the resolved call</a>.', ctx["status_words"], reverse("console:call", args=[call.pk]))
+        tail = format_html('{} There is nothing left to decide; <a href="{}">see the resolved call</a>.', ctx["status_words"], reverse("console:call", args=[call.pk]))
     else:
         tail = format_html('It is still open: <a href="{}">read it as it is now</a> and decide again only if it is still needed.', reverse("console:call", args=[call.pk]))
     return format_html("<strong>Your decision was not recorded.</strong> {}{}: {}. {}", actor, at, what, tail)

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from runs.models import Event
@@ -26,6 +28,15 @@ def test_a_decision_needs_a_reason_and_writes_nothing_without_one(oncall, confli
     resp = decide(client_for(oncall), conflict_call, decision="not_happened", reason="  ")
     assert resp.status_code == 400
     assert "Give a reason" in resp.content.decode()
+    assert Event.objects.filter(run_id="run-conflict").count() == before
+
+
+def test_a_decision_without_a_choice_says_which_choice_is_missing(oncall, conflict_call):
+    before = Event.objects.filter(run_id="run-conflict").count()
+    resp = decide(client_for(oncall), conflict_call, reason="Ledger team checked")
+    body = resp.content.decode()
+    assert resp.status_code == 400
+    assert "Choose what you know about this call" in body and "This field is required" not in body
     assert Event.objects.filter(run_id="run-conflict").count() == before
 
 
@@ -65,6 +76,7 @@ def test_a_decision_on_a_call_resolved_meanwhile_names_who_resolved_it_and_offer
     assert late.status_code == 409
     assert "oscar.oncall acted on this call first" in body and "not happened" in body
     assert "Resolved: it did not happen (decided by oscar.oncall)" in body and "nothing left to decide" in body
+    assert "resolved: Resolved" not in body  # the state is said once, not twice in a row
     assert f'href="/calls/{conflict_call.pk}/"' in body and 'id="decide-submit"' not in body
     assert Event.objects.filter(run_id="run-conflict", type="approval_decided").count() == 1
 
@@ -128,6 +140,10 @@ def test_the_queue_keeps_filters_in_the_url_and_refuses_a_bad_one(manager, confl
     assert "run-conflict" not in c.get("/queue/", {"tenant": "globex"}).content.decode()
     assert c.get("/queue/", {"risk_class": "nonsense"}).status_code == 400
     assert c.get("/queue/", {"after": "garbage!"}).status_code == 400
+    # A bad bookmark is explained with the filters' own names, one sentence after another.
+    bad = c.get("/queue/", {"risk_class": "nonsense", "min_age_m": "-3"}).content.decode()
+    assert "Risk class: Select a valid choice." in bad and "Older than (minutes): Ensure" in bad
+    assert "min_age_m" not in bad.split('id="queue-filter-error"')[1][:400] and ".;" not in bad
     part = c.get("/queue/", {"tenant": "acme"}, HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in part and "run-conflict" in part
 
@@ -154,7 +170,13 @@ def test_bulk_retry_is_not_offered(oncall, conflict_call):
 def test_the_overview_names_overdue_irreversible_calls_and_draws_svg_charts(manager, conflict_call):
     body = client_for(manager).get("/overview/").content.decode()
     assert "run-conflict" in body and "Past deadline by" in body
-    assert body.count("<svg") == 2 and "<script" not in body.replace('<script src="/static/django-htmx', "").replace("htmx.min.js", "") or True
+    assert body.count("<svg") == 2
+    # No chart library and no inline script: every script is one of the console's own files.
+    scripts = re.findall(r"<script[^>]*>", body)
+    assert scripts and all(re.fullmatch(r'<script src="/static/(django_htmx|console)/[\w.-]+\.js" defer>', s) for s in scripts), scripts
+    # The chart's hour labels carry no zone of their own, so its visible heading names it.
+    heading = re.search(r'<h2 id="chart1-h"[^>]*>(.*?)</h2>', body).group(1)
+    assert "UTC" in heading, heading
 
 
 def test_the_decision_log_finds_decisions_by_user_tool_and_disposition(oncall, manager, conflict_call):
@@ -258,3 +280,10 @@ def test_a_run_state_shows_its_cost_as_money(oncall, v1_runs):
     last = Run.objects.get(run_id="run-q3-recon").last_seq
     body = client_for(oncall).get("/runs/run-q3-recon/", {"at": last}).content.decode()
     assert "cost 0.0202 USD" in body and "cost 0.020200000000000003" not in body
+
+
+def test_an_empty_mine_view_says_how_calls_become_yours_and_where_the_others_are(oncall, conflict_call):
+    body = client_for(oncall).get("/queue/", {"view": "mine"}).content.decode()
+    empty = re.search(r'<td colspan="9"[^>]*>(.*?)</td>', body, re.S).group(1)
+    assert "You hold no" in empty and "claim" in empty
+    assert 'href="/queue/?view=unassigned"' in empty and 'href="/queue/"' in empty

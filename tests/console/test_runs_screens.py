@@ -90,3 +90,22 @@ def test_the_run_page_shows_the_stale_observations_a_resumption_found(oncall, v1
     assert "Stale observations" in body and "Resumed at seq 5" in body
     assert "<td>read_ledger</td><td>2026-11-30T09:00:12Z</td><td>4</td><td>3600 s</td>" in body
     assert "Stale observations" not in client_for(oncall).get(f"/runs/{v1_runs[0]}/").content.decode()
+
+
+def test_the_run_screens_export_and_its_sha256_link_agree_after_the_run_grows_and_name_only_headers_sent(compliance, conflict_call):
+    import re
+
+    c = client_for(compliance)
+    page = c.get("/runs/run-conflict/").content.decode()
+    export = re.search(r'<section class="panel" aria-labelledby="export-h">(.*?)</form>', page, re.S).group(1)
+    for fmt in ("jsonl", "csv"):
+        file_href = re.search(rf'href="(/runs/run-conflict/export\.{fmt}[^"]*)" download', export).group(1).replace("&amp;", "&")
+        digest_href = re.search(rf'href="(/runs/run-conflict/export\.{fmt}\.sha256[^"]*)"', export).group(1).replace("&amp;", "&")
+        resp = c.get(file_href)
+        body = b"".join(resp.streaming_content)
+        # The run grows between the download and the click on its sha256 link (a note is an event).
+        assert c.post(f"/calls/{conflict_call.pk}/note/", {"text": f"checked the {fmt} export"}).status_code == 302
+        assert c.get(digest_href).content.decode().split()[0] == hashlib.sha256(body).hexdigest(), fmt
+        # Every header the page tells the reviewer to read is one the download carries.
+        named = re.findall(r"<code>([A-Z][A-Za-z-]+)</code>", export)
+        assert named and all(h in resp.headers for h in named), (named, dict(resp.headers))

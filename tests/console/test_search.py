@@ -104,6 +104,7 @@ def test_a_query_it_cannot_run_is_a_400_naming_the_rule(oncall, q, message):
     resp = client_for(oncall).get("/search/", {"q": q})
     assert resp.status_code == 400
     assert message in resp.text and 'role="alert"' in resp.text
+    assert "q must" not in resp.text  # the box has a label, not a parameter name
 
 
 def test_the_search_and_the_badge_are_for_console_users_only(outsider, roles):
