@@ -704,11 +704,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         # decides, and diagnoses a real fence refusal as before.
         done = _pg_append_projected(db, run_id, epoch, expected_seq, events[0], tss[0], encoded[0], canons[0], appended[0], projectors)
         if done:
-            if _AFTER_APPEND:
-                _after_append(db, run_id, seqs[0], seqs[-1])
-            if texts is not None:
-                texts.extend(encoded)
-            return appended
+            return _appended(db, run_id, seqs[0], seqs[-1], appended, encoded, texts)
     if postgres and not projectors and not seals:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
         # commit together or not at all, with no BEGIN/COMMIT round trips.
@@ -736,12 +732,19 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
                     else:
                         rider.then(results[project])
     if ok:
-        if _AFTER_APPEND:
-            _after_append(db, run_id, seqs[0], seqs[-1])
-        if texts is not None:
-            texts.extend(encoded)
-        return appended
+        return _appended(db, run_id, seqs[0], seqs[-1], appended, encoded, texts)
     raise _fence_refused(run_id, epoch, expected_seq, finishing)
+
+
+def _appended(db, run_id: str, first_seq: int, last_seq: int, appended: list[Event], encoded: list[bytes], texts: list[bytes] | None) -> list[Event]:
+    """How every append that wrote its events ends (``events_append``, ``events_copy``,
+    ``events_append_prepared``): the after-append hooks, ``texts`` extended with the payload texts
+    written, and the events as the fold sees them returned."""
+    if _AFTER_APPEND:
+        _after_append(db, run_id, first_seq, last_seq)
+    if texts is not None:
+        texts.extend(encoded)
+    return appended
 
 
 def _seals_write(run_id: str, seals: list[tuple[int, dict]]) -> None:
@@ -962,11 +965,7 @@ def events_copy(
         _seals_write(run_id, seals)
     for project in _projectors_for(events):
         project(run_id, appended, epoch)
-    if _AFTER_APPEND:
-        _after_append(db, run_id, expected_seq + 1, seq)
-    if texts is not None:
-        texts.extend(encoded)
-    return appended
+    return _appended(db, run_id, expected_seq + 1, seq, appended, encoded, texts)
 
 
 def _sqlite_datetime(value: datetime) -> str:
@@ -1042,11 +1041,7 @@ def events_append_prepared(*, run_id: str, epoch: int, expected_seq: int, prepar
                 project(run_id, appended, epoch)
     if not ok:
         raise _fence_refused(run_id, epoch, expected_seq, prepared.finished_seq is not None)
-    if _AFTER_APPEND:
-        _after_append(db, run_id, seqs[0], seqs[-1])
-    if texts is not None:
-        texts.extend(prepared.encoded)
-    return appended
+    return _appended(db, run_id, seqs[0], seqs[-1], appended, prepared.encoded, texts)
 
 
 def _append_cursor(db) -> psycopg.Cursor:
