@@ -803,10 +803,16 @@ def events_prepare(
     tss, encoded, canons, seals, appended, finished_seq, _ = _events_prepare(
         run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times, sealing=sealing, ts_known=known, proved=proved
     )
-    if not all(ts.year >= 1000 for ts in tss):
-        # The frame's text does not pad a year before 1000 to four digits; isoformat does.
-        times = [ts.isoformat().encode() for ts in tss]
-    return PreparedChunk(expected_seq, [e.type for e in appended], [e.v for e in appended], times, encoded, canons, seals, finished_seq)
+    return PreparedChunk(expected_seq, [e.type for e in appended], [e.v for e in appended], _ts_written(tss, times), encoded, canons, seals, finished_seq)
+
+
+def _ts_written(tss: list[datetime], framed: list[bytes]) -> list[bytes]:
+    """The times' texts as COPY (``events_copy``) and a prepared chunk's writes send them: the
+    chain frame's (``framed``, RFC 3339 in UTC, read back as the same timestamptz), but isoformat's
+    for a batch with a year before 1000, which the frame's text does not pad to four digits."""
+    if all(ts.year >= 1000 for ts in tss):
+        return framed
+    return [ts.isoformat().encode() for ts in tss]
 
 
 # A time that reads as a datetime in UTC and is written in exactly this form is its own text in the
@@ -946,10 +952,8 @@ def events_copy(
         # chunk's payload texts are escaped together, a few C passes instead of calls per event.
         # JSON text holds no NUL (a control character is always escaped), so NUL separates them.
         copied = _copy_text(b"\x00".join(encoded)).split(b"\x00")
-        # The times as the chain's frame writes them (RFC 3339 in UTC, read back as the same
-        # timestamptz), but a year before 1000, which that text does not pad to four digits.
-        if tss is not None and not all(ts.year >= 1000 for ts in tss):  # (``events_prepare`` did this already)
-            times = [ts.isoformat().encode() for ts in tss]
+        if tss is not None:  # (a prepared chunk's times are written already: ``events_prepare``)
+            times = _ts_written(tss, times)
         line = b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n"
         rows = [line % (rid, ev.seq, ev.type.encode(), ev.v, ts, text, epoch, h) for ev, ts, text, h in zip(appended, times, copied, hashed, strict=True)]
         # Flushed as written (no threshold): once ``write`` returns, every row is on its way to the
