@@ -187,9 +187,7 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str, times: 
         except UnknownEventType as exc:
             raise ImportRejected(f"line {lineno}: {exc}") from None
         if isinstance(v, int) and not isinstance(v, bool) and v > CURRENT_SCHEMA_VERSION:
-            raise ImportRejected(
-                f"line {lineno}: schema version {v} is newer than this reader knows (up to {CURRENT_SCHEMA_VERSION}); upgrade Reckon to import it"
-            )
+            raise ImportRejected(f"line {lineno}: schema version {v} is newer than this reader knows (up to {CURRENT_SCHEMA_VERSION}); upgrade Reckon to import it")
         ts = _line_ts(obj["ts"], lineno)
         if not isinstance(payload, dict):
             raise ImportRejected(f"line {lineno}: payload is not a JSON object")
@@ -554,9 +552,7 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
                     for old, new in zip(events_read(run_id=run_id, after=first - 1, upto=upto), events):
                         differs = _same(old, new)
                         if differs:
-                            raise ImportRejected(
-                                f"line {new.seq}: differs from the stored event seq {old.seq} in {differs}; the stored prefix is not this file's"
-                            )
+                            raise ImportRejected(f"line {new.seq}: differs from the stored event seq {old.seq} in {differs}; the stored prefix is not this file's")
                     events = events[upto - first + 1 :]
                     if not events:
                         continue

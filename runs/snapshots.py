@@ -698,10 +698,7 @@ class Verification:
         if self.outcome == "equal":
             return f"run {self.run_id}: {where} + {self.tail} tail events equals the full replay of {self.events} events"
         if self.outcome == "mismatch":
-            return (
-                f"run {self.run_id}: {where} + {self.tail} tail events DIFFERS from the full replay of {self.events} events "
-                f"in {', '.join(self.fields)}; fold {self.version} quarantined"
-            )
+            return f"run {self.run_id}: {where} + {self.tail} tail events DIFFERS from the full replay of {self.events} events in {', '.join(self.fields)}; fold {self.version} quarantined"
         if self.outcome == "miss":
             return f"run {self.run_id}: {where} is unusable ({self.detail}); discarded, recovery uses the full log"
         return f"run {self.run_id}: no snapshot"
@@ -781,4 +778,3 @@ def runs_with_snapshots(*, sample: int | None = None) -> list[str]:
     qs = SnapshotPointer.objects.values_list("run_id", flat=True)
     qs = qs.order_by("?")[:sample] if sample is not None else qs.order_by("run_id")
     return list(qs)
-

@@ -149,9 +149,7 @@ RiderForm = Callable[[str, list[Event]], "Rider | None"]
 _RIDER_FORMS: dict[Projector, RiderForm] = {}
 
 
-def projector_register(
-    fn: Projector, *, types: Iterable[str] | None = None, statement: StatementForm | None = None, rider: RiderForm | None = None
-) -> Projector:
+def projector_register(fn: Projector, *, types: Iterable[str] | None = None, statement: StatementForm | None = None, rider: RiderForm | None = None) -> Projector:
     """Run ``fn(run_id, events, epoch)`` inside the transaction of every append that carries one of
     ``types`` (every append when None), after the insert; ``epoch`` is the lease epoch the fence
     just accepted, the one that wrote ``events``.
@@ -234,6 +232,7 @@ def _after_append(db, run_id: str, first_seq: int, last_seq: int) -> None:
                 log.exception("after-append hook %s failed for run %s", getattr(fn, "__qualname__", fn), run_id)
         return
     for fn in _AFTER_APPEND:
+
         def after_append(fn=fn) -> None:
             fn(run_id, first_seq, last_seq)
 
@@ -484,11 +483,14 @@ def _head_remember(alias: str, run_id: str, last_seq: int, head) -> None:
 
 # The same statement for one event, with scalar parameters: unnest over five one-element arrays
 # costs more server time than the rest of a single append (measured: 616 vs 476 us a commit).
-_PG_APPEND_ONE = _PG_FENCE + """
+_PG_APPEND_ONE = (
+    _PG_FENCE
+    + """
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, hash)
 SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoch)s, fence.head
   FROM fence
 """
+)
 
 # The commonest append of all, one event that does not end the run: the fence without the
 # terminal-outcome clauses, and seven positional parameters, each used once (the new seq and the
@@ -511,13 +513,16 @@ _PG_PROJECTED_WHERE = """
        AND last_seq = %b"""
 _PG_PROJECTED_HEAD = _PG_PROJECTED_SET + _PG_PROJECTED_WHERE
 
-_PG_APPEND_ONE_PLAIN = _PG_PROJECTED_HEAD + """
+_PG_APPEND_ONE_PLAIN = (
+    _PG_PROJECTED_HEAD
+    + """
  RETURNING run_id, last_seq, lease_epoch, head
 )
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, hash)
 SELECT fence.run_id, fence.last_seq, %b, %b, %b, %b::json, fence.lease_epoch, fence.head
   FROM fence
 """
+)
 
 # The two hot statements as they were before the chain, for ``bench store`` alone: it measures the
 # chain's cost by appending with and without it in one run (``chain_hashing``). Nothing else uses them.
