@@ -181,36 +181,33 @@ def _parse_line(raw: bytes, lineno: int, expected_seq: int, run_id: str, times: 
             raise ImportRejected(f"line {lineno}: a run log begins with run_started at seq 1, and has it only there")
         if v == CURRENT_SCHEMA_VERSION:
             payload = payload_complete(type_, payload, run_id)
-        if times is not None:
-            times.append(obj["ts"])
-        return Event(seq, type_, payload, ts, v)
-    try:
-        t = event_type(type_)
-    except UnknownEventType as exc:
-        raise ImportRejected(f"line {lineno}: {exc}") from None
-    if isinstance(v, int) and not isinstance(v, bool) and v > CURRENT_SCHEMA_VERSION:
-        raise ImportRejected(
-            f"line {lineno}: schema version {v} is newer than this reader knows (up to {CURRENT_SCHEMA_VERSION}); upgrade Reckon to import it"
-        )
-    ts = _line_ts(obj["ts"], lineno)
-    if not isinstance(payload, dict):
-        raise ImportRejected(f"line {lineno}: payload is not a JSON object")
-    missing = missing_fields(t, payload)
-    if missing:
-        raise ImportRejected(f"line {lineno}: {t.value} payload lacks {', '.join(missing)}")
-    withheld = t is EventType.RUN_STARTED and v >= KEY_SECRET_SINCE and payload.get(KEY_SECRET_FIELD) == KEY_SECRET_WITHHELD
-    problem = version_problem(t, v, {k: x for k, x in payload.items() if k != KEY_SECRET_FIELD} if withheld else payload)
-    if problem:
-        raise ImportRejected(f"line {lineno}: {problem}")
-    if v == CURRENT_SCHEMA_VERSION:
-        payload = payload_complete(t.value, payload, run_id)
-    if (t is EventType.RUN_STARTED) != (seq == 1):
-        raise ImportRejected(f"line {lineno}: a run log begins with run_started at seq 1, and has it only there")
-    if t is EventType.RUN_STARTED and payload["run_id"] != run_id:
-        raise ImportRejected(f"line {lineno}: run_started names run {payload['run_id']!r} but the file is named for {run_id!r}")
+    else:
+        try:
+            t = event_type(type_)
+        except UnknownEventType as exc:
+            raise ImportRejected(f"line {lineno}: {exc}") from None
+        if isinstance(v, int) and not isinstance(v, bool) and v > CURRENT_SCHEMA_VERSION:
+            raise ImportRejected(f"line {lineno}: schema version {v} is newer than this reader knows (up to {CURRENT_SCHEMA_VERSION}); upgrade Reckon to import it")
+        ts = _line_ts(obj["ts"], lineno)
+        if not isinstance(payload, dict):
+            raise ImportRejected(f"line {lineno}: payload is not a JSON object")
+        missing = missing_fields(t, payload)
+        if missing:
+            raise ImportRejected(f"line {lineno}: {t.value} payload lacks {', '.join(missing)}")
+        withheld = t is EventType.RUN_STARTED and v >= KEY_SECRET_SINCE and payload.get(KEY_SECRET_FIELD) == KEY_SECRET_WITHHELD
+        problem = version_problem(t, v, {k: x for k, x in payload.items() if k != KEY_SECRET_FIELD} if withheld else payload)
+        if problem:
+            raise ImportRejected(f"line {lineno}: {problem}")
+        type_ = t.value
+        if v == CURRENT_SCHEMA_VERSION:
+            payload = payload_complete(type_, payload, run_id)
+        if (t is EventType.RUN_STARTED) != (seq == 1):
+            raise ImportRejected(f"line {lineno}: a run log begins with run_started at seq 1, and has it only there")
+        if t is EventType.RUN_STARTED and payload["run_id"] != run_id:
+            raise ImportRejected(f"line {lineno}: run_started names run {payload['run_id']!r} but the file is named for {run_id!r}")
     if times is not None:
         times.append(obj["ts"])
-    return Event(seq, t.value, payload, ts, v)
+    return Event(seq, type_, payload, ts, v)
 
 
 def log_run_id(path: str) -> str:
@@ -555,9 +552,7 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
                     for old, new in zip(events_read(run_id=run_id, after=first - 1, upto=upto), events):
                         differs = _same(old, new)
                         if differs:
-                            raise ImportRejected(
-                                f"line {new.seq}: differs from the stored event seq {old.seq} in {differs}; the stored prefix is not this file's"
-                            )
+                            raise ImportRejected(f"line {new.seq}: differs from the stored event seq {old.seq} in {differs}; the stored prefix is not this file's")
                     events = events[upto - first + 1 :]
                     if not events:
                         continue

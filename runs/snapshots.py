@@ -382,24 +382,30 @@ def _aside_main(conn, run_id: str, body: IO[bytes]) -> None:
 def _body_insert(run_id: str, seq: int, body: IO[bytes], size: int, digest: str, t0: float) -> Snapshot:
     """Store the body in ``body`` (a file at its start, ``size`` bytes of UTF-8 hashing to
     ``digest``) as the snapshot of ``run_id`` at ``seq`` and make it current, a slice at a time."""
-    if connection.vendor == "postgresql":
-        return _pg_body_copy(run_id, seq, body, digest, t0)
-    if connection.vendor != "sqlite":
+    if connection.vendor not in ("postgresql", "sqlite"):
         return _body_write(run_id, seq, body.read().decode("utf-8"), t0, digest)
     with transaction.atomic():
-        # SQLite: the row is inserted with a text of the body's length that SQLite makes
-        # itself, and the body written into it a slice at a time through the blob handle;
-        # the body is never a Python string, nor a bound parameter SQLite would copy.
-        with connection.cursor() as cur:
-            cur.execute(_SQLITE_INSERT, [run_id, seq, FOLD_VERSION, FOLD_CODE, size, digest])
-            snap_id = cur.fetchone()[0]
-        with connection.connection.blobopen("reckon_snapshot", "body", snap_id) as blob:
-            while piece := body.read(_SLICE):
-                blob.write(piece)
+        if connection.vendor == "postgresql":
+            snap_id = _pg_body_copy(run_id, seq, body, digest)
+        else:
+            snap_id = _sqlite_body_insert(run_id, seq, body, size, digest)
         snap = Snapshot.objects.defer("body").get(id=snap_id)
         _publish(run_id, snap)
     metrics_record([("snapshot_write_ms", "", _ms(t0))])
     return snap
+
+
+def _sqlite_body_insert(run_id: str, seq: int, body: IO[bytes], size: int, digest: str) -> int:
+    # SQLite: the row is inserted with a text of the body's length that SQLite makes itself, and
+    # the body written into it a slice at a time through the blob handle; the body is never a
+    # Python string, nor a bound parameter SQLite would copy. The new row's id.
+    with connection.cursor() as cur:
+        cur.execute(_SQLITE_INSERT, [run_id, seq, FOLD_VERSION, FOLD_CODE, size, digest])
+        snap_id = cur.fetchone()[0]
+    with connection.connection.blobopen("reckon_snapshot", "body", snap_id) as blob:
+        while piece := body.read(_SLICE):
+            blob.write(piece)
+    return snap_id
 
 
 def snapshot_fold_write(*, run_id: str, upto: int) -> Snapshot:
@@ -417,22 +423,17 @@ def snapshot_fold_write(*, run_id: str, upto: int) -> Snapshot:
     return folding.write()
 
 
-def _pg_body_copy(run_id: str, seq: int, body: IO[bytes], digest: str, t0: float) -> Snapshot:
+def _pg_body_copy(run_id: str, seq: int, body: IO[bytes], digest: str) -> int:
     # PostgreSQL: the row goes in with COPY, its body sent a slice at a time (COPY's text escapes
-    # apply byte by byte, so slice by slice), never one string nor one parameter.
-    with transaction.atomic():
-        with server_cursor() as cur:
-            with cur.copy(_PG_SNAPSHOT_COPY) as copy:
-                copy.write(b"%b\t%d\t%d\t%b\t" % (_copy_text(run_id.encode()), seq, FOLD_VERSION, FOLD_CODE.encode()))
-                while piece := body.read(_SLICE):
-                    copy.write(_copy_text(piece))
-                copy.write(b"\t%b\t\n" % digest.encode())
-            cur.execute(_PG_SNAPSHOT_COPIED, [run_id, seq, digest])
-            snap_id = cur.fetchone()[0]
-        snap = Snapshot.objects.defer("body").get(id=snap_id)
-        _publish(run_id, snap)
-    metrics_record([("snapshot_write_ms", "", _ms(t0))])
-    return snap
+    # apply byte by byte, so slice by slice), never one string nor one parameter. The new row's id.
+    with server_cursor() as cur:
+        with cur.copy(_PG_SNAPSHOT_COPY) as copy:
+            copy.write(b"%b\t%d\t%d\t%b\t" % (_copy_text(run_id.encode()), seq, FOLD_VERSION, FOLD_CODE.encode()))
+            while piece := body.read(_SLICE):
+                copy.write(_copy_text(piece))
+            copy.write(b"\t%b\t\n" % digest.encode())
+        cur.execute(_PG_SNAPSHOT_COPIED, [run_id, seq, digest])
+        return cur.fetchone()[0]
 
 
 _PG_SNAPSHOT_COPY = "COPY reckon_snapshot (run_id, seq, fold_version, fold_code, body, digest, discard_reason) FROM STDIN"
@@ -697,10 +698,7 @@ class Verification:
         if self.outcome == "equal":
             return f"run {self.run_id}: {where} + {self.tail} tail events equals the full replay of {self.events} events"
         if self.outcome == "mismatch":
-            return (
-                f"run {self.run_id}: {where} + {self.tail} tail events DIFFERS from the full replay of {self.events} events "
-                f"in {', '.join(self.fields)}; fold {self.version} quarantined"
-            )
+            return f"run {self.run_id}: {where} + {self.tail} tail events DIFFERS from the full replay of {self.events} events in {', '.join(self.fields)}; fold {self.version} quarantined"
         if self.outcome == "miss":
             return f"run {self.run_id}: {where} is unusable ({self.detail}); discarded, recovery uses the full log"
         return f"run {self.run_id}: no snapshot"
@@ -780,4 +778,3 @@ def runs_with_snapshots(*, sample: int | None = None) -> list[str]:
     qs = SnapshotPointer.objects.values_list("run_id", flat=True)
     qs = qs.order_by("?")[:sample] if sample is not None else qs.order_by("run_id")
     return list(qs)
-

@@ -149,9 +149,7 @@ RiderForm = Callable[[str, list[Event]], "Rider | None"]
 _RIDER_FORMS: dict[Projector, RiderForm] = {}
 
 
-def projector_register(
-    fn: Projector, *, types: Iterable[str] | None = None, statement: StatementForm | None = None, rider: RiderForm | None = None
-) -> Projector:
+def projector_register(fn: Projector, *, types: Iterable[str] | None = None, statement: StatementForm | None = None, rider: RiderForm | None = None) -> Projector:
     """Run ``fn(run_id, events, epoch)`` inside the transaction of every append that carries one of
     ``types`` (every append when None), after the insert; ``epoch`` is the lease epoch the fence
     just accepted, the one that wrote ``events``.
@@ -234,6 +232,7 @@ def _after_append(db, run_id: str, first_seq: int, last_seq: int) -> None:
                 log.exception("after-append hook %s failed for run %s", getattr(fn, "__qualname__", fn), run_id)
         return
     for fn in _AFTER_APPEND:
+
         def after_append(fn=fn) -> None:
             fn(run_id, first_seq, last_seq)
 
@@ -484,11 +483,14 @@ def _head_remember(alias: str, run_id: str, last_seq: int, head) -> None:
 
 # The same statement for one event, with scalar parameters: unnest over five one-element arrays
 # costs more server time than the rest of a single append (measured: 616 vs 476 us a commit).
-_PG_APPEND_ONE = _PG_FENCE + """
+_PG_APPEND_ONE = (
+    _PG_FENCE
+    + """
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, hash)
 SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoch)s, fence.head
   FROM fence
 """
+)
 
 # The commonest append of all, one event that does not end the run: the fence without the
 # terminal-outcome clauses, and seven positional parameters, each used once (the new seq and the
@@ -511,13 +513,16 @@ _PG_PROJECTED_WHERE = """
        AND last_seq = %b"""
 _PG_PROJECTED_HEAD = _PG_PROJECTED_SET + _PG_PROJECTED_WHERE
 
-_PG_APPEND_ONE_PLAIN = _PG_PROJECTED_HEAD + """
+_PG_APPEND_ONE_PLAIN = (
+    _PG_PROJECTED_HEAD
+    + """
  RETURNING run_id, last_seq, lease_epoch, head
 )
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, hash)
 SELECT fence.run_id, fence.last_seq, %b, %b, %b, %b::json, fence.lease_epoch, fence.head
   FROM fence
 """
+)
 
 # The two hot statements as they were before the chain, for ``bench store`` alone: it measures the
 # chain's cost by appending with and without it in one run (``chain_hashing``). Nothing else uses them.
@@ -704,11 +709,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         # decides, and diagnoses a real fence refusal as before.
         done = _pg_append_projected(db, run_id, epoch, expected_seq, events[0], tss[0], encoded[0], canons[0], appended[0], projectors)
         if done:
-            if _AFTER_APPEND:
-                _after_append(db, run_id, seqs[0], seqs[-1])
-            if texts is not None:
-                texts.extend(encoded)
-            return appended
+            return _appended(db, run_id, seqs[0], seqs[-1], appended, encoded, texts)
     if postgres and not projectors and not seals:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
         # commit together or not at all, with no BEGIN/COMMIT round trips.
@@ -736,12 +737,19 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
                     else:
                         rider.then(results[project])
     if ok:
-        if _AFTER_APPEND:
-            _after_append(db, run_id, seqs[0], seqs[-1])
-        if texts is not None:
-            texts.extend(encoded)
-        return appended
+        return _appended(db, run_id, seqs[0], seqs[-1], appended, encoded, texts)
     raise _fence_refused(run_id, epoch, expected_seq, finishing)
+
+
+def _appended(db, run_id: str, first_seq: int, last_seq: int, appended: list[Event], encoded: list[bytes], texts: list[bytes] | None) -> list[Event]:
+    """How every append that wrote its events ends (``events_append``, ``events_copy``,
+    ``events_append_prepared``): the after-append hooks, ``texts`` extended with the payload texts
+    written, and the events as the fold sees them returned."""
+    if _AFTER_APPEND:
+        _after_append(db, run_id, first_seq, last_seq)
+    if texts is not None:
+        texts.extend(encoded)
+    return appended
 
 
 def _seals_write(run_id: str, seals: list[tuple[int, dict]]) -> None:
@@ -800,10 +808,16 @@ def events_prepare(
     tss, encoded, canons, seals, appended, finished_seq, _ = _events_prepare(
         run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times, sealing=sealing, ts_known=known, proved=proved
     )
-    if not all(ts.year >= 1000 for ts in tss):
-        # The frame's text does not pad a year before 1000 to four digits; isoformat does.
-        times = [ts.isoformat().encode() for ts in tss]
-    return PreparedChunk(expected_seq, [e.type for e in appended], [e.v for e in appended], times, encoded, canons, seals, finished_seq)
+    return PreparedChunk(expected_seq, [e.type for e in appended], [e.v for e in appended], _ts_written(tss, times), encoded, canons, seals, finished_seq)
+
+
+def _ts_written(tss: list[datetime], framed: list[bytes]) -> list[bytes]:
+    """The times' texts as COPY (``events_copy``) and a prepared chunk's writes send them: the
+    chain frame's (``framed``, RFC 3339 in UTC, read back as the same timestamptz), but isoformat's
+    for a batch with a year before 1000, which the frame's text does not pad to four digits."""
+    if all(ts.year >= 1000 for ts in tss):
+        return framed
+    return [ts.isoformat().encode() for ts in tss]
 
 
 # A time that reads as a datetime in UTC and is written in exactly this form is its own text in the
@@ -943,10 +957,8 @@ def events_copy(
         # chunk's payload texts are escaped together, a few C passes instead of calls per event.
         # JSON text holds no NUL (a control character is always escaped), so NUL separates them.
         copied = _copy_text(b"\x00".join(encoded)).split(b"\x00")
-        # The times as the chain's frame writes them (RFC 3339 in UTC, read back as the same
-        # timestamptz), but a year before 1000, which that text does not pad to four digits.
-        if tss is not None and not all(ts.year >= 1000 for ts in tss):  # (``events_prepare`` did this already)
-            times = [ts.isoformat().encode() for ts in tss]
+        if tss is not None:  # (a prepared chunk's times are written already: ``events_prepare``)
+            times = _ts_written(tss, times)
         line = b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n"
         rows = [line % (rid, ev.seq, ev.type.encode(), ev.v, ts, text, epoch, h) for ev, ts, text, h in zip(appended, times, copied, hashed, strict=True)]
         # Flushed as written (no threshold): once ``write`` returns, every row is on its way to the
@@ -962,11 +974,7 @@ def events_copy(
         _seals_write(run_id, seals)
     for project in _projectors_for(events):
         project(run_id, appended, epoch)
-    if _AFTER_APPEND:
-        _after_append(db, run_id, expected_seq + 1, seq)
-    if texts is not None:
-        texts.extend(encoded)
-    return appended
+    return _appended(db, run_id, expected_seq + 1, seq, appended, encoded, texts)
 
 
 def _sqlite_datetime(value: datetime) -> str:
@@ -1042,11 +1050,7 @@ def events_append_prepared(*, run_id: str, epoch: int, expected_seq: int, prepar
                 project(run_id, appended, epoch)
     if not ok:
         raise _fence_refused(run_id, epoch, expected_seq, prepared.finished_seq is not None)
-    if _AFTER_APPEND:
-        _after_append(db, run_id, seqs[0], seqs[-1])
-    if texts is not None:
-        texts.extend(prepared.encoded)
-    return appended
+    return _appended(db, run_id, seqs[0], seqs[-1], appended, prepared.encoded, texts)
 
 
 def _append_cursor(db) -> psycopg.Cursor:

@@ -47,10 +47,14 @@ def snapshot_repair_enqueue(run_id: str, snapshot_id: int, reason: str) -> None:
     snapshot_repair_task.delay(run_id, snapshot_id)
 
 
-def snapshot_due(old_last: int, new_last: int, interval: int, min_events: int) -> bool:
+def snapshot_due(old_last: int, new_last: int, interval: int, min_events: int | None = None) -> bool:
     """Did an append from ``old_last`` to ``new_last`` cross a multiple of ``interval`` at or past
-    ``min_events`` events? Pure integer arithmetic: it runs on every append."""
-    return interval > 0 and new_last >= min_events and old_last // interval != new_last // interval
+    ``min_events`` events? Pure integer arithmetic: it runs on every append. ``min_events`` None:
+    the settings' minimum, read only for an append that crossed a boundary (each setting read costs
+    a lazy-settings lookup)."""
+    if interval <= 0 or old_last // interval == new_last // interval:
+        return False
+    return new_last >= (settings.RECKON_SNAPSHOT_MIN_EVENTS if min_events is None else min_events)
 
 
 def snapshot_on_append(run_id: str, first_seq: int, last_seq: int) -> None:
@@ -59,12 +63,7 @@ def snapshot_on_append(run_id: str, first_seq: int, last_seq: int) -> None:
     The boundary is the settings' interval; a run's own policy (``SnapshotPolicy``) is applied by
     ``snapshot_maybe`` in the task, because reading it here would add a query to every append.
     """
-    # ``snapshot_due``, with the minimum read only for an append that crossed a boundary: each
-    # setting read costs a lazy-settings lookup, on every append.
-    interval = settings.RECKON_SNAPSHOT_INTERVAL
-    if interval <= 0 or (first_seq - 1) // interval == last_seq // interval:
-        return
-    if not snapshot_due(first_seq - 1, last_seq, interval, settings.RECKON_SNAPSHOT_MIN_EVENTS):
+    if not snapshot_due(first_seq - 1, last_seq, settings.RECKON_SNAPSHOT_INTERVAL):
         return
     try:
         snapshot_maybe_task.delay(run_id)

@@ -176,10 +176,20 @@ def _reconcile_loop(stop: threading.Event, interval: float, err) -> None:
 
 SCENARIOS = (
     # (run id, minutes ago, arguments, what the demo ledger holds for the key: None = nothing)
-    ("demo-conflict-c801", 40, {"tenant": "acme", "account": "4020", "amount": "840.00", "currency": "GBP", "period": "2026-Q3", "reference": "C-801"}, {"tenant": "acme", "account": "4020", "amount": "480.00", "currency": "GBP", "period": "2026-Q3", "reference": "C-801"}),
+    (
+        "demo-conflict-c801",
+        40,
+        {"tenant": "acme", "account": "4020", "amount": "840.00", "currency": "GBP", "period": "2026-Q3", "reference": "C-801"},
+        {"tenant": "acme", "account": "4020", "amount": "480.00", "currency": "GBP", "period": "2026-Q3", "reference": "C-801"},
+    ),
     ("demo-match-c802", 5, {"tenant": "acme", "account": "4030", "amount": "125.50", "currency": "GBP", "period": "2026-Q3", "reference": "C-802"}, "same"),
     ("demo-absent-c803", 3, {"tenant": "globex", "account": "7100", "amount": "60.00", "currency": "EUR", "period": "2026-Q3", "reference": "C-803"}, None),
-    ("demo-conflict-c804", 180, {"tenant": "initech", "account": "5500", "amount": "2300.00", "currency": "USD", "period": "2026-Q3", "reference": "C-804"}, {"tenant": "initech", "account": "5501", "amount": "2300.00", "currency": "USD", "period": "2026-Q3", "reference": "C-804"}),
+    (
+        "demo-conflict-c804",
+        180,
+        {"tenant": "initech", "account": "5500", "amount": "2300.00", "currency": "USD", "period": "2026-Q3", "reference": "C-804"},
+        {"tenant": "initech", "account": "5501", "amount": "2300.00", "currency": "USD", "period": "2026-Q3", "reference": "C-804"},
+    ),
 )
 
 
@@ -199,7 +209,11 @@ def scenario_run_create(*, run_id: str, tool: str, arguments: dict, started_minu
         events = [
             NewEvent("run_started", {"run_id": run_id, "key_secret": secret}, ts=t0 - timedelta(seconds=9)),
             NewEvent("user_message", {"content": f"Post correction {arguments.get('reference', '')} for tenant {arguments.get('tenant', '')}."}, ts=t0 - timedelta(seconds=6)),
-            NewEvent("model_turn", {"text": "Posting the correction.", "tool_calls": [{"id": "call_1", "name": tool, "arguments": arguments}], "usage": {"input_tokens": 900, "output_tokens": 60}, "cost_usd": 0.004}, ts=t0 - timedelta(seconds=3)),
+            NewEvent(
+                "model_turn",
+                {"text": "Posting the correction.", "tool_calls": [{"id": "call_1", "name": tool, "arguments": arguments}], "usage": {"input_tokens": 900, "output_tokens": 60}, "cost_usd": 0.004},
+                ts=t0 - timedelta(seconds=3),
+            ),
             NewEvent("tool_call_started", {"call_id": "call_1", "name": tool, "arguments": arguments, "idempotency_key": key, "signature": sig, "tenant": arguments.get("tenant", "default")}, ts=t0),
         ]
         events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=events)
