@@ -9,6 +9,7 @@ import operator
 from datetime import datetime, timezone
 from typing import Callable
 
+import orjson
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models.base import ModelState
@@ -17,7 +18,7 @@ from psycopg.types.json import Jsonb
 from recovery.models import InFlightCall, ToolPolicy, UncertainCall
 from runs.fold import Event
 from runs.pg import server_cursor
-from runs.store import payload_loads
+from runs.store import payload_loads, rereads_for
 
 S = UncertainCall.State
 
@@ -283,9 +284,34 @@ def call_ids_allocate(*, n: int) -> list[int]:
 
 
 def events_at(*, run_id: str, seqs: list[int]) -> list[Event]:
-    """The run's stored events at ``seqs`` (as stored, not upcast), in seq order."""
+    """The run's stored events at ``seqs`` (as stored, not upcast), in seq order.
+
+    Inside an import (``runs.store.rereads_kept``) the events read are kept, as text so that no
+    caller's change to a payload can reach the next one, and only seqs not kept are read; what is
+    kept is then just the events asked for this time (the calls still in flight)."""
     if not seqs:
         return []
+    kept = rereads_for(run_id)
+    wanted = seqs if kept is None else [s for s in seqs if s not in kept]
+    out = _events_read_at(run_id, wanted) if wanted else []
+    if kept is None:
+        return out
+    for ev in out:
+        try:
+            kept[ev.seq] = (ev.type, orjson.dumps(ev.payload), ev.ts, ev.v)
+        except TypeError:  # a value orjson does not write (an integer beyond 64 bits): read again next time
+            pass
+    found = {ev.seq: ev for ev in out}
+    asked = set(seqs)
+    for seq in [s for s in kept if s not in asked]:
+        del kept[seq]
+    for seq in asked.difference(found).intersection(kept):
+        type_, text, ts, v = kept[seq]
+        found[seq] = Event(seq, type_, orjson.loads(text), ts, v)
+    return [found[s] for s in sorted(found)]
+
+
+def _events_read_at(run_id: str, seqs: list[int]) -> list[Event]:
     marks = ", ".join(["%s"] * len(seqs))
     with connection.cursor() as cur:
         cur.execute(f"SELECT seq, type, payload, ts, v FROM reckon_event WHERE run_id = %s AND seq IN ({marks}) ORDER BY seq", [run_id, *seqs])

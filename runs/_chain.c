@@ -19,6 +19,9 @@
  *   digest_one(raw, seq, ts, type_tail, needles) -> bytes | None
  *       one event's digest when plain(raw, needles), else None: its frame's time written here from
  *       ts (a UTC datetime) as '2026-01-01T00:00:00.000000Z', the rest as digests frames it
+ *   strict_proved(raw, value) -> bool
+ *       whether the bytes of a JSON document prove that value, orjson's decoding of them, holds
+ *       nothing runs.json_strict refuses (json_strict.py's _proved, which says why that is exact)
  */
 #define PY_SSIZE_T_CLEAN
 /* SHA256_Init/Update/Final: deprecated in OpenSSL 3 in favour of EVP, which costs a third more per
@@ -331,6 +334,86 @@ chain_digest_one(PyObject *Py_UNUSED(self), PyObject *args)
     return PyBytes_FromStringAndSize((const char *)digest, DIGEST_LEN);
 }
 
+
+/* The number of keys of every object in value (a decoded JSON document: dicts, lists and leaves),
+ * or -1 with an exception set. orjson nests at most 1024 deep, far inside the C stack. */
+static Py_ssize_t
+keys_count(PyObject *value, int depth)
+{
+    if (depth > 2048) {
+        PyErr_SetString(PyExc_RecursionError, "strict_proved: nested too deeply");
+        return -1;
+    }
+    Py_ssize_t count = 0;
+    if (PyDict_CheckExact(value)) {
+        count = PyDict_GET_SIZE(value);
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(value, &pos, &k, &v)) {
+            if (PyDict_CheckExact(v) || PyList_CheckExact(v)) {
+                Py_ssize_t n = keys_count(v, depth + 1);
+                if (n < 0)
+                    return -1;
+                count += n;
+            }
+        }
+    } else if (PyList_CheckExact(value)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++) {
+            PyObject *v = PyList_GET_ITEM(value, i);
+            if (PyDict_CheckExact(v) || PyList_CheckExact(v)) {
+                Py_ssize_t n = keys_count(v, depth + 1);
+                if (n < 0)
+                    return -1;
+                count += n;
+            }
+        }
+    }
+    return count;
+}
+
+static PyObject *
+chain_strict_proved(PyObject *self, PyObject *args)
+{
+    const unsigned char *raw;
+    Py_ssize_t len;
+    PyObject *value;
+    if (!PyArg_ParseTuple(args, "y#O:strict_proved", &raw, &len, &value))
+        return NULL;
+    /* One pass: a quote followed by white space, a run of 19 digits, and the counts of '":' and of
+     * '\":'; then, only where there is a backslash, '\u0000' and '\\"'. */
+    Py_ssize_t colons = 0, escaped_colons = 0, digits = 0;
+    int backslash = 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        unsigned char c = raw[i];
+        if (c >= '0' && c <= '9') {
+            if (++digits >= 19)
+                Py_RETURN_FALSE;
+            continue;
+        }
+        digits = 0;
+        if (c == '"' && i + 1 < len) {
+            unsigned char d = raw[i + 1];
+            if (d == ' ' || d == '\t' || d == '\r' || d == '\n')
+                Py_RETURN_FALSE;
+            if (d == ':') {
+                colons++;
+                if (i > 0 && raw[i - 1] == '\\')
+                    escaped_colons++;
+            }
+        } else if (c == '\\') {
+            backslash = 1;
+        }
+    }
+    if (backslash) {
+        if (memmem(raw, (size_t)len, "\\u0000", 6) != NULL || memmem(raw, (size_t)len, "\\\\\"", 3) != NULL)
+            Py_RETURN_FALSE;
+    }
+    Py_ssize_t keys = keys_count(value, 0);
+    if (keys < 0)
+        return NULL;
+    return PyBool_FromLong(colons - escaped_colons == keys);
+}
+
 static PyMethodDef chain_methods[] = {
     {"links_framed", chain_links_framed, METH_VARARGS,
      "links_framed(prev, digests, prefix): links' hashes as one text, each preceded by prefix."},
@@ -341,6 +424,8 @@ static PyMethodDef chain_methods[] = {
      "sha256(b'{\"payload\":' + raw + b',\"seq\":N' + tail)."},
     {"digest_one", chain_digest_one, METH_VARARGS,
      "digest_one(raw, seq, ts, type_tail, needles): one event's digest when plain(raw, needles), else None."},
+    {"strict_proved", chain_strict_proved, METH_VARARGS,
+     "strict_proved(raw, value): whether raw's bytes prove that value, its decoding, holds nothing the strict reader refuses."},
     {"links", chain_links, METH_VARARGS,
      "links(prev, digests): the chain's hashes after prev, sha256(previous hash + digest) each."},
     {NULL, NULL, 0, NULL},

@@ -534,7 +534,7 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
         # objects (decoded payloads, events, rows) that live until the chunk is written, and the
         # collector would scan them, and the whole process's heap, many times over. Checking and
         # writing events make no reference cycles, and the pause ends with the import.
-        with gc_paused(), transaction.atomic(), after_append_merged():
+        with gc_paused(), transaction.atomic(), after_append_merged(), store.rereads_kept(run_id):
             stored_last = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first() or 0
             lease = None
             copy = False

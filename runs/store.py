@@ -35,6 +35,7 @@ import threading
 from asyncio import _get_running_loop
 from collections import OrderedDict
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Iterator, Sequence
@@ -215,6 +216,34 @@ def after_append_merged() -> Iterator[None]:
     db = connections[DEFAULT_DB_ALIAS]
     for run_id, (first_seq, last_seq) in merged.items():
         _after_append(db, run_id, first_seq, last_seq)
+
+
+# Rows of one run read back by seq while an import writes it (``rereads_kept``): run id, and seq ->
+# (type, payload as orjson's text, ts, v). None outside such a block.
+_rereads: ContextVar[tuple[str, dict[int, tuple]] | None] = ContextVar("reckon_rereads_kept", default=None)
+
+
+@contextmanager
+def rereads_kept(run_id: str) -> Iterator[None]:
+    """In this block, a read model that reads ``run_id``'s stored events back by seq
+    (``recovery.rows.events_at``: the start of each call still in flight, for every chunk an import
+    writes) keeps the events it read and takes them from there the next time, reading only the
+    others. For the importer, inside its one transaction and under the run's import lease: the log
+    is append-only and no one else can write the run meanwhile, so an event read stays what it was
+    until the block ends. Without it a run whose calls stay in flight is read back a growing number
+    of times, each read a page of a table larger than the server's buffers."""
+    token = _rereads.set((run_id, {}))
+    try:
+        yield
+    finally:
+        _rereads.reset(token)
+
+
+def rereads_for(run_id: str) -> dict[int, tuple] | None:
+    """The events kept for ``run_id`` by an enclosing ``rereads_kept`` block (seq -> type, payload
+    text, ts, v), for its reader to use and fill; None outside such a block or for another run."""
+    kept = _rereads.get()
+    return kept[1] if kept is not None and kept[0] == run_id else None
 
 
 def _after_append(db, run_id: str, first_seq: int, last_seq: int) -> None:
