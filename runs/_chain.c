@@ -372,7 +372,7 @@ keys_count(PyObject *value, int depth)
 }
 
 static PyObject *
-chain_strict_proved(PyObject *self, PyObject *args)
+chain_strict_proved(PyObject *Py_UNUSED(self), PyObject *args)
 {
     const unsigned char *raw;
     Py_ssize_t len;
