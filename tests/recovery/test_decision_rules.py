@@ -159,7 +159,7 @@ def test_a_decision_that_is_not_one_of_the_choices_is_a_bad_request_on_both_fron
     before = log_of(call.run_id)
     status, text, body = submit(front, oncall, call, "probably_fine")
     if front == "console":
-        assert status == 400 and "probably_fine is not one of the available choices" in text
+        assert status == 400 and "probably_fine is not one of the options below" in text
     else:
         assert status == 422 and body["code"] == "invalid" and "decision" in text
         assert all(v in text for v in Decision.values)  # the API names what it would accept
