@@ -1629,7 +1629,6 @@ def _replay_streamed(run_id: str, end: int, rows: int) -> Iterator[tuple]:
         with server_cursor() as cur:
             cur.adapters.register_loader("json", _JsonBytesLoader)
             stream = cur.stream(_REPLAY, [run_id, after, upto], binary=True, size=rows)
-            ended = False
             try:
                 for seq, type_, text, ts, v in stream:
                     try:
@@ -1639,17 +1638,15 @@ def _replay_streamed(run_id: str, end: int, rows: int) -> Iterator[tuple]:
                     yield (seq, type_, payload, ts, v) if v == current else event_upcast(Event(seq, type_, payload, ts, v), run_id)
                     after = seq
                     got += 1
-                ended = True
             finally:
-                if not ended:
-                    # Stopped early: by the consumer (a fold that raised) or here (an event no
-                    # upcaster reads). The range's other rows are read and dropped now. Left
-                    # paused, the stream would hold the connection's lock for as long as anything
-                    # (an exception's traceback) keeps it, and the next query would wait for
-                    # ever; closed, psycopg would cancel the statement, which aborts the caller's
-                    # transaction. A stream that ended in its own error has nothing left to read.
-                    for _ in stream:
-                        pass
+                # Stopped early, by the consumer (a fold that raised) or here (an event no upcaster
+                # reads): the range's other rows are read and dropped now. Left paused, the stream
+                # would hold the connection's lock for as long as anything (an exception's
+                # traceback) keeps it, and the next query would wait for ever; closed, psycopg
+                # would cancel the statement, which aborts the caller's transaction. A stream read
+                # to its end, or ended by its own error, has nothing left: this reads nothing.
+                for _ in stream:
+                    pass
         if got < upto - first:  # the log ends in this range
             return
 
