@@ -301,6 +301,9 @@ CELERY_BEAT_SCHEDULE["recovery-scan"] = {"task": "recovery.tasks.reconcile_scan"
 # Checkpoints are written every RECKON_CHECKPOINT_S seconds (0: never) into RECKON_CHECKPOINT_DIR,
 # which belongs outside the database's host and backups (docs/evidence.md says why).
 RECKON_SIGNING_KEY = envstr("RECKON_SIGNING_KEY", "") or ""
+# The public keys (PEM, one after another) of signing keys used before the current one: checkpoints
+# they signed still verify after a rotation (docs/evidence.md, "Rotating the signing key").
+RECKON_SIGNING_KEYS_RETIRED = envstr("RECKON_SIGNING_KEYS_RETIRED", "") or ""
 RECKON_CHECKPOINT_DIR = Path(envstr("RECKON_CHECKPOINT_DIR", str(VAR_DIR / "checkpoints")) or str(VAR_DIR / "checkpoints"))
 RECKON_CHECKPOINT_S = envint("RECKON_CHECKPOINT_S", 3600, minimum=0)
 if RECKON_CHECKPOINT_S:

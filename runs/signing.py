@@ -13,13 +13,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat, load_pem_private_key
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from runs.models import Run
-from runs.verify import canonical_json, key_fingerprint
+from runs.verify import Unusable, canonical_json, key_fingerprint, public_keys
 
 CHECKPOINT_VERSION = 1
 
@@ -51,8 +51,23 @@ def public_pem(key: Ed25519PrivateKey) -> bytes:
     return key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
 
 
-def fingerprint(key: Ed25519PrivateKey) -> str:
-    return key_fingerprint(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+def fingerprint(key: Ed25519PrivateKey | Ed25519PublicKey) -> str:
+    public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
+    return key_fingerprint(public.public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+
+def retired_keys() -> dict[str, Ed25519PublicKey]:
+    """The public halves of the signing keys used before the current one, by fingerprint, from
+    RECKON_SIGNING_KEYS_RETIRED(_FILE) (PEM public keys one after another): checkpoints they
+    signed still verify after the key is rotated (docs/evidence.md, "Rotating the signing key")."""
+    pem = settings.RECKON_SIGNING_KEYS_RETIRED
+    if not pem:
+        return {}
+    try:
+        keys = public_keys(pem.encode("utf-8"), "RECKON_SIGNING_KEYS_RETIRED")
+    except Unusable as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+    return {fingerprint(k): k for k in keys}
 
 
 def document_sign(*, key: Ed25519PrivateKey, doc: dict) -> dict:
@@ -100,16 +115,19 @@ def checkpoint_write(*, folder: Path | None = None) -> Path:
 
 
 def checkpoint_check_signature(*, doc: dict, key: Ed25519PrivateKey | None = None) -> str | None:
-    """Why ``doc`` is not a checkpoint signed by our key, or None."""
+    """Why ``doc`` is not a checkpoint signed by our key (the current one, or a retired one:
+    ``retired_keys``), or None."""
     from cryptography.exceptions import InvalidSignature
 
     key = key or signing_key_load()
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or "signature" not in doc:
         return "not a checkpoint (needs runs and signature)"
-    if doc.get("key_fingerprint") != fingerprint(key):
-        return "signed by another key"
+    signer = doc.get("key_fingerprint")
+    public = key.public_key() if signer == fingerprint(key) else retired_keys().get(signer)
+    if public is None:
+        return f"signed by another key ({signer}), neither RECKON_SIGNING_KEY nor one in RECKON_SIGNING_KEYS_RETIRED"
     try:
-        key.public_key().verify(bytes.fromhex(doc["signature"]), canonical_json({k: v for k, v in doc.items() if k != "signature"}))
+        public.verify(bytes.fromhex(doc["signature"]), canonical_json({k: v for k, v in doc.items() if k != "signature"}))
     except (InvalidSignature, ValueError, TypeError):
         return "signature invalid"
     return None

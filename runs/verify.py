@@ -314,6 +314,22 @@ def _public_key(pem: bytes, where: str):
     return key
 
 
+# A PEM block of a public key; a keyring file holds one or more, with anything between them.
+_PEM_PUBLIC = re.compile(rb"-----BEGIN PUBLIC KEY-----\r?\n[A-Za-z0-9+/=\r\n]*?-----END PUBLIC KEY-----")
+
+
+def public_keys(pem: bytes, where: str) -> list:
+    """Every Ed25519 public key of a PEM keyring (one key, or several one after another: the keys a
+    signer has used over time), in order; Unusable naming ``where`` when there is none or one is
+    not an Ed25519 public key."""
+    blocks = _PEM_PUBLIC.findall(pem)
+    if not blocks:
+        raise Unusable(f"{where}: not a PEM public key")
+    if len(blocks) == 1:
+        return [_public_key(blocks[0], where)]
+    return [_public_key(block, f"{where} (key {i} of {len(blocks)})") for i, block in enumerate(blocks, 1)]
+
+
 def _raw(key) -> bytes:
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -321,7 +337,8 @@ def _raw(key) -> bytes:
 
 
 def bundle_verify(path: Path, *, public_key_pem: bytes | None = None) -> str:
-    """Verify the bundle at ``path``; the ``verified: ...`` line, or Problem naming the first fault."""
+    """Verify the bundle at ``path``; the ``verified: ...`` line, or Problem naming the first fault.
+    ``public_key_pem``: the pinned keys (``public_keys``): the bundle must be signed by one of them."""
     return files_verify(_bundle_files(path), public_key_pem=public_key_pem)
 
 
@@ -346,9 +363,11 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
     # the one the signing key wrote.
     bundled_key = _public_key(files["public_key.pem"], "public_key.pem")
     if public_key_pem is not None:
-        pinned = _public_key(public_key_pem, "--public-key")
-        if _raw(pinned) != _raw(bundled_key):
-            raise Problem("signature invalid: the bundle's public key is not the pinned one")
+        pinned = public_keys(public_key_pem, "--public-key")
+        if _raw(bundled_key) not in {_raw(k) for k in pinned}:
+            raise Problem(
+                "signature invalid: the bundle's public key is not the pinned one" if len(pinned) == 1 else f"signature invalid: the bundle's public key is none of the {len(pinned)} pinned ones"
+            )
     if manifest["key_fingerprint"] != key_fingerprint(_raw(bundled_key)):
         raise Problem("manifest key_fingerprint differs from public_key.pem")
     try:
@@ -475,13 +494,25 @@ def _commitments(obj: dict, lineno: int) -> dict[str, bytes]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reckon-verify", description="Verify a Reckon evidence bundle (a folder or its zip) offline.")
     parser.add_argument("path", help="the bundle folder or zip")
-    parser.add_argument("--public-key", help="a PEM file with the Ed25519 key the bundle must be signed by")
+    parser.add_argument(
+        "--public-key",
+        action="append",
+        metavar="FILE",
+        help="a PEM file with the Ed25519 key (or keys, one after another) the bundle must be signed by; may be given again for more keys",
+    )
     args = parser.parse_args(argv)
-    try:
-        pinned = Path(args.public_key).read_bytes() if args.public_key else None
-    except OSError as exc:
-        print(f"reckon-verify: --public-key {args.public_key}: {exc.strerror}", file=sys.stderr)
-        return 2
+    pinned = None
+    for name in args.public_key or ():
+        try:
+            pem = Path(name).read_bytes()
+            public_keys(pem, f"--public-key {name}")  # each file's own fault, named
+        except OSError as exc:
+            print(f"reckon-verify: --public-key {name}: {exc.strerror}", file=sys.stderr)
+            return 2
+        except Unusable as exc:
+            print(f"reckon-verify: {exc}", file=sys.stderr)
+            return 2
+        pinned = (pinned or b"") + pem + b"\n"
     try:
         print(bundle_verify(Path(args.path), public_key_pem=pinned))
     except Problem as exc:

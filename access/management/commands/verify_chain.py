@@ -33,6 +33,8 @@ class Command(BaseCommand):
             if why:
                 raise CommandError(f"--checkpoint {checkpoint}: {why}")
             marks = {r["run_id"]: r for r in doc["runs"]}
+            if not options["json"]:
+                self.stdout.write(f"checkpoint {checkpoint}: written at {doc.get('written_at')}, signed by {doc['key_fingerprint']}, {len(marks)} runs")
         ids = list(run_ids) or sorted(set(Run.objects.values_list("run_id", flat=True)) | set(marks))
         failed = 0
         for run_id in ids:
