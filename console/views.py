@@ -129,32 +129,46 @@ def run_detail(request, run_id: str):
     types = [t for t in request.GET.getlist("type") if t in selectors.ALL_TYPES]
     # Every sensitive field is masked on this screen; holders of view_sensitive reveal one at a time (recorded).
     fields = masking.sensitive_fields()
-    page = selectors.run_timeline(run_id=run_id, types=types, before=before, fields=fields)
-    ctx = {
+    ctx = _run_timeline_context(request, run, types=types, before=before, fields=fields)
+    if request.htmx and before is not None:
+        return _render(request, "console/run.html", ctx, partial="timeline")
+    ctx.update(_run_screen_context(request, run, at=at, fields=fields))
+    return _render(request, "console/run.html", ctx, nav="runs")
+
+
+def run_screen_refused(request, run, *, evidence: dict):
+    """The run screen as its own address shows it, with the evidence form as it was sent and
+    ``evidence["error"]`` beside the field at fault (400): a refused bundle answers with the page
+    the person asked from, their choices kept, rather than a bare error page."""
+    fields = masking.sensitive_fields()
+    ctx = {**_run_timeline_context(request, run, types=[], before=None, fields=fields), **_run_screen_context(request, run, at=None, fields=fields), "evidence": evidence}
+    return _render(request, "console/run.html", ctx, nav="runs", status=400)
+
+
+def _run_timeline_context(request, run, *, types: list[str], before: int | None, fields: frozenset[str]) -> dict:
+    return {
         "run": run,
-        "page": page,
+        "page": selectors.run_timeline(run_id=run.run_id, types=types, before=before, fields=fields),
         "types": types,
         "record_only": selectors.RECORD_ONLY_TYPES,
         "can_reveal": request.user.has_perm(perm("view_sensitive")),
         "expand": request.GET.get("expand") == "all",
     }
-    if request.htmx and before is not None:
-        return _render(request, "console/run.html", ctx, partial="timeline")
+
+
+def _run_screen_context(request, run, *, at: int | None, fields: frozenset[str]) -> dict:
     state, state_error = selectors.run_state_shown(run=run, at=at, fields=fields) if at is not None else (None, None)
-    ctx.update(
-        {
-            "at": at,
-            "state": state,
-            "state_error": state_error,
-            **selectors.run_audit(run_id=run_id, fields=fields),
-            "stale_resumptions": selectors.run_stale_observations(run_id=run_id),
-            "status": selectors.run_status(run, now=timezone.now()),
-            "calls": selectors.run_calls(run_id=run_id),
-            "can_export": request.user.has_perm(perm("export_run")),
-            "export_masked": masks_sensitive(mask_for(request.user)),
-        }
-    )
-    return _render(request, "console/run.html", ctx, nav="runs")
+    return {
+        "at": at,
+        "state": state,
+        "state_error": state_error,
+        **selectors.run_audit(run_id=run.run_id, fields=fields),
+        "stale_resumptions": selectors.run_stale_observations(run_id=run.run_id),
+        "status": selectors.run_status(run, now=timezone.now()),
+        "calls": selectors.run_calls(run_id=run.run_id),
+        "can_export": request.user.has_perm(perm("export_run")),
+        "export_masked": masks_sensitive(mask_for(request.user)),
+    }
 
 
 @requires("view_console")
