@@ -357,8 +357,11 @@ def queue(request):
         "form": form,
         "page": page,
         "error": error,
-        "filters": _filter_query(request),
-        "full_query": request.GET.urlencode(),
+        # "selected": the calls to show ticked, when a bulk action's "Back" returns here. Neither the
+        # next bulk action's filters nor the refresh carry them: they are for this visit only.
+        "selected": {int(v) for v in request.GET.getlist("selected") if v.isdigit()},
+        "filters": _filter_query(request, drop=("after", "selected")),
+        "full_query": _filter_query(request, drop=("selected",)),
         "can_claim": request.user.has_perm(perm("claim_call")),
         "can_bulk": request.user.has_perm(perm("claim_call")) or request.user.has_perm(perm("decide_call")),
         "bulk_actions": _bulk_actions_for(request.user),
@@ -376,13 +379,22 @@ def _bulk_actions_for(user) -> dict[str, str]:
     return allowed
 
 
+def _queue_back(filters: str, *, ids: list[str]) -> str:
+    """The queue with the bulk form's filters and ``ids`` ticked again: where "Back" and "Cancel"
+    lead from a bulk action, so the person finds the calls they chose still chosen."""
+    q = QueryDict(filters, mutable=True)
+    q.setlist("selected", [i for i in ids if i.isdigit()][: services.BULK_LIMIT])
+    return f"{reverse('console:queue')}?{q.urlencode()}"
+
+
 @requires("view_console")
 @require_POST
 def queue_bulk(request):
     form = forms.BulkForm(request.POST)
     allowed = _bulk_actions_for(request.user)
+    back = _queue_back(request.POST.get("filters", ""), ids=request.POST.getlist("ids") if request.POST.get("scope") != "all" else [])
     if not form.is_valid():
-        return _render(request, "console/bulk.html", {"form": form, "errors": form.errors, "filters": request.POST.get("filters", "")}, nav="queue", status=400)
+        return _render(request, "console/bulk.html", {"form": form, "errors": form.errors, "filters": request.POST.get("filters", ""), "back": back}, nav="queue", status=400)
     action = form.cleaned_data["action"]
     if action not in allowed:
         raise PermissionDenied(f"your role may not {forms.BULK_ACTIONS[action].lower()}")
@@ -395,6 +407,7 @@ def queue_bulk(request):
     else:
         rows = selectors.calls_by_ids(form.cleaned_data["ids"][: services.BULK_LIMIT])
     ctx = {"form": form, "action": action, "action_label": forms.BULK_ACTIONS[action], "filters": filters, "assignee": form.cleaned_data.get("assignee", ""), "reason": form.cleaned_data.get("reason", "")}
+    ctx["back"] = back
     if form.cleaned_data["step"] == "preview":
         ctx["preview"] = services.bulk_preview(rows=rows, action=action, user=request.user, assignee=form.cleaned_data.get("assignee", ""))
         ctx["will_apply"] = sum(1 for p in ctx["preview"] if p["ok"])
