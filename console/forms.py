@@ -32,12 +32,18 @@ class QueueFilterForm(forms.Form):
 
     FILTER_KEYS = ("view", "risk_class", "tool", "tenant", "state", "min_age_m", "duplicate", "limit")
 
-    def __init__(self, data=None, *args, **kwargs):
+    def __init__(self, data=None, *args, can_hold: bool = True, **kwargs):
         # The page size shown selected is the one used: without one in the address, the default.
         if data is not None and not data.get("limit"):
             data = data.copy()
             data["limit"] = str(QUEUE_DEFAULT_LIMIT)
         super().__init__(data, *args, **kwargs)
+        # Someone who can never hold a call (access.assignment.may_hold_calls) is not offered "mine",
+        # and a bookmarked one is explained by their role rather than refused as an unknown word.
+        if not can_hold:
+            view = self.fields["view"]
+            view.choices = [c for c in VIEW_CHOICES if c[0] != "mine"]
+            view.error_messages["invalid_choice"] = "view must be unassigned or left out (everyone's), got %(value)s: your role cannot claim or be assigned calls, so it has no Mine"
 
     def selector_kwargs(self, user=None) -> dict:
         """The recovery selector's arguments: "contains, ignoring case" for tool and tenant becomes

@@ -325,8 +325,8 @@ def _filter_error_words(form) -> str:
     return " ".join(parts)
 
 
-def _queue_page(request):
-    form = forms.QueueFilterForm(request.GET)
+def _queue_page(request, *, can_hold: bool):
+    form = forms.QueueFilterForm(request.GET, can_hold=can_hold)
     if not form.is_valid():
         return form, None, _filter_error_words(form)
     try:
@@ -350,7 +350,8 @@ def _filter_query(request, *, drop=("after",)) -> str:
 @requires("view_console")
 @require_GET
 def queue(request):
-    form, page, error = _queue_page(request)
+    can_hold = assignment.may_hold_calls(request.user)
+    form, page, error = _queue_page(request, can_hold=can_hold)
     if page is not None:
         selectors.queue_shown(page, masking.sensitive_fields())
     ctx = {
@@ -363,6 +364,7 @@ def queue(request):
         "filters": _filter_query(request, drop=("after", "selected")),
         "full_query": _filter_query(request, drop=("selected",)),
         "can_claim": request.user.has_perm(perm("claim_call")),
+        "can_hold": can_hold,
         "can_bulk": request.user.has_perm(perm("claim_call")) or request.user.has_perm(perm("decide_call")),
         "bulk_actions": _bulk_actions_for(request.user),
     }

@@ -83,6 +83,19 @@ def test_mine_and_unassigned_views(oncall, conflict_call):
     assert bad.status_code == 400 and "view must be mine or unassigned" in bad.text
 
 
+def test_the_mine_view_is_offered_only_to_people_who_can_hold_calls(oncall, manager, compliance, admin_user):
+    # On call claims and is assigned calls; the administrator may do anything. Managers and
+    # compliance reviewers can neither claim nor be handed a call, so "Mine" would always be empty.
+    for user, offered in ((oncall, True), (admin_user, True), (manager, False), (compliance, False)):
+        html = client_for(user).get("/queue/").text
+        tabs = re.search(r'<ul class="views"[^>]*>(.*?)</ul>', html, re.S).group(1)
+        assert ("?view=mine" in tabs) is offered and "Unassigned" in tabs and ">All<" in tabs, user.username
+        assert ('<option value="mine"' in html) is offered, user.username
+    # A bookmarked "Mine" is explained, not answered with an empty list.
+    resp = client_for(manager).get("/queue/", {"view": "mine"})
+    assert resp.status_code == 400 and "your role cannot claim or be assigned calls" in resp.text and 'id="queue-filter-error"' in resp.text
+
+
 @pytest.mark.parametrize("param,value,message", [("kind", "robot", "kind must be person or automatic"), ("disposition", "maybe", "disposition must be one of"), ("since", "yesterday", "since must be a date")])
 def test_the_decision_log_answers_a_bad_filter_with_400_and_the_message_in_the_page(manager, param, value, message):
     resp = client_for(manager).get("/decisions/", {param: value})
