@@ -96,11 +96,32 @@ def test_the_mine_view_is_offered_only_to_people_who_can_hold_calls(oncall, mana
     assert resp.status_code == 400 and "your role cannot claim or be assigned calls" in resp.text and 'id="queue-filter-error"' in resp.text
 
 
-@pytest.mark.parametrize("param,value,message", [("kind", "robot", "kind must be person or automatic"), ("disposition", "maybe", "disposition must be one of"), ("since", "yesterday", "since must be a date")])
+# Each message names the filter by the label the screen shows beside it ("From", not "since").
+DECISION_LOG_BAD = [
+    ("kind", "robot", "By must be people (person) or rules (automatic), got robot"),
+    ("disposition", "maybe", "Decision or disposition must be one of happened, retry_same_key"),
+    ("since", "yesterday", "From must be a date as YYYY-MM-DD"),
+    ("until", "2026-13-01", "To must be a date as YYYY-MM-DD"),
+]
+
+
+@pytest.mark.parametrize("param,value,message", DECISION_LOG_BAD)
 def test_the_decision_log_answers_a_bad_filter_with_400_and_the_message_in_the_page(manager, param, value, message):
     resp = client_for(manager).get("/decisions/", {param: value})
     assert resp.status_code == 400
     assert message in resp.text and 'id="filter-error"' in resp.text and 'id="d-by"' in resp.text
+    label = message.split(" must ")[0]
+    assert f">{label}" in resp.text, f"no filter is labelled {label!r} on the screen"
+
+
+@pytest.mark.parametrize(
+    "param,value,message",
+    [("front_end", "fax", "Through must be one of"), ("since", "yesterday", "From must be a date as YYYY-MM-DD"), ("until", "soon", "To must be a date as YYYY-MM-DD")],
+)
+def test_the_access_record_names_a_bad_filter_by_its_label(compliance, param, value, message):
+    resp = client_for(compliance).get("/access/", {param: value})
+    assert resp.status_code == 400 and message in resp.text
+    assert f">{message.split(' must ')[0]}" in client_for(compliance).get("/access/").text
 
 
 def test_the_decision_log_is_newest_first_by_decision_time_and_reads_v1_decisions_in_words(manager, v1_runs):
