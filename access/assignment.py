@@ -34,6 +34,13 @@ def assignee_check(name) -> object:
     return user
 
 
+def may_hold_calls(user) -> bool:
+    """Whether a call can ever be ``user``'s: they claim it (claim_call) or it is handed to them
+    (decide_call, as ``assignee_check`` asks). The console offers "Mine" only to them; for anyone
+    else it would always be empty."""
+    return user.is_active and (user.has_perm(perm("claim_call")) or user.has_perm(perm("decide_call")))
+
+
 def call_assign(*, pk: int, user, assignee: str, seen_version: int) -> UncertainCall:
     """Assign the call to ``assignee`` once they pass ``assignee_check``."""
     to = assignee_check(assignee)

@@ -3,7 +3,8 @@
 
 Masked unless the form asks otherwise; an unmasked bundle needs the sensitive-data permission and a
 reason, like a reveal, and is recorded as an access before it is built (so the bundle's own access
-records show it).
+records show it). A reason missing or too long is the person's to correct: the run screen comes back
+with the form as they sent it and the message beside the reason field.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.views.decorators.http import require_POST
 from access.evidence import Problem, evidence_build, evidence_zip
 from access.roles import perm, requires
 from access.tokens import principal_for_user
+from console.views import run_screen_refused
 from runs.errors import RunNotFound
 from runs.selectors import run_get
 
@@ -31,7 +33,7 @@ def _bad(request, message: str):
 @require_POST
 def run_evidence(request, run_id: str):
     try:
-        run_get(run_id=run_id)
+        run = run_get(run_id=run_id)
     except RunNotFound as exc:
         raise Http404(str(exc))
     unmasked = request.POST.get("unmasked") == "1"
@@ -39,10 +41,11 @@ def run_evidence(request, run_id: str):
     if unmasked:
         if not request.user.has_perm(perm("view_sensitive")):
             raise PermissionDenied("an unmasked evidence bundle needs the view sensitive permission")
-        if not reason:
-            return _bad(request, "reason: an unmasked evidence bundle needs a reason (it is kept in the access record)")
+        problem = "an unmasked evidence bundle needs a reason: say why it is needed (it is kept in the access record)" if not reason else ""
         if len(reason) > MAX_REASON:
-            return _bad(request, f"reason: at most {MAX_REASON} characters, got {len(reason)}")
+            problem = f"the reason may be at most {MAX_REASON} characters; this one has {len(reason)}"
+        if problem:
+            return run_screen_refused(request, run, evidence={"unmasked": True, "reason": reason, "error": problem})
     try:
         files, _ = evidence_build(run_id=run_id, masked=not unmasked, who=principal_for_user(request.user), why=f"POST {request.path} evidence bundle, unmasked: {reason}")
     except (ValueError, Problem) as exc:

@@ -32,12 +32,18 @@ class QueueFilterForm(forms.Form):
 
     FILTER_KEYS = ("view", "risk_class", "tool", "tenant", "state", "min_age_m", "duplicate", "limit")
 
-    def __init__(self, data=None, *args, **kwargs):
+    def __init__(self, data=None, *args, can_hold: bool = True, **kwargs):
         # The page size shown selected is the one used: without one in the address, the default.
         if data is not None and not data.get("limit"):
             data = data.copy()
             data["limit"] = str(QUEUE_DEFAULT_LIMIT)
         super().__init__(data, *args, **kwargs)
+        # Someone who can never hold a call (access.assignment.may_hold_calls) is not offered "mine",
+        # and a bookmarked one is explained by their role rather than refused as an unknown word.
+        if not can_hold:
+            view = self.fields["view"]
+            view.choices = [c for c in VIEW_CHOICES if c[0] != "mine"]
+            view.error_messages["invalid_choice"] = "view must be unassigned or left out (everyone's), got %(value)s: your role cannot claim or be assigned calls, so it has no Mine"
 
     def selector_kwargs(self, user=None) -> dict:
         """The recovery selector's arguments: "contains, ignoring case" for tool and tenant becomes
@@ -140,7 +146,8 @@ DECISION_LOG_DISPOSITIONS = ("happened", "retry_same_key", "not_happened", "comp
 
 
 class DecisionLogForm(forms.Form):
-    """The decision log's filters: who, which tool or tenant, what kind, a date range (UTC days)."""
+    """The decision log's filters: who, which tool or tenant, what kind, a date range (UTC days).
+    Each message names its filter by the label templates/console/decisions.html shows beside it."""
 
     by = forms.CharField(required=False, max_length=200)
     tool = forms.CharField(required=False, max_length=200)
@@ -148,11 +155,15 @@ class DecisionLogForm(forms.Form):
     disposition = forms.ChoiceField(
         required=False,
         choices=[("", "any"), *[(d, d) for d in DECISION_LOG_DISPOSITIONS]],
-        error_messages={"invalid_choice": "disposition must be one of " + ", ".join(DECISION_LOG_DISPOSITIONS) + ", got %(value)s"},
+        error_messages={"invalid_choice": "Decision or disposition must be one of " + ", ".join(DECISION_LOG_DISPOSITIONS) + ", got %(value)s"},
     )
-    kind = forms.ChoiceField(required=False, choices=[("", "any"), ("person", "person"), ("automatic", "automatic")], error_messages={"invalid_choice": "kind must be person or automatic, got %(value)s"})
-    since = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "since must be a date as YYYY-MM-DD"})
-    until = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "until must be a date as YYYY-MM-DD"})
+    kind = forms.ChoiceField(
+        required=False,
+        choices=[("", "any"), ("person", "person"), ("automatic", "automatic")],
+        error_messages={"invalid_choice": "By must be people (person) or rules (automatic), got %(value)s"},
+    )
+    since = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "From must be a date as YYYY-MM-DD"})
+    until = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "To must be a date as YYYY-MM-DD"})
 
     TEXT = ("by", "tool", "tenant", "disposition", "kind")
 
@@ -173,17 +184,18 @@ class DecisionLogForm(forms.Form):
 
 
 class AccessLogForm(forms.Form):
-    """The access record's filters: a person's or token's name, a run id, a front end, UTC days."""
+    """The access record's filters: a person's or token's name, a run id, a front end, UTC days.
+    Each message names its filter by the label templates/console/access.html shows beside it."""
 
     who = forms.CharField(required=False, max_length=200)
     run = forms.CharField(required=False, max_length=200)
     front_end = forms.ChoiceField(
         required=False,
         choices=[("", "any"), *AccessRecord.FrontEnd.choices],
-        error_messages={"invalid_choice": "front end must be one of " + ", ".join(AccessRecord.FrontEnd.values)},
+        error_messages={"invalid_choice": "Through must be one of " + ", ".join(f"{v} ({label})" for v, label in AccessRecord.FrontEnd.choices) + ", got %(value)s"},
     )
-    since = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "from must be a date as YYYY-MM-DD"})
-    until = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "to must be a date as YYYY-MM-DD"})
+    since = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "From must be a date as YYYY-MM-DD"})
+    until = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages={"invalid": "To must be a date as YYYY-MM-DD"})
 
     def search_kwargs(self) -> dict:
         d = self.cleaned_data

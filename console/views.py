@@ -129,32 +129,46 @@ def run_detail(request, run_id: str):
     types = [t for t in request.GET.getlist("type") if t in selectors.ALL_TYPES]
     # Every sensitive field is masked on this screen; holders of view_sensitive reveal one at a time (recorded).
     fields = masking.sensitive_fields()
-    page = selectors.run_timeline(run_id=run_id, types=types, before=before, fields=fields)
-    ctx = {
+    ctx = _run_timeline_context(request, run, types=types, before=before, fields=fields)
+    if request.htmx and before is not None:
+        return _render(request, "console/run.html", ctx, partial="timeline")
+    ctx.update(_run_screen_context(request, run, at=at, fields=fields))
+    return _render(request, "console/run.html", ctx, nav="runs")
+
+
+def run_screen_refused(request, run, *, evidence: dict):
+    """The run screen as its own address shows it, with the evidence form as it was sent and
+    ``evidence["error"]`` beside the field at fault (400): a refused bundle answers with the page
+    the person asked from, their choices kept, rather than a bare error page."""
+    fields = masking.sensitive_fields()
+    ctx = {**_run_timeline_context(request, run, types=[], before=None, fields=fields), **_run_screen_context(request, run, at=None, fields=fields), "evidence": evidence}
+    return _render(request, "console/run.html", ctx, nav="runs", status=400)
+
+
+def _run_timeline_context(request, run, *, types: list[str], before: int | None, fields: frozenset[str]) -> dict:
+    return {
         "run": run,
-        "page": page,
+        "page": selectors.run_timeline(run_id=run.run_id, types=types, before=before, fields=fields),
         "types": types,
         "record_only": selectors.RECORD_ONLY_TYPES,
         "can_reveal": request.user.has_perm(perm("view_sensitive")),
         "expand": request.GET.get("expand") == "all",
     }
-    if request.htmx and before is not None:
-        return _render(request, "console/run.html", ctx, partial="timeline")
+
+
+def _run_screen_context(request, run, *, at: int | None, fields: frozenset[str]) -> dict:
     state, state_error = selectors.run_state_shown(run=run, at=at, fields=fields) if at is not None else (None, None)
-    ctx.update(
-        {
-            "at": at,
-            "state": state,
-            "state_error": state_error,
-            **selectors.run_audit(run_id=run_id, fields=fields),
-            "stale_resumptions": selectors.run_stale_observations(run_id=run_id),
-            "status": selectors.run_status(run, now=timezone.now()),
-            "calls": selectors.run_calls(run_id=run_id),
-            "can_export": request.user.has_perm(perm("export_run")),
-            "export_masked": masks_sensitive(mask_for(request.user)),
-        }
-    )
-    return _render(request, "console/run.html", ctx, nav="runs")
+    return {
+        "at": at,
+        "state": state,
+        "state_error": state_error,
+        **selectors.run_audit(run_id=run.run_id, fields=fields),
+        "stale_resumptions": selectors.run_stale_observations(run_id=run.run_id),
+        "status": selectors.run_status(run, now=timezone.now()),
+        "calls": selectors.run_calls(run_id=run.run_id),
+        "can_export": request.user.has_perm(perm("export_run")),
+        "export_masked": masks_sensitive(mask_for(request.user)),
+    }
 
 
 @requires("view_console")
@@ -311,8 +325,8 @@ def _filter_error_words(form) -> str:
     return " ".join(parts)
 
 
-def _queue_page(request):
-    form = forms.QueueFilterForm(request.GET)
+def _queue_page(request, *, can_hold: bool):
+    form = forms.QueueFilterForm(request.GET, can_hold=can_hold)
     if not form.is_valid():
         return form, None, _filter_error_words(form)
     try:
@@ -336,16 +350,21 @@ def _filter_query(request, *, drop=("after",)) -> str:
 @requires("view_console")
 @require_GET
 def queue(request):
-    form, page, error = _queue_page(request)
+    can_hold = assignment.may_hold_calls(request.user)
+    form, page, error = _queue_page(request, can_hold=can_hold)
     if page is not None:
         selectors.queue_shown(page, masking.sensitive_fields())
     ctx = {
         "form": form,
         "page": page,
         "error": error,
-        "filters": _filter_query(request),
-        "full_query": request.GET.urlencode(),
+        # "selected": the calls to show ticked, when a bulk action's "Back" returns here. Neither the
+        # next bulk action's filters nor the refresh carry them: they are for this visit only.
+        "selected": {int(v) for v in request.GET.getlist("selected") if v.isdigit()},
+        "filters": _filter_query(request, drop=("after", "selected")),
+        "full_query": _filter_query(request, drop=("selected",)),
         "can_claim": request.user.has_perm(perm("claim_call")),
+        "can_hold": can_hold,
         "can_bulk": request.user.has_perm(perm("claim_call")) or request.user.has_perm(perm("decide_call")),
         "bulk_actions": _bulk_actions_for(request.user),
     }
@@ -362,13 +381,22 @@ def _bulk_actions_for(user) -> dict[str, str]:
     return allowed
 
 
+def _queue_back(filters: str, *, ids: list[str]) -> str:
+    """The queue with the bulk form's filters and ``ids`` ticked again: where "Back" and "Cancel"
+    lead from a bulk action, so the person finds the calls they chose still chosen."""
+    q = QueryDict(filters, mutable=True)
+    q.setlist("selected", [i for i in ids if i.isdigit()][: services.BULK_LIMIT])
+    return f"{reverse('console:queue')}?{q.urlencode()}"
+
+
 @requires("view_console")
 @require_POST
 def queue_bulk(request):
     form = forms.BulkForm(request.POST)
     allowed = _bulk_actions_for(request.user)
+    back = _queue_back(request.POST.get("filters", ""), ids=request.POST.getlist("ids") if request.POST.get("scope") != "all" else [])
     if not form.is_valid():
-        return _render(request, "console/bulk.html", {"form": form, "errors": form.errors, "filters": request.POST.get("filters", "")}, nav="queue", status=400)
+        return _render(request, "console/bulk.html", {"form": form, "errors": form.errors, "filters": request.POST.get("filters", ""), "back": back}, nav="queue", status=400)
     action = form.cleaned_data["action"]
     if action not in allowed:
         raise PermissionDenied(f"your role may not {forms.BULK_ACTIONS[action].lower()}")
@@ -381,6 +409,7 @@ def queue_bulk(request):
     else:
         rows = selectors.calls_by_ids(form.cleaned_data["ids"][: services.BULK_LIMIT])
     ctx = {"form": form, "action": action, "action_label": forms.BULK_ACTIONS[action], "filters": filters, "assignee": form.cleaned_data.get("assignee", ""), "reason": form.cleaned_data.get("reason", "")}
+    ctx["back"] = back
     if form.cleaned_data["step"] == "preview":
         ctx["preview"] = services.bulk_preview(rows=rows, action=action, user=request.user, assignee=form.cleaned_data.get("assignee", ""))
         ctx["will_apply"] = sum(1 for p in ctx["preview"] if p["ok"])

@@ -31,7 +31,6 @@ NOT_A_PAGE = {
     "call_release": "redirects to the call",
     "call_assign": "redirects to the call",
     "call_note": "redirects to the call",
-    "run_evidence": "a zip file",
     "open_badge": "an htmx fragment of the navigation (the open-call count)",
     "notification_channel": "redirects to the channels and routes screen",
     "notification_route": "redirects to the channels and routes screen",
@@ -70,8 +69,16 @@ def screens(admin_user, conflict_call, v1_runs):
         ("call_decide", f"/calls/{c.pk}/", lambda p: (p.check("#choice-not"), p.click("#decide-submit"), p.wait_for_selector("#decide-errors"))),
         ("call_reveal", f"/calls/{c.pk}/", lambda p: _submit_reveal(p, "#conflict form.reveal")),
         ("reveal", f"/runs/{c.run_id}/", lambda p: _submit_reveal(p, "form.reveal", htmx=False)),
+        ("run_evidence", f"/runs/{run}/", _ask_unmasked_without_a_reason),
         ("queue_bulk", "/queue/", lambda p: (p.check("input[name='ids']"), p.select_option("#bulk-action", "claim"), p.click("button:has-text('Preview')"), p.wait_for_selector("h1:has-text('Preview')"))),
     ]
+
+
+def _ask_unmasked_without_a_reason(page):
+    # The bundle is refused before it is built: the run screen again, with the message at the reason.
+    page.check("input[name='unmasked'][value='1']")
+    page.click("button:has-text('Download evidence bundle')")
+    page.wait_for_selector("#evidence-reason-error")
 
 
 def _submit_reveal(page, selector: str, *, htmx: bool = True):

@@ -66,6 +66,27 @@ def test_an_on_call_operator_resolves_a_conflict_escalation_and_it_appears_in_th
     shot(page, "run-timeline-after-decision")
 
 
+def test_back_from_a_bulk_action_that_cannot_be_prepared_finds_the_same_calls_ticked(live_server, page, oncall, conflict_call):
+    from tests.console.test_lists import _calls
+
+    _calls(3)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    sign_in(page, live_server, "olivia.oncall")
+    page.goto(f"{live_server.url}/queue/?tenant=acme")
+    boxes = page.locator("input[name='ids']")
+    chosen = [boxes.nth(0).get_attribute("value"), boxes.nth(2).get_attribute("value")]
+    for pk in chosen:
+        page.check(f"#sel-{pk}")
+    page.select_option("#bulk-action", "assign")  # and no assignee named: it cannot be prepared
+    page.click("button:has-text('Preview')")
+    page.wait_for_selector("text=The bulk action cannot be prepared")
+    page.click("a:has-text('Back to the queue')")
+    page.wait_for_selector("#queue-filters")
+    assert page.input_value("#id_tenant") == "acme"
+    ticked = [b.get_attribute("value") for b in page.locator("input[name='ids']:checked").all()]
+    assert sorted(ticked) == sorted(chosen)
+
+
 def test_a_compliance_reviewer_sees_no_decision_controls_and_exports_a_run(live_server, page, compliance, conflict_call):
     page.set_viewport_size({"width": 420, "height": 900})  # a narrow screen
     page.goto(f"{live_server.url}/login/")

@@ -160,6 +160,37 @@ def test_bulk_happened_is_previewed_then_applied_only_where_evidence_matches(onc
     assert "done done" not in applied.content.decode() and '<span class="badge ok">done</span> claim for olivia.oncall' in applied.content.decode()
 
 
+def test_a_bulk_action_that_cannot_be_prepared_goes_back_to_the_queue_with_its_filters_and_the_same_calls_selected(oncall, conflict_call):
+    from html import unescape
+    from urllib.parse import parse_qs, urlsplit
+
+    from tests.console.test_lists import _calls
+
+    _calls(3)
+    c = client_for(oncall)
+    queue = c.get("/queue/", {"tenant": "acme", "risk_class": "irreversible"}).content.decode()
+    shown = re.findall(r'name="ids" value="(\d+)"', queue)
+    assert len(shown) >= 2 and "checked" not in re.search(r"<tbody>.*?</tbody>", queue, re.S).group(0)
+    filters = unescape(re.search(r'<input type="hidden" name="filters" value="([^"]*)"', queue).group(1))
+    chosen = [shown[0], shown[-1]]
+    # Assign with nobody named: the bulk action cannot be prepared.
+    resp = c.post("/queue/bulk/", {"action": "assign", "scope": "selected", "ids": chosen, "assignee": " ", "filters": filters, "step": "preview"})
+    assert resp.status_code == 400 and "Name the person" in resp.content.decode()
+    back = unescape(re.search(r'<a href="([^"]+)">Back to the queue</a>', resp.content.decode()).group(1))
+    query = parse_qs(urlsplit(back).query)
+    assert urlsplit(back).path == "/queue/" and query["tenant"] == ["acme"] and query["risk_class"] == ["irreversible"]
+    again = c.get(back).content.decode()
+    checked = re.findall(r'<input type="checkbox" name="ids" value="(\d+)"[^>]*\bchecked\b', again)
+    assert sorted(checked) == sorted(chosen)
+    # The selection is for this visit only: the next bulk action's filters and the refresh do not carry it.
+    assert "selected" not in unescape(re.search(r'<input type="hidden" name="filters" value="([^"]*)"', again).group(1))
+    assert "selected" not in unescape(re.search(r'hx-get="([^"]*)" hx-trigger="every 15s"', again).group(1))
+    # A preview's "Cancel" leads back the same way.
+    preview = c.post("/queue/bulk/", {"action": "claim", "scope": "selected", "ids": chosen, "filters": filters, "step": "preview"}).content.decode()
+    cancel = unescape(re.search(r'<a href="([^"]+)">Cancel</a>', preview).group(1))
+    assert parse_qs(urlsplit(cancel).query)["selected"] == chosen and parse_qs(urlsplit(cancel).query)["tenant"] == ["acme"]
+
+
 def test_bulk_retry_is_not_offered(oncall, conflict_call):
     body = client_for(oncall).get("/queue/").content.decode()
     assert 'value="retry_same_key"' not in body

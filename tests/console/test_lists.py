@@ -83,11 +83,45 @@ def test_mine_and_unassigned_views(oncall, conflict_call):
     assert bad.status_code == 400 and "view must be mine or unassigned" in bad.text
 
 
-@pytest.mark.parametrize("param,value,message", [("kind", "robot", "kind must be person or automatic"), ("disposition", "maybe", "disposition must be one of"), ("since", "yesterday", "since must be a date")])
+def test_the_mine_view_is_offered_only_to_people_who_can_hold_calls(oncall, manager, compliance, admin_user):
+    # On call claims and is assigned calls; the administrator may do anything. Managers and
+    # compliance reviewers can neither claim nor be handed a call, so "Mine" would always be empty.
+    for user, offered in ((oncall, True), (admin_user, True), (manager, False), (compliance, False)):
+        html = client_for(user).get("/queue/").text
+        tabs = re.search(r'<ul class="views"[^>]*>(.*?)</ul>', html, re.S).group(1)
+        assert ("?view=mine" in tabs) is offered and "Unassigned" in tabs and ">All<" in tabs, user.username
+        assert ('<option value="mine"' in html) is offered, user.username
+    # A bookmarked "Mine" is explained, not answered with an empty list.
+    resp = client_for(manager).get("/queue/", {"view": "mine"})
+    assert resp.status_code == 400 and "your role cannot claim or be assigned calls" in resp.text and 'id="queue-filter-error"' in resp.text
+
+
+# Each message names the filter by the label the screen shows beside it ("From", not "since").
+DECISION_LOG_BAD = [
+    ("kind", "robot", "By must be people (person) or rules (automatic), got robot"),
+    ("disposition", "maybe", "Decision or disposition must be one of happened, retry_same_key"),
+    ("since", "yesterday", "From must be a date as YYYY-MM-DD"),
+    ("until", "2026-13-01", "To must be a date as YYYY-MM-DD"),
+]
+
+
+@pytest.mark.parametrize("param,value,message", DECISION_LOG_BAD)
 def test_the_decision_log_answers_a_bad_filter_with_400_and_the_message_in_the_page(manager, param, value, message):
     resp = client_for(manager).get("/decisions/", {param: value})
     assert resp.status_code == 400
     assert message in resp.text and 'id="filter-error"' in resp.text and 'id="d-by"' in resp.text
+    label = message.split(" must ")[0]
+    assert f">{label}" in resp.text, f"no filter is labelled {label!r} on the screen"
+
+
+@pytest.mark.parametrize(
+    "param,value,message",
+    [("front_end", "fax", "Through must be one of"), ("since", "yesterday", "From must be a date as YYYY-MM-DD"), ("until", "soon", "To must be a date as YYYY-MM-DD")],
+)
+def test_the_access_record_names_a_bad_filter_by_its_label(compliance, param, value, message):
+    resp = client_for(compliance).get("/access/", {param: value})
+    assert resp.status_code == 400 and message in resp.text
+    assert f">{message.split(' must ')[0]}" in client_for(compliance).get("/access/").text
 
 
 def test_the_decision_log_is_newest_first_by_decision_time_and_reads_v1_decisions_in_words(manager, v1_runs):

@@ -1,5 +1,6 @@
 import hashlib
 import json
+import re
 
 from tests.console.conftest import client_for
 
@@ -109,3 +110,29 @@ def test_the_run_screens_export_and_its_sha256_link_agree_after_the_run_grows_an
         # Every header the page tells the reviewer to read is one the download carries.
         named = re.findall(r"<code>([A-Z][A-Za-z-]+)</code>", export)
         assert named and all(h in resp.headers for h in named), (named, dict(resp.headers))
+
+
+def test_an_unmasked_evidence_bundle_without_a_reason_shows_the_run_screen_again_with_the_message_at_the_reason(compliance, conflict_call):
+    from html import unescape
+
+    from access.models import AccessRecord
+
+    c = client_for(compliance)
+    resp = c.post("/runs/run-conflict/evidence.zip", {"unmasked": "1", "reason": "  "})
+    body = resp.content.decode()
+    assert resp.status_code == 400 and resp["Content-Type"].startswith("text/html")
+    # The run screen itself, not the bare error page: its heading, its facts and its export links.
+    assert '<h1>Run <span class="mono">run-conflict</span></h1>' in body and "Bad request" not in body and 'id="facts-h"' in body
+    field = re.search(r'<input type="text" id="evidence-reason"[^>]*>', body).group(0)
+    assert 'aria-invalid="true"' in field and 'aria-describedby="evidence-reason-error"' in field
+    error = re.search(r'<[^>]+id="evidence-reason-error"[^>]*>(.*?)</', body, re.S).group(1)
+    assert "needs a reason" in error and "unmasked" in error
+    # The choice made is kept: unmasked stays ticked, masked does not.
+    assert re.search(r'<input type="radio" name="unmasked" value="1" checked', body)
+    assert not re.search(r'<input type="radio" name="unmasked" value="0" checked', body)
+    # A reason too long for the record is refused the same way, and what was typed is kept.
+    long = "audit " * 100
+    resp = c.post("/runs/run-conflict/evidence.zip", {"unmasked": "1", "reason": long})
+    body = unescape(resp.content.decode())
+    assert resp.status_code == 400 and f'value="{long.strip()}"' in body and "at most 500 characters" in body
+    assert not AccessRecord.objects.filter(front_end="export").exists()
