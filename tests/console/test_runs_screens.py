@@ -124,7 +124,8 @@ def test_an_unmasked_evidence_bundle_without_a_reason_shows_the_run_screen_again
     # The run screen itself, not the bare error page: its heading, its facts and its export links.
     assert '<h1>Run <span class="mono">run-conflict</span></h1>' in body and "Bad request" not in body and 'id="facts-h"' in body
     field = re.search(r'<input type="text" id="evidence-reason"[^>]*>', body).group(0)
-    assert 'aria-invalid="true"' in field and 'aria-describedby="evidence-reason-error"' in field
+    # Focused on arrival, so on a narrow screen the page opens at the field to fill in.
+    assert 'aria-invalid="true"' in field and 'aria-describedby="evidence-reason-error"' in field and "autofocus" in field
     error = re.search(r'<[^>]+id="evidence-reason-error"[^>]*>(.*?)</', body, re.S).group(1)
     assert "needs a reason" in error and "unmasked" in error
     # The choice made is kept: unmasked stays ticked, masked does not.
