@@ -616,19 +616,22 @@ def access_log(request):
     API reads (access.selectors). For holders of view_sensitive, as the reveals themselves are."""
     before = request.GET.get("before") or None
     form = forms.AccessLogForm(request.GET)
-    if not form.is_valid():
-        return _bad(request, BadParam("; ".join(" ".join(v) for v in form.errors.values())))
-    try:
-        page = access_selectors.access_records_search(**form.search_kwargs(), before=before)
-    except ValueError as exc:
-        return _bad(request, BadParam(str(exc)))
     ctx = {
-        "page": page,
         "form": form,
         "q": {k: request.GET.get(k, "") for k in ("who", "run", "front_end", "since", "until")},
         "front_ends": AccessRecord.FrontEnd.choices,
         "filters": _filter_query(request, drop=("before",)),
     }
+    error = None if form.is_valid() else "; ".join(" ".join(v) for v in form.errors.values())
+    if error is None:
+        try:
+            ctx["page"] = access_selectors.access_records_search(**form.search_kwargs(), before=before)
+        except ValueError as exc:
+            error = str(exc)
+    if error is not None:
+        # The screen with its filters and the message, as the decision log answers, so the value
+        # can be corrected in place.
+        return _render(request, "console/access.html", {**ctx, "page": None, "error": error}, nav="access", status=400)
     return _render(request, "console/access.html", ctx, nav="access", partial="rows" if request.htmx and before else None)
 
 

@@ -122,6 +122,15 @@ def test_the_access_record_names_a_bad_filter_by_its_label(compliance, param, va
     resp = client_for(compliance).get("/access/", {param: value})
     assert resp.status_code == 400 and message in resp.text
     assert f">{message.split(' must ')[0]}" in client_for(compliance).get("/access/").text
+    # Answered on the screen itself, beside its filters (as the decision log answers), so the
+    # value can be corrected in place.
+    assert '<h1>Access record</h1>' in resp.text and 'role="search"' in resp.text and "Bad request" not in resp.text
+    assert re.search(r'role="alert" id="filter-error">The filter cannot be used: [^<]*' + re.escape(message), resp.text)
+
+
+def test_the_access_record_with_nothing_to_show_says_so(compliance):
+    resp = client_for(compliance).get("/access/", {"who": "nobody-by-this-name"})
+    assert resp.status_code == 200 and "No access records match." in resp.text
 
 
 def test_the_decision_log_is_newest_first_by_decision_time_and_reads_v1_decisions_in_words(manager, v1_runs):
