@@ -296,6 +296,24 @@ def manifest_signed_bytes(manifest: dict) -> bytes:
     return canonical_json({k: v for k, v in manifest.items() if k != "signature"})
 
 
+def checkpoint_problem(doc, trusted: dict) -> str | None:
+    """Why ``doc`` is not a checkpoint signed by one of ``trusted`` (public keys by fingerprint),
+    or None: the signature is Ed25519 over the canonical JSON of the checkpoint without it."""
+    from cryptography.exceptions import InvalidSignature
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or "signature" not in doc:
+        return "not a checkpoint (needs runs and signature)"
+    signer = doc.get("key_fingerprint")
+    key = trusted.get(signer)
+    if key is None:
+        return f"signed by another key ({signer})"
+    try:
+        key.verify(bytes.fromhex(doc["signature"]), manifest_signed_bytes(doc))
+    except (InvalidSignature, ValueError, TypeError):
+        return "signature invalid"
+    return None
+
+
 def key_fingerprint(public_raw: bytes) -> str:
     """An Ed25519 public key's fingerprint: sha256 of its 32 raw bytes, hex."""
     return "sha256:" + hashlib.sha256(public_raw).hexdigest()
@@ -336,13 +354,15 @@ def _raw(key) -> bytes:
     return key.public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
-def bundle_verify(path: Path, *, public_key_pem: bytes | None = None) -> str:
+def bundle_verify(path: Path, *, public_key_pem: bytes | None = None, checkpoints: list[tuple[str, dict]] = ()) -> str:
     """Verify the bundle at ``path``; the ``verified: ...`` line, or Problem naming the first fault.
-    ``public_key_pem``: the pinned keys (``public_keys``): the bundle must be signed by one of them."""
-    return files_verify(_bundle_files(path), public_key_pem=public_key_pem)
+    ``public_key_pem``: the pinned keys (``public_keys``): the bundle must be signed by one of them.
+    ``checkpoints``: (name, document) of signed checkpoints kept apart from Reckon: the bundle must
+    agree with each (``_checkpoint_compare``); a line is added per checkpoint."""
+    return files_verify(_bundle_files(path), public_key_pem=public_key_pem, checkpoints=checkpoints)
 
 
-def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None) -> str:
+def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None, checkpoints: list[tuple[str, dict]] = ()) -> str:
     """Verify a bundle given as its files' bytes by name (see ``bundle_verify``)."""
     for name in ("manifest.json", "events.jsonl", "public_key.pem"):
         if name not in files:
@@ -362,8 +382,8 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
     # The signature first: nothing else in the manifest means anything until it is known to be
     # the one the signing key wrote.
     bundled_key = _public_key(files["public_key.pem"], "public_key.pem")
+    pinned = public_keys(public_key_pem, "--public-key") if public_key_pem is not None else [bundled_key]
     if public_key_pem is not None:
-        pinned = public_keys(public_key_pem, "--public-key")
         if _raw(bundled_key) not in {_raw(k) for k in pinned}:
             raise Problem(
                 "signature invalid: the bundle's public key is not the pinned one" if len(pinned) == 1 else f"signature invalid: the bundle's public key is none of the {len(pinned)} pinned ones"
@@ -385,6 +405,18 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
     first, last = manifest["first_seq"], manifest["last_seq"]
     if first != 1:
         raise Problem(f"manifest first_seq is {first}; a bundle starts at seq 1")
+    # Each checkpoint's entry for this run, once its signature is known to be one of the trusted
+    # keys' (the pinned ones, else the bundle's own); the chain below keeps the hashes at their seqs.
+    trusted = {key_fingerprint(_raw(k)): k for k in pinned}
+    marks = []
+    for name, doc in checkpoints:
+        why = checkpoint_problem(doc, trusted)
+        if why:
+            raise Problem(f"checkpoint {name}: {why}")
+        entry = next((r for r in doc["runs"] if isinstance(r, dict) and r.get("run_id") == run_id), None)
+        marks.append((name, doc, entry))
+    at_seq = {e["last_seq"]: None for _, _, e in marks if e is not None and isinstance(e.get("last_seq"), int)}
+    at_count = {e["access_count"]: None for _, _, e in marks if e is not None and isinstance(e.get("access_count"), int)}
     prev = genesis(run_id)
     expected = 1
     count = 0
@@ -413,6 +445,8 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
         prev = chain_link(prev, event_digest)
         if obj.get("hash") != prev.hex():
             raise Problem(f"line {lineno}: hash mismatch (seq {seq})")
+        if seq in at_seq:
+            at_seq[seq] = prev.hex()
         expected += 1
         count += 1
     if count != last:
@@ -438,11 +472,38 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
         if rec["hash"] != aprev.hex():
             raise Problem(f"access.jsonl line {lineno}: hash mismatch (record {rec['n']})")
         n += 1
+        if n in at_count:
+            at_count[n] = aprev.hex()
     if n != manifest["access_count"]:
         raise Problem(f"access records truncated: manifest says {manifest['access_count']}, file has {n}")
     if (aprev.hex() if n else None) != manifest["access_head"]:
         raise Problem("manifest access head differs")
-    return f"verified: {run_id} seq 1..{last} head {prev.hex()}"
+    lines = [f"verified: {run_id} seq 1..{last} head {prev.hex()}"]
+    for name, doc, entry in marks:
+        lines.append(_checkpoint_compare(name, doc, entry, run_id=run_id, last=last, heads=at_seq, access=n, access_heads=at_count))
+    return "\n".join(lines)
+
+
+def _checkpoint_compare(name: str, doc: dict, entry: dict | None, *, run_id: str, last: int, heads: dict, access: int, access_heads: dict) -> str:
+    """What a checkpoint says of the bundle's run: its line when they agree, else Problem. The run's
+    history up to the checkpoint's seq must be the one the checkpoint pinned: a bundle that ends
+    before it (rolled back) or holds another hash there (rewritten) was exported from a database
+    changed after the checkpoint was written, whatever key signed the bundle."""
+    when = doc.get("written_at")
+    if entry is None:
+        return f"checkpoint {name} (written {when}): does not list {run_id} (the run was chained after it)"
+    seq = entry.get("last_seq")
+    if not isinstance(seq, int) or seq > last:
+        raise Problem(f"checkpoint {name}: rolled back: it holds {run_id} at seq {seq}, the bundle ends at seq {last}")
+    if heads.get(seq) != entry.get("head"):
+        raise Problem(f"checkpoint {name}: head differs at seq {seq}: the checkpoint's is {entry.get('head')}, the bundle's {heads.get(seq)}")
+    if "access_count" in entry:
+        count = entry["access_count"]
+        if not isinstance(count, int) or count > access:
+            raise Problem(f"checkpoint {name}: access rolled back: it holds {count} access records, the bundle {access}")
+        if access_heads.get(count) != entry.get("access_head"):
+            raise Problem(f"checkpoint {name}: access head differs at record {count}")
+    return f"checkpoint {name} (written {when}): agrees at seq {seq}"
 
 
 def _lines(data: bytes, what: str):
@@ -500,7 +561,23 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILE",
         help="a PEM file with the Ed25519 key (or keys, one after another) the bundle must be signed by; may be given again for more keys",
     )
+    parser.add_argument(
+        "--checkpoint",
+        action="append",
+        metavar="FILE",
+        help="a signed checkpoint kept apart from Reckon: the bundle must agree with it (not rolled back, not rewritten); may be given again",
+    )
     args = parser.parse_args(argv)
+    checkpoints = []
+    for name in args.checkpoint or ():
+        try:
+            checkpoints.append((name, json.loads(Path(name).read_bytes())))
+        except OSError as exc:
+            print(f"reckon-verify: --checkpoint {name}: {exc.strerror}", file=sys.stderr)
+            return 2
+        except ValueError as exc:
+            print(f"reckon-verify: --checkpoint {name}: not JSON: {exc}", file=sys.stderr)
+            return 2
     pinned = None
     for name in args.public_key or ():
         try:
@@ -514,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         pinned = (pinned or b"") + pem + b"\n"
     try:
-        print(bundle_verify(Path(args.path), public_key_pem=pinned))
+        print(bundle_verify(Path(args.path), public_key_pem=pinned, checkpoints=checkpoints))
     except Problem as exc:
         print(str(exc))
         return 1
