@@ -552,6 +552,17 @@ def _commitments(obj: dict, lineno: int) -> dict[str, bytes]:
     return out
 
 
+def _option_file(option: str, name: str, parse):
+    """What ``parse`` makes of the bytes of the file ``name`` given to ``option``; Unusable naming
+    both when the file cannot be read, or is not JSON for a JSON option."""
+    try:
+        return parse(Path(name).read_bytes())
+    except OSError as exc:
+        raise Unusable(f"{option} {name}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise Unusable(f"{option} {name}: not JSON: {exc}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reckon-verify", description="Verify a Reckon evidence bundle (a folder or its zip) offline.")
     parser.add_argument("path", help="the bundle folder or zip")
@@ -568,30 +579,11 @@ def main(argv: list[str] | None = None) -> int:
         help="a signed checkpoint kept apart from Reckon: the bundle must agree with it (not rolled back, not rewritten); may be given again",
     )
     args = parser.parse_args(argv)
-    checkpoints = []
-    for name in args.checkpoint or ():
-        try:
-            checkpoints.append((name, json.loads(Path(name).read_bytes())))
-        except OSError as exc:
-            print(f"reckon-verify: --checkpoint {name}: {exc.strerror}", file=sys.stderr)
-            return 2
-        except ValueError as exc:
-            print(f"reckon-verify: --checkpoint {name}: not JSON: {exc}", file=sys.stderr)
-            return 2
-    pinned = None
-    for name in args.public_key or ():
-        try:
-            pem = Path(name).read_bytes()
-            public_keys(pem, f"--public-key {name}")  # each file's own fault, named
-        except OSError as exc:
-            print(f"reckon-verify: --public-key {name}: {exc.strerror}", file=sys.stderr)
-            return 2
-        except Unusable as exc:
-            print(f"reckon-verify: {exc}", file=sys.stderr)
-            return 2
-        pinned = (pinned or b"") + pem + b"\n"
     try:
-        print(bundle_verify(Path(args.path), public_key_pem=pinned, checkpoints=checkpoints))
+        checkpoints = [(name, _option_file("--checkpoint", name, json.loads)) for name in args.checkpoint or ()]
+        # Each key file is read on its own first, so that a fault names its file.
+        pems = [_option_file("--public-key", name, lambda pem, name=name: public_keys(pem, f"--public-key {name}") and pem) for name in args.public_key or ()]
+        print(bundle_verify(Path(args.path), public_key_pem=b"\n".join(pems) if pems else None, checkpoints=checkpoints))
     except Problem as exc:
         print(str(exc))
         return 1
