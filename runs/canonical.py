@@ -227,7 +227,7 @@ def sealed_names_provider_set(provider: Callable[[], frozenset[str]]) -> None:
 
 def sealed_names() -> frozenset[str]:
     """The field names whose values the next append seals: the sensitive ones, and the key secret."""
-    return _provider() | _always
+    return sealing_now()[0]
 
 
 def _needles_for(names: frozenset[str]) -> tuple[bytes, ...]:
