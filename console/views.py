@@ -354,6 +354,7 @@ def queue(request):
     form, page, error = _queue_page(request, can_hold=can_hold)
     if page is not None:
         selectors.queue_shown(page, masking.sensitive_fields())
+    bulk_actions = _bulk_actions_for(request.user)
     ctx = {
         "form": form,
         "page": page,
@@ -365,8 +366,8 @@ def queue(request):
         "full_query": _filter_query(request, drop=("selected",)),
         "can_claim": request.user.has_perm(perm("claim_call")),
         "can_hold": can_hold,
-        "can_bulk": request.user.has_perm(perm("claim_call")) or request.user.has_perm(perm("decide_call")),
-        "bulk_actions": _bulk_actions_for(request.user),
+        "can_bulk": bool(bulk_actions),
+        "bulk_actions": bulk_actions,
     }
     status = 400 if error else 200
     return _render(request, "console/queue.html", ctx, nav="queue", partial="results" if request.htmx else None, status=status)
