@@ -3,7 +3,8 @@ public key, access records, decisions and an offline report, masked unless asked
 
 Masked, each sealed value (runs/canonical.py) is shown as its commitment; an event that would still
 show a sensitive value (one sealed nowhere: a field marked sensitive after the event was written, a
-value quoted in free text) is shown by its digest alone. Either way the bundle verifies with
+value quoted in free text) is withheld: its line keeps its hash, and the signed manifest the hash
+before it (an event chain v2 linked keeps its digest instead). Either way the bundle verifies with
 ``reckon-verify`` and nothing else in it is removed, reordered or changed. Unmasked, sealed values
 come with their salts, except a run's key secret, which no bundle shows (access.masking).
 
@@ -25,11 +26,11 @@ from access.report import report_html
 from access.services import access_record_write
 from access.tokens import Principal
 from recovery.masking import MASK, NEVER_REVEALED, run_sensitive_values, sensitive_fields, value_mask
-from runs.chain import chain_rows, event_chain_digest
+from runs.chain import chain_rows, event_chain_canonical
 from runs.errors import RunNotFound
 from runs.models import Run
 from runs.signing import document_sign, public_pem, signing_key_load
-from runs.verify import ENCODING, Problem, commitment, files_verify, pointer_get, pointer_parts, pointers_replace, ts_text
+from runs.verify import CHAIN, ENCODING, Problem, commitment, digest, files_verify, genesis, pointer_get, pointer_parts, pointers_replace, ts_text
 
 DECISION_TYPES = frozenset({"approval_requested", "approval_decided", "tool_call_resolved"})
 WITHHELD = "sensitive values outside the sealed ones"
@@ -39,7 +40,7 @@ def evidence_build(*, run_id: str, masked: bool, who: Principal, why: str = "") 
     """The bundle's files (name -> bytes) and the verifier's ``verified: ...`` line, checked as a
     reviewer would check them. RunNotFound; ValueError for a run that cannot be exported (not
     chained yet, no events). An unmasked bundle is recorded as an access by ``who`` first."""
-    run = Run.objects.filter(run_id=run_id).values("last_seq").first()
+    run = Run.objects.filter(run_id=run_id).values("last_seq", "chain_v2_upto").first()
     if run is None:
         raise RunNotFound(run_id)
     if run["last_seq"] == 0:
@@ -48,11 +49,18 @@ def evidence_build(*, run_id: str, masked: bool, who: Principal, why: str = "") 
         access_record_write(who=who, front_end=AccessRecord.FrontEnd.EXPORT, run_id=run_id, all_fields=True, why=why or "evidence bundle, unmasked")
     fields = sensitive_fields() if masked else NEVER_REVEALED
     values = run_sensitive_values(run_ids=[run_id], fields=fields) if masked else frozenset()
+    v2_upto = run["chain_v2_upto"] or 0
     lines: list[dict] = []
+    withheld_prev: dict[str, str] = {}  # seq -> the hash before each withheld event (chain v3's)
+    prev = genesis(run_id, v2_upto=v2_upto)
     for seq, type_, v, ts, payload, stored, salts in chain_rows(run_id):
         if stored is None:
             raise ValueError(f"run {run_id!r} seq {seq} has no chain hash: run manage.py chain_backfill first")
-        lines.append(_line(seq, type_, v, ts, payload, stored, salts, fields, values, masked))
+        line = _line(seq, type_, v, ts, payload, stored, salts, fields, values, masked, v2=seq <= v2_upto)
+        if "withheld" in line and seq > v2_upto:
+            withheld_prev[str(seq)] = prev.hex()
+        lines.append(line)
+        prev = stored
     access = []
     for rec, stored in access_rows(run_id):
         if stored is None:
@@ -67,6 +75,9 @@ def evidence_build(*, run_id: str, masked: bool, who: Principal, why: str = "") 
             "last_seq": lines[-1]["seq"],
             "head": lines[-1]["hash"],
             "encoding": ENCODING,
+            "chain": CHAIN,
+            "chain_v2_upto": v2_upto,
+            "withheld_prev": withheld_prev,
             "masked": masked,
             "exported_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "exported_by": who.name,
@@ -86,14 +97,17 @@ def evidence_build(*, run_id: str, masked: bool, who: Principal, why: str = "") 
     return files, result
 
 
-def _line(seq, type_, v, ts, payload, stored, salts, fields, values, masked) -> dict:
+def _line(seq, type_, v, ts, payload, stored, salts, fields, values, masked, *, v2: bool) -> dict:
     # Which sealed values this bundle withholds: when masked, each one the console would mask (under
     # a sensitive field name, or text that names or quotes a sensitive value); else the key secret.
     hidden = sorted(p for p in salts if _hides(p, payload, fields, values, masked))
     view = pointers_replace(payload, hidden, MASK)
     if value_mask(view, fields, values) != view:
-        # Still a sensitive value in the clear, and not sealed: the event goes by its digest.
-        return {"seq": seq, "withheld": WITHHELD, "digest": event_chain_digest(seq, type_, v, ts, payload, salts).hex(), "hash": stored.hex()}
+        # Still a sensitive value in the clear, and not sealed: the event is withheld, by its hash
+        # (chain v2 linked it by its digest, which stands in for it there).
+        if v2:
+            return {"seq": seq, "withheld": WITHHELD, "digest": digest(event_chain_canonical(seq, type_, v, ts, payload, salts)).hex(), "hash": stored.hex()}
+        return {"seq": seq, "withheld": WITHHELD, "hash": stored.hex()}
     line = {"seq": seq, "type": type_, "ts": ts_text(ts), "v": v, "payload": view}
     if salts:
         line["sealed"] = {p: ({"commitment": commitment(s, pointer_get(payload, p)).hex()} if p in hidden else {"salt": s.hex()}) for p, s in sorted(salts.items())}

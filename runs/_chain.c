@@ -2,23 +2,23 @@
  * runs._chain: the hash chain's steps for a whole batch of events in one call.
  *
  * The definitions live in runs/verify.py (and docs/evidence.md); runs/canonical.py holds the same
- * two functions in Python and uses them whenever this module is not built. Each hashlib call costs
- * about half a microsecond before it hashes a byte (OpenSSL's context set-up), two per event,
- * which is most of what the chain adds to a batch append or an import. Here the context is
- * set up once per call and the event's canonical bytes are hashed in place, with no copy.
+ * functions in Python and uses them whenever this module is not built. Each hashlib call costs
+ * about half a microsecond before it hashes a byte (OpenSSL's context set-up), one per event,
+ * which is much of what the chain adds to a batch append or an import. Here the context is set
+ * up once per call, and each event's canonical bytes are built in one allocation.
  *
- *   digests(raws, first_seq, tails) -> list[bytes]
- *       sha256(b'{"payload":' + raws[i] + b',"seq":' + str(first_seq + i) + tails[i])
- *   links(prev, digests) -> list[bytes]
- *       hash[i] = sha256(hash[i - 1] + digests[i]), hash[-1] = prev
- *   links_framed(prev, digests, prefix) -> bytes
+ *   canonicals(raws, first_seq, tails) -> list[bytes]
+ *       b'{"payload":' + raws[i] + b',"seq":' + str(first_seq + i) + tails[i]
+ *   links(prev, canons) -> list[bytes]
+ *       hash[i] = sha256(hash[i - 1] + canons[i]), hash[-1] = prev
+ *   links_framed(prev, canons, prefix) -> bytes
  *       the same hashes as one text, each preceded by prefix (a length word of a binary array)
  *   plain(text, needles) -> bool
  *       whether orjson's sorted text is certainly RFC 8785's (canonical.py's _orjson_exact) and
  *       contains none of needles (the sealed field names), in one pass and memmem each
- *   digest_one(raw, seq, ts, type_tail, needles) -> bytes | None
- *       one event's digest when plain(raw, needles), else None: its frame's time written here from
- *       ts (a UTC datetime) as '2026-01-01T00:00:00.000000Z', the rest as digests frames it
+ *   canonical_one(raw, seq, ts, type_tail, needles) -> bytes | None
+ *       one event's canonical bytes when plain(raw, needles), else None: its frame's time written
+ *       here from ts (a UTC datetime) as '2026-01-01T00:00:00.000000Z', the rest as canonicals does
  *   strict_proved(raw, value) -> bool
  *       whether the bytes of a JSON document prove that value, orjson's decoding of them, holds
  *       nothing runs.json_strict refuses (json_strict.py's _proved, which says why that is exact)
@@ -95,22 +95,39 @@ seq_frame(char out[40], long long seq)
     return (int)(w - out);
 }
 
+/* The k parts, one after another, as one bytes object (NULL with an exception set). */
 static PyObject *
-chain_digests(PyObject *Py_UNUSED(self), PyObject *args)
+joined(int k, const void *const parts[], const size_t lens[])
+{
+    size_t total = 0;
+    for (int j = 0; j < k; j++)
+        total += lens[j];
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (out == NULL)
+        return NULL;
+    char *w = PyBytes_AS_STRING(out);
+    for (int j = 0; j < k; j++) {
+        memcpy(w, parts[j], lens[j]);
+        w += lens[j];
+    }
+    return out;
+}
+
+static PyObject *
+chain_canonicals(PyObject *Py_UNUSED(self), PyObject *args)
 {
     PyObject *raws, *tails;
     long long first_seq;
-    if (!PyArg_ParseTuple(args, "O!LO!:digests", &PyList_Type, &raws, &first_seq, &PyList_Type, &tails))
+    if (!PyArg_ParseTuple(args, "O!LO!:canonicals", &PyList_Type, &raws, &first_seq, &PyList_Type, &tails))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(raws);
     if (PyList_GET_SIZE(tails) != n) {
-        PyErr_SetString(PyExc_ValueError, "digests: raws and tails differ in length");
+        PyErr_SetString(PyExc_ValueError, "canonicals: raws and tails differ in length");
         return NULL;
     }
     PyObject *out = PyList_New(n);
     if (out == NULL)
         return NULL;
-    unsigned char digest[DIGEST_LEN];
     char seq_text[40];
     for (Py_ssize_t i = 0; i < n; i++) {
         const char *raw, *tail;
@@ -121,8 +138,10 @@ chain_digests(PyObject *Py_UNUSED(self), PyObject *args)
         int seq_len = seq_frame(seq_text, first_seq + (long long)i);
         const void *parts[] = {PAYLOAD_OPEN, raw, seq_text, tail};
         const size_t lens[] = {sizeof PAYLOAD_OPEN - 1, (size_t)raw_len, (size_t)seq_len, (size_t)tail_len};
-        if (hash_parts(4, parts, lens, digest) < 0 || list_set_digest(out, i, digest) < 0)
+        PyObject *item = joined(4, parts, lens);
+        if (item == NULL)
             goto fail;
+        PyList_SET_ITEM(out, i, item);
     }
     return out;
 fail:
@@ -133,13 +152,13 @@ fail:
 /* The chain's hashes after prev, one after another in one bytes object, each preceded by prefix;
  * fn names the caller in messages. */
 static PyObject *
-linked_text(const char *fn, const char *prev, Py_ssize_t prev_len, PyObject *digests, const char *prefix, Py_ssize_t prefix_len)
+linked_text(const char *fn, const char *prev, Py_ssize_t prev_len, PyObject *canons, const char *prefix, Py_ssize_t prefix_len)
 {
     if (prev_len != DIGEST_LEN) {
         PyErr_Format(PyExc_ValueError, "%s: prev must be a 32-byte hash", fn);
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(digests);
+    Py_ssize_t n = PyList_GET_SIZE(canons);
     Py_ssize_t item = prefix_len + DIGEST_LEN;
     PyObject *out = PyBytes_FromStringAndSize(NULL, n * item);
     if (out == NULL)
@@ -149,7 +168,7 @@ linked_text(const char *fn, const char *prev, Py_ssize_t prev_len, PyObject *dig
     for (Py_ssize_t i = 0; i < n; i++, w += item) {
         const char *d;
         Py_ssize_t d_len;
-        if (bytes_of(PyList_GET_ITEM(digests, i), "digests", i, &d, &d_len) < 0)
+        if (bytes_of(PyList_GET_ITEM(canons, i), "canons", i, &d, &d_len) < 0)
             goto fail;
         memcpy(w, prefix, (size_t)prefix_len);
         const void *parts[] = {head, d};
@@ -169,10 +188,10 @@ chain_links(PyObject *Py_UNUSED(self), PyObject *args)
 {
     const char *prev;
     Py_ssize_t prev_len;
-    PyObject *digests;
-    if (!PyArg_ParseTuple(args, "y#O!:links", &prev, &prev_len, &PyList_Type, &digests))
+    PyObject *canons;
+    if (!PyArg_ParseTuple(args, "y#O!:links", &prev, &prev_len, &PyList_Type, &canons))
         return NULL;
-    PyObject *text = linked_text("links", prev, prev_len, digests, "", 0);
+    PyObject *text = linked_text("links", prev, prev_len, canons, "", 0);
     if (text == NULL)
         return NULL;
     Py_ssize_t n = PyBytes_GET_SIZE(text) / DIGEST_LEN;
@@ -190,10 +209,10 @@ chain_links_framed(PyObject *Py_UNUSED(self), PyObject *args)
 {
     const char *prev, *prefix;
     Py_ssize_t prev_len, prefix_len;
-    PyObject *digests;
-    if (!PyArg_ParseTuple(args, "y#O!y#:links_framed", &prev, &prev_len, &PyList_Type, &digests, &prefix, &prefix_len))
+    PyObject *canons;
+    if (!PyArg_ParseTuple(args, "y#O!y#:links_framed", &prev, &prev_len, &PyList_Type, &canons, &prefix, &prefix_len))
         return NULL;
-    return linked_text("links_framed", prev, prev_len, digests, prefix, prefix_len);
+    return linked_text("links_framed", prev, prev_len, canons, prefix, prefix_len);
 }
 
 /* Whether the candidate byte at p[i] (one of + - . or a lead byte F0-FF) marks a text that
@@ -288,26 +307,26 @@ chain_plain(PyObject *Py_UNUSED(self), PyObject *args)
     return PyBool_FromLong(!found);
 }
 
-/* One event's digest, for the single append: plain's check, the time's text and the frame built
- * here, one SHA-256 over the parts in place. None when the text is not plain (the caller then takes
- * the exact path). The caller passes a UTC time of year 1000 or later (runs.canonical._ts_text
+/* One event's canonical bytes, for the single append: plain's check, the time's text and the
+ * frame built here, in one allocation. None when the text is not plain (the caller then takes the
+ * exact path). The caller passes a UTC time of year 1000 or later (runs.canonical._ts_text
  * writes other times). */
 static PyObject *
-chain_digest_one(PyObject *Py_UNUSED(self), PyObject *args)
+chain_canonical_one(PyObject *Py_UNUSED(self), PyObject *args)
 {
     const char *raw, *type_tail;
     Py_ssize_t raw_len, type_tail_len;
     long long seq;
     PyObject *ts, *needles;
-    if (!PyArg_ParseTuple(args, "y#LOy#O!:digest_one", &raw, &raw_len, &seq, &ts, &type_tail, &type_tail_len, &PyTuple_Type, &needles))
+    if (!PyArg_ParseTuple(args, "y#LOy#O!:canonical_one", &raw, &raw_len, &seq, &ts, &type_tail, &type_tail_len, &PyTuple_Type, &needles))
         return NULL;
     if (!PyDateTime_Check(ts)) {
-        PyErr_Format(PyExc_TypeError, "digest_one: ts must be a datetime, not %.100s", Py_TYPE(ts)->tp_name);
+        PyErr_Format(PyExc_TypeError, "canonical_one: ts must be a datetime, not %.100s", Py_TYPE(ts)->tp_name);
         return NULL;
     }
     int year = PyDateTime_GET_YEAR(ts);
     if (year < 1000 || year > 9999) {
-        PyErr_SetString(PyExc_ValueError, "digest_one: ts's year must be 1000 to 9999");
+        PyErr_SetString(PyExc_ValueError, "canonical_one: ts's year must be 1000 to 9999");
         return NULL;
     }
     int found = plain_found((const unsigned char *)raw, raw_len, needles);
@@ -323,15 +342,12 @@ chain_digest_one(PyObject *Py_UNUSED(self), PyObject *args)
                      PyDateTime_GET_DAY(ts), PyDateTime_DATE_GET_HOUR(ts), PyDateTime_DATE_GET_MINUTE(ts), PyDateTime_DATE_GET_SECOND(ts),
                      PyDateTime_DATE_GET_MICROSECOND(ts));
     if (n < 0 || n >= (int)sizeof ts_text) {
-        PyErr_SetString(PyExc_ValueError, "digest_one: ts does not fit its text");
+        PyErr_SetString(PyExc_ValueError, "canonical_one: ts does not fit its text");
         return NULL;
     }
-    unsigned char digest[DIGEST_LEN];
     const void *parts[] = {PAYLOAD_OPEN, raw, seq_text, ts_text, type_tail};
     const size_t lens[] = {sizeof PAYLOAD_OPEN - 1, (size_t)raw_len, (size_t)seq_len, (size_t)n, (size_t)type_tail_len};
-    if (hash_parts(5, parts, lens, digest) < 0)
-        return NULL;
-    return PyBytes_FromStringAndSize((const char *)digest, DIGEST_LEN);
+    return joined(5, parts, lens);
 }
 
 
@@ -416,18 +432,18 @@ chain_strict_proved(PyObject *Py_UNUSED(self), PyObject *args)
 
 static PyMethodDef chain_methods[] = {
     {"links_framed", chain_links_framed, METH_VARARGS,
-     "links_framed(prev, digests, prefix): links' hashes as one text, each preceded by prefix."},
+     "links_framed(prev, canons, prefix): links' hashes as one text, each preceded by prefix."},
     {"plain", chain_plain, METH_VARARGS,
      "plain(text, needles): whether orjson's sorted text is certainly RFC 8785's and holds none of needles."},
-    {"digests", chain_digests, METH_VARARGS,
-     "digests(raws, first_seq, tails): each event's chain digest, "
-     "sha256(b'{\"payload\":' + raw + b',\"seq\":N' + tail)."},
-    {"digest_one", chain_digest_one, METH_VARARGS,
-     "digest_one(raw, seq, ts, type_tail, needles): one event's digest when plain(raw, needles), else None."},
+    {"canonicals", chain_canonicals, METH_VARARGS,
+     "canonicals(raws, first_seq, tails): each event's canonical bytes, "
+     "b'{\"payload\":' + raw + b',\"seq\":N' + tail."},
+    {"canonical_one", chain_canonical_one, METH_VARARGS,
+     "canonical_one(raw, seq, ts, type_tail, needles): one event's canonical bytes when plain(raw, needles), else None."},
     {"strict_proved", chain_strict_proved, METH_VARARGS,
      "strict_proved(raw, value): whether raw's bytes prove that value, its decoding, holds nothing the strict reader refuses."},
     {"links", chain_links, METH_VARARGS,
-     "links(prev, digests): the chain's hashes after prev, sha256(previous hash + digest) each."},
+     "links(prev, canons): the chain's hashes after prev, sha256(previous hash + canonical bytes) each."},
     {NULL, NULL, 0, NULL},
 };
 

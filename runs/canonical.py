@@ -1,4 +1,5 @@
-"""The digest the append path chains for each event (docs/evidence.md), fast, and its sealed values.
+"""The canonical bytes the append path chains for each event (docs/evidence.md), fast, and its
+sealed values.
 
 ``runs.verify`` holds the definition (one exact encoder, shared with the offline verifier); this
 module takes orjson's sorted output where it is provably the same bytes, and the exact encoder
@@ -110,7 +111,7 @@ def _ts_text(ts: datetime) -> str:
     return text[:-6] + "Z"
 
 
-# The tail of the last event digested, as one tuple so that threads never see one event's time
+# The tail of the last event framed, as one tuple so that threads never see one event's time
 # with another's text: (ts, type, v, the bytes after the seq).
 _last_tail: tuple = (None, None, None, b"")
 # The frame's end after the time, by (type, version): '","type":"model_turn","v":2}'.
@@ -158,57 +159,58 @@ def _frame(seq: int, type: str, ts: datetime, v: int) -> bytes:
 
 
 # The chain's work for a whole batch (docs/evidence.md): whether the batch's stored texts can be
-# hashed as they are (``_plain``: no mark of _orjson_exact, no sealed field name), each event's
-# digest over its canonical bytes (given as the payload's RFC 8785 text, the first seq and each
-# event's tail) and the links from a head. Compiled (runs/_chain.c) where it was built: a hashlib
-# call costs about half a microsecond before it hashes a byte, the chain makes two per event, and
-# CPython 3.11 searches bytes for a short needle at about a nanosecond a byte. The Python below is
-# the same computation (tests/runs/test_chain_compiled.py holds the two to each other).
+# framed as they are (``_plain``: no mark of _orjson_exact, no sealed field name), each event's
+# canonical bytes (the payload's RFC 8785 text framed by the seq and each event's tail) and the
+# links from a head. Compiled (runs/_chain.c) where it was built: a hashlib call costs about half a
+# microsecond before it hashes a byte, and CPython 3.11 searches bytes for a short needle at about a
+# nanosecond a byte. The Python below is the same computation (tests/runs/test_chain_compiled.py
+# holds the two to each other).
 
 
-def _digests_py(raws: list[bytes], first_seq: int, tails: list[bytes]) -> list[bytes]:
-    sha = _sha256
-    return [sha(b'{"payload":' + raw + b',"seq":%d' % (first_seq + i) + tail).digest() for i, (raw, tail) in enumerate(zip(raws, tails, strict=True))]
+def _canonicals_py(raws: list[bytes], first_seq: int, tails: list[bytes]) -> list[bytes]:
+    return [b'{"payload":' + raw + b',"seq":%d' % (first_seq + i) + tail for i, (raw, tail) in enumerate(zip(raws, tails, strict=True))]
 
 
 def _plain_py(text: bytes, needles: tuple[bytes, ...]) -> bool:
     return _orjson_exact(text) and not any(text.find(n) >= 0 for n in needles)
 
 
-def _links_py(prev: bytes, digests: list[bytes]) -> list[bytes]:
+def _links_py(prev: bytes, canons: list[bytes]) -> list[bytes]:
     out = []
-    for d in digests:
-        prev = chain_link(prev, d)
+    for c in canons:
+        prev = chain_link(prev, c)
         out.append(prev)
     return out
 
 
-def _links_framed_py(prev: bytes, digests: list[bytes], prefix: bytes) -> bytes:
-    return b"".join([prefix + h for h in _links_py(prev, digests)])
+def _links_framed_py(prev: bytes, canons: list[bytes], prefix: bytes) -> bytes:
+    return b"".join([prefix + h for h in _links_py(prev, canons)])
+
+
+def _canonical_one_py(raw: bytes, seq: int, ts: datetime, type_tail: bytes, needles: tuple[bytes, ...]) -> bytes | None:
+    if not _plain(raw, needles):
+        return None
+    return b'{"payload":' + raw + b',"seq":%d,"ts":"' % seq + _ts_text(ts).encode() + b'"' + type_tail
 
 
 try:
-    from runs._chain import digests as _digests, links as _links, links_framed as _links_framed, plain as _plain
-except ImportError:  # not built here (no compiler or no OpenSSL headers at install)
-    _digests, _links, _links_framed, _plain = _digests_py, _links_py, _links_framed_py, _plain_py
-try:
-    # One event's digest in one call (event_digest's common case); a module built before it has none.
-    from runs._chain import digest_one as _digest_one
-except ImportError:
-    _digest_one = None
+    from runs._chain import canonical_one as _canonical_one, canonicals as _canonicals, links as _links, links_framed as _links_framed, plain as _plain
+except ImportError:  # not built here (no compiler or no OpenSSL headers at install), or built before chain v3
+    _canonicals, _links, _links_framed, _plain, _canonical_one = _canonicals_py, _links_py, _links_framed_py, _plain_py, _canonical_one_py
 
-COMPILED = _digests is not _digests_py
+COMPILED = _canonicals is not _canonicals_py
 
 
-def chain_links(prev: bytes, digests: list[bytes]) -> list[bytes]:
-    """The chain's hashes after ``prev`` for ``digests``: ``chain_link`` applied in turn."""
-    return _links(prev, digests)
+def chain_links(prev: bytes, canons: list[bytes]) -> list[bytes]:
+    """The chain's hashes after ``prev`` for events with canonical bytes ``canons``: ``chain_link``
+    applied in turn."""
+    return _links(prev, canons)
 
 
-def chain_links_framed(prev: bytes, digests: list[bytes], prefix: bytes) -> bytes:
+def chain_links_framed(prev: bytes, canons: list[bytes], prefix: bytes) -> bytes:
     """``chain_links``' hashes as one text, each preceded by ``prefix`` (a binary array's length
     word): what a batch append sends, built without a list of hashes in between."""
-    return _links_framed(prev, digests, prefix)
+    return _links_framed(prev, canons, prefix)
 
 
 # --- sealed values -------------------------------------------------------------------------------
@@ -302,22 +304,23 @@ def _names_in_json_text(text: str, names: frozenset[str]) -> bool:
     return bool(seal_pointers(inner, names))
 
 
-def event_digest(
+def event_canon(
     *, seq: int, type: str, ts: datetime, v: int, payload: dict, stored: bytes, sealing: tuple[frozenset[str], tuple[bytes, ...]], stored_sorted: bool = False
 ) -> tuple[bytes, dict[str, str] | None]:
-    """The event's chain digest, and the salts (hex, by JSON Pointer) of its sealed values or None.
+    """The event's canonical bytes as chained, and the salts (hex, by JSON Pointer) of its sealed
+    values or None.
 
     ``sealing`` from ``sealing_now()``, once per append. ``stored_sorted``: ``stored`` is orjson's
     sorted encoding of ``payload`` (``orjson.dumps(payload, option=OPT_SORT_KEYS)``, which the store
-    writes), so the common case hashes it as it is, with no second encoding."""
+    writes), so the common case frames it as it is, with no second encoding."""
     names, needles = sealing
-    if stored_sorted and _digest_one is not None and ts.tzinfo is UTC and ts.year >= 1000:
-        # The single append's common case in one compiled call (runs/_chain.c): the checks below,
-        # the time's text and the frame, hashed in place. None: a mark or a sealed name was found.
+    if stored_sorted and ts.tzinfo is UTC and ts.year >= 1000:
+        # The single append's common case in one call (compiled in runs/_chain.c): the checks
+        # below, the time's text and the frame. None: a mark or a sealed name was found.
         type_tail = _type_tails.get((type, v)) or _type_tail(type, v)
-        digest = _digest_one(stored, seq, ts, type_tail, needles)
-        if digest is not None:
-            return digest, None
+        canon = _canonical_one(stored, seq, ts, type_tail, needles)
+        if canon is not None:
+            return canon, None
     for n in needles:
         if stored.find(n) >= 0:  # find: one C scan, cheaper than ``in`` for a bytes needle
             break
@@ -334,21 +337,21 @@ def event_digest(
                 raw = b"+"  # sends it to the exact encoder below
         if not _orjson_exact(raw):
             raw = canonical_json(_loads(stored))
-        return _sha256(b'{"payload":' + raw + _frame(seq, type, ts, v)).digest(), None
+        return b'{"payload":' + raw + _frame(seq, type, ts, v), None
     # It names a sealed field (or merely contains the text): the exact path, on what a read returns.
     decoded = _loads(stored)
     pointers = seal_pointers(decoded, names)
     if not pointers:
-        return _sha256(event_canonical(seq=seq, type=type, ts=_ts_text(ts), v=v, payload_canonical=canonical_json(decoded))).digest(), None
+        return event_canonical(seq=seq, type=type, ts=_ts_text(ts), v=v, payload_canonical=canonical_json(decoded)), None
     salts = {p: os.urandom(16) for p in pointers}
     commitments = {p: _sha256(salt + canonical_fast(pointer_get(decoded, p))).digest() for p, salt in salts.items()}
     chained = pointers_replace(decoded, sorted(commitments), SEALED)
     sealed = canonical_json({p: c.hex() for p, c in commitments.items()})
     canon = event_canonical(seq=seq, type=type, ts=_ts_text(ts), v=v, payload_canonical=canonical_fast(chained), sealed_canonical=sealed)
-    return _sha256(canon).digest(), {p: s.hex() for p, s in salts.items()}
+    return canon, {p: s.hex() for p, s in salts.items()}
 
 
-def event_digests(
+def event_canons(
     *,
     first_seq: int,
     types: list[str],
@@ -360,8 +363,9 @@ def event_digests(
     sealing: tuple[frozenset[str], tuple[bytes, ...]],
     texts: list[bytes] | None = None,
 ) -> tuple[list[bytes], list[tuple[int, dict[str, str]]]]:
-    """``event_digest`` for consecutive events (an append's batch, an import's chunk) at seqs
-    ``first_seq, first_seq + 1, ...``: their digests, and (seq, salts) of those with sealed values.
+    """``event_canon`` for consecutive events (an append's batch, an import's chunk) at seqs
+    ``first_seq, first_seq + 1, ...``: their canonical bytes, and (seq, salts) of those with sealed
+    values.
 
     ``stored_sorted``: every text in ``stored`` is orjson's sorted encoding of its payload. Then the
     scans that send a payload to the exact or the sealing path run once over the whole batch (one
@@ -370,16 +374,16 @@ def event_digests(
     names, needles = sealing
     # A NUL never occurs in JSON text, so no mark spans two events.
     per_event = not stored_sorted or not _plain(b"\x00".join(stored), needles)
-    digests: list[bytes] = []
+    canons: list[bytes] = []
     seals: list[tuple[int, dict[str, str]]] = []
     if per_event:
         for i, raw in enumerate(stored):
-            d, salts = event_digest(seq=first_seq + i, type=types[i], ts=tss[i], v=vs[i], payload=payloads[i], stored=raw, sealing=sealing, stored_sorted=stored_sorted)
-            digests.append(d)
+            c, salts = event_canon(seq=first_seq + i, type=types[i], ts=tss[i], v=vs[i], payload=payloads[i], stored=raw, sealing=sealing, stored_sorted=stored_sorted)
+            canons.append(c)
             if salts is not None:
                 seals.append((first_seq + i, salts))
-        return digests, seals
-    # The common case: each payload's stored text is its RFC 8785 bytes; frame and hash them all.
+        return canons, seals
+    # The common case: each payload's stored text is its RFC 8785 bytes; frame them all.
     ts0, v0 = tss[0], vs[0]
     if texts is not None and vs.count(v0) == len(vs):
         # An import's chunk: one version, a few types; each tail is its time's text between the
@@ -394,7 +398,7 @@ def event_digests(
         tails = list(map(by_type.__getitem__, types))
     else:
         tails = [_tail(type_, ts, v) for ts, type_, v in zip(tss, types, vs)]
-    return _digests(stored, first_seq, tails), seals
+    return _canonicals(stored, first_seq, tails), seals
 
 
 def seal_commitments(payload, salts: dict[str, bytes]) -> dict[str, bytes]:

@@ -1,11 +1,12 @@
 """The hash chain over each run's log: the backfill of events stored before the chain existed, and
 the check that recomputes every chain from the stored events and their seals.
 
-The definitions (canonical bytes, seals, digests, genesis, the link) live in ``runs.verify``, the
+The definitions (canonical bytes, seals, genesis, the link) live in ``runs.verify``, the
 standalone verifier, so the writer and an offline reviewer share one text; docs/evidence.md states
-them. The append path (runs/store.py) computes each event's digest in Python (runs.canonical), and
-the database hashes it onto the run's head inside the fence's own statement: the previous hash
-never travels to the client and back.
+them. The append path (runs/store.py) frames each event's canonical bytes in the appending process
+(runs.canonical), and the database hashes them onto the run's head inside the fence's own
+statement: the previous hash never travels to the client and back. A run chained before chain v3
+links its first ``chain_v2_upto`` events by their digests (``runs.verify.event_link``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.db import connection, transaction
 from runs.canonical import seal_commitments, seal_pointers, sealed_names
 from runs.models import EventHash, EventSeal, Run
 from runs.store import payload_loads
-from runs.verify import chain_link, digest, genesis, sealed_event_canonical, ts_text
+from runs.verify import event_link, genesis, sealed_event_canonical, ts_text
 
 
 def chain_rows(run_id: str):
@@ -45,14 +46,14 @@ def chain_rows(run_id: str):
             yield seq, type_, v, ts, payload, (bytes(stored) if stored is not None else None), salts
 
 
-def event_chain_digest(seq: int, type_: str, v: int, ts: datetime, payload, salts: dict[str, bytes]) -> bytes:
-    """The digest the chain links for a stored event (KeyError: a salt names no value)."""
-    return digest(sealed_event_canonical(seq=seq, type=type_, ts=ts_text(ts), v=v, payload=payload, commitments=seal_commitments(payload, salts)))
+def event_chain_canonical(seq: int, type_: str, v: int, ts: datetime, payload, salts: dict[str, bytes]) -> bytes:
+    """The canonical bytes the chain links for a stored event (KeyError: a salt names no value)."""
+    return sealed_event_canonical(seq=seq, type=type_, ts=ts_text(ts), v=v, payload=payload, commitments=seal_commitments(payload, salts))
 
 
-def _digest(seq, type_, v, ts, payload, salts) -> bytes | None:
+def _canonical(seq, type_, v, ts, payload, salts) -> bytes | None:
     try:
-        return event_chain_digest(seq, type_, v, ts, payload, salts)
+        return event_chain_canonical(seq, type_, v, ts, payload, salts)
     except KeyError:
         return None  # a salt for a value the payload does not hold: not the event that was chained
 
@@ -65,7 +66,7 @@ def chain_backfill(*, run_id: str) -> int:
         run = Run.objects.select_for_update().filter(run_id=run_id).values("last_seq", "head").first()
         if run is None or run["head"] is not None or run["last_seq"] == 0:
             return 0
-        prev = genesis(run_id)
+        prev = genesis(run_id)  # chain v3 from the start: the run's chain_v2_upto is NULL (migration 0011)
         missing, seals = [], []
         names = sealed_names()
         for seq, type_, v, ts, payload, stored, salts in chain_rows(run_id):
@@ -73,7 +74,7 @@ def chain_backfill(*, run_id: str) -> int:
                 salts = {p: os.urandom(16) for p in seal_pointers(payload, names)}
                 if salts:
                     seals.append(EventSeal(run_id=run_id, seq=seq, salts=json.dumps({p: x.hex() for p, x in salts.items()}, sort_keys=True)))
-            prev = chain_link(prev, event_chain_digest(seq, type_, v, ts, payload, salts))
+            prev = event_link(prev, seq, event_chain_canonical(seq, type_, v, ts, payload, salts))
             if stored is None:
                 missing.append(EventHash(run_id=run_id, seq=seq, hash=prev))
         EventSeal.objects.bulk_create(seals, batch_size=1000)
@@ -97,23 +98,25 @@ class ChainProblem:
         return {"run_id": self.run_id, "seq": self.seq, "problem": self.kind, "detail": self.detail}
 
 
-def chain_verify(*, run_id: str) -> tuple[ChainProblem | None, int, bytes | None]:
+def chain_verify(*, run_id: str, hashes_at: dict[int, bytes | None] | None = None) -> tuple[ChainProblem | None, int, bytes | None]:
     """Recompute the run's chain from its stored events, trusting no stored hash, and compare.
 
     Returns (the first problem or None, the last seq recomputed, the recomputed head).
+    ``hashes_at``: seqs (its keys) whose recomputed hashes are wanted (a checkpoint's seq); each
+    value is set as the chain passes that seq.
     """
-    run = Run.objects.filter(run_id=run_id).values("last_seq", "head").first()
+    run = Run.objects.filter(run_id=run_id).values("last_seq", "head", "chain_v2_upto").first()
     if run is None:
         return ChainProblem(run_id, None, "run deleted", "no such run"), 0, None
     rows = list(chain_rows(run_id))
-    prev = genesis(run_id)
-    hashes: list[bytes] = []
+    v2_upto = run["chain_v2_upto"] or 0
+    prev = genesis(run_id, v2_upto=v2_upto)
     expected = 1
     for i, (seq, type_, v, ts, payload, stored, salts) in enumerate(rows):
         if seq != expected:
             return ChainProblem(run_id, expected, "event missing", f"seq {expected} is not stored (the next stored is seq {seq})"), expected - 1, prev
-        d = _digest(seq, type_, v, ts, payload, salts)
-        computed = chain_link(prev, d) if d is not None else None
+        c = _canonical(seq, type_, v, ts, payload, salts)
+        computed = event_link(prev, seq, c, v2_upto) if c is not None else None
         if stored is None:
             return ChainProblem(run_id, seq, "not chained", "the event has no hash: run manage.py chain_backfill"), seq - 1, prev
         if computed != stored:
@@ -121,12 +124,13 @@ def chain_verify(*, run_id: str) -> tuple[ChainProblem | None, int, bytes | None
             # from there: the order changed. Otherwise this event's content is not what was hashed.
             for later in rows[i + 1 :]:
                 lseq, ltype, lv, lts, lpayload, lstored, lsalts = later
-                ld = _digest(seq, ltype, lv, lts, lpayload, lsalts)
-                if lstored is not None and ld is not None and chain_link(prev, ld) == lstored:
+                lc = _canonical(seq, ltype, lv, lts, lpayload, lsalts)
+                if lstored is not None and lc is not None and event_link(prev, seq, lc, v2_upto) == lstored:
                     return ChainProblem(run_id, seq, "order changed", f"the event stored at seq {lseq} belongs at seq {seq}"), seq - 1, prev
             return ChainProblem(run_id, seq, "payload changed", "the stored event does not match the hash recorded when it was appended"), seq - 1, prev
         prev = computed
-        hashes.append(computed)
+        if hashes_at is not None and seq in hashes_at:
+            hashes_at[seq] = computed
         expected += 1
     last = expected - 1
     if last < run["last_seq"]:

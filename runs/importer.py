@@ -402,7 +402,7 @@ def _chunks_read(reader: _LogReader, size: int, stream: BinaryIO, stored_last: i
     """The reader's chunks; those after the first read aside (``_ChunksAside``) when the file is
     long enough for a second process to pay (``RECKON_IMPORT_READ_ASIDE_BYTES``). There, given
     ``stored_last`` (the run's last seq before the import), each chunk after the first that holds
-    new events comes prepared for its write (``PreparedChunk``): checked, encoded and digested by
+    new events comes prepared for its write (``PreparedChunk``): checked, encoded and framed by
     the store's own code in the reading process, so that the importing process is left the
     decoding, the writes and the read models."""
     chunks = reader.chunks(size)
@@ -542,7 +542,7 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
             for events in chunks:
                 prepared = None
                 if type(events) is PreparedChunk:
-                    # Checked, encoded and digested by the reading process; only after a chunk of
+                    # Checked, encoded and framed by the reading process; only after a chunk of
                     # new events, so never a part the run already holds, nor the lease's first write.
                     prepared, events = events, events.events
                 first = events[0].seq

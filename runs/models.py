@@ -31,6 +31,10 @@ class Run(models.Model):
     # fence in the same statement. NULL with last_seq > 0: a run recorded before the chain existed,
     # until ``manage.py chain_backfill`` has chained it (appends leave it NULL until then).
     head = models.BinaryField(null=True, blank=True, editable=False)
+    # How many of the run's first events were chained by chain v2 (each linked by its digest, from
+    # the v2 genesis), before this database was upgraded to chain v3; 0 for a run chained wholly by
+    # v3 (NULL). Set once by migration 0011, never changed after (docs/evidence.md).
+    chain_v2_upto = models.BigIntegerField(null=True, blank=True, editable=False)
     # The run's tool calls in flight that nothing else has happened to, as the uncertain-call
     # projection keeps them (recovery/projection.py; read through the ``InFlightCall`` view): call
     # id -> {"s": start seq, "i": id, "c": call id, "k": key, "t": tool, "n": tenant, "a": started

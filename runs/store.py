@@ -51,7 +51,7 @@ from psycopg.generators import execute as _pg_execute
 from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.rows import tuple_row
 
-from runs.canonical import chain_links, chain_links_framed, event_digest, event_digests, sealing_now, ts_texts
+from runs.canonical import chain_links, chain_links_framed, event_canon, event_canons, sealing_now, ts_texts
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.events import (
     COMPLETION_SOURCES,
@@ -359,7 +359,7 @@ _DUMPS_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orj
 # Without OPT_NON_STR_KEYS orjson takes a faster path; a payload with non-string keys is encoded
 # again with it (its keys become strings, as before).
 # Payloads are stored with their keys sorted: that text is, for almost every payload, exactly the
-# payload's RFC 8785 bytes (runs.canonical), so the chain's digest is taken over the text the store
+# payload's RFC 8785 bytes (runs.canonical), so the chain hashes the very text the store
 # writes anyway, one encoding per event instead of two. A reader decodes the same object either way.
 _FAST_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_SORT_KEYS
 _orjson_dumps = orjson.dumps
@@ -405,13 +405,13 @@ def _batch_check(appended: list[Event], encoded: list[bytes]) -> None:
 
 
 # The hash chain (runs/chain.py): the run row keeps the head, and the fence, which already reads
-# and moves that row under its lock, hashes the event's digest (computed by the client,
+# and moves that row under its lock, hashes the event's canonical bytes (framed by the client,
 # runs.canonical) onto it and hands the new head to the insert as the event's hash. No extra round trip, and two
 # appends cannot chain from the same head, because the second waits on the first's row lock and
 # then fails the last_seq check. A NULL head at last_seq 0 is the run's genesis; a NULL head after
 # that is a run recorded before the chain existed, whose appends stay unchained (NULL) until
 # ``manage.py chain_backfill`` chains the run.
-_PG_PREV_HEAD = "COALESCE(head, CASE WHEN last_seq = 0 THEN sha256(convert_to('reckon/chain/v2' || chr(10) || run_id, 'UTF8')) END)"
+_PG_PREV_HEAD = "COALESCE(head, CASE WHEN last_seq = 0 THEN sha256(convert_to('reckon/chain/v3' || chr(10) || run_id, 'UTF8')) END)"
 
 # The fence: the run row's lock, checked and moved in the same statement as the insert.
 _PG_FENCE = f"""
@@ -433,7 +433,7 @@ WITH fence AS (
 # ``_binary_arrays``), seqs are the ordinality. Each payload is parsed once, by the json column's
 # input (a single JSON document unpacked with json_to_recordset cost the server a second parse).
 #
-# The chain of a batch (its events' digests) is hashed by reckon_chain() (migration runs 0008) from the head the locking
+# The chain of a batch (its events' canonical bytes) is hashed by reckon_chain() (migration runs 0008) from the head the locking
 # read returns; the update then moves the head to the batch's last hash. FOR UPDATE in READ
 # COMMITTED re-reads a row another transaction changed meanwhile and re-checks the fence on it, as
 # the UPDATE alone would, so the chain always starts from the head the fence accepted.
@@ -468,7 +468,7 @@ SELECT fence.run_id, %(expected)s + e.n, e.t, e.v, e.ts, e.p::json, %(epoch)s, l
 # (``_heads``: the head its own last append to the run left). The fence adds ``head = the head the
 # links started from`` to ``last_seq = expected``, so a stale or wrong head writes nothing, exactly
 # like a stale seq; ``_pg_append`` then appends the ordinary way (``_PG_APPEND_HEADED``, linked by
-# ``reckon_chain`` in the database), whose refusal is diagnosed as before. Linking 100 digests
+# ``reckon_chain`` in the database), whose refusal is diagnosed as before. Linking 100 events
 # costs the appending process about 45 us and ``reckon_chain`` about 230 us of the server's time.
 _PG_APPEND_LINKED = f"""
 WITH fence AS (
@@ -527,7 +527,7 @@ SELECT fence.run_id, %(seq)s, %(type)s, %(v)s, %(ts)s, %(payload)s::json, %(epoc
 # its commit, but client time between two commits counts about double on a small machine (the
 # server's side goes idle and has to wake up): measured in one process, this statement saved
 # 10-40 us a commit against the general one above.
-# The event's digest is the first parameter (the SET clause comes first).
+# The event's canonical bytes are the first parameter (the SET clause comes first).
 # The fence of one event that does not end the run; this statement and the projected ones
 # (``_pg_append_projected``, ``_pg_append_riding``) all start with it.
 _PG_PROJECTED_SET = f"""
@@ -627,7 +627,7 @@ def _events_prepare(
     proved: bool = False,
 ):
     """Check, complete and encode a batch for the append (``events_append``, ``events_copy``):
-    (times, payload texts, chain digests, the salts of sealed values by seq, the events as the fold sees them, the seq of a
+    (times, payload texts, chain canonical bytes, the salts of sealed values by seq, the events as the fold sees them, the seq of a
     terminal event or None, the batch's last seq). Raises InvalidEvent for an event the log must not hold.
     ``ts_texted``: a list extended with each time's text in the chain's frame (``runs.canonical.ts_texts``).
     ``sealing``: the sealed names as ``sealing_now`` gives them, when the caller read them already.
@@ -646,7 +646,7 @@ def _events_prepare(
     plain, current, completes, new_event = _PLAIN, CURRENT_SCHEMA_VERSION, _COMPLETED_TYPES, tuple.__new__
     dumps, fast = _orjson_dumps, _FAST_OPTIONS
     chained = _chain_on
-    # Each event's chain digest (runs.canonical); an event with sealed values also gets its salts,
+    # Each event's canonical bytes as chained (runs.canonical); an event with sealed values also gets its salts,
     # which are written beside it (EventSeal) in the same transaction.
     sealing = (sealing if sealing is not None else sealing_now()) if chained else None
     seals: list[tuple[int, dict]] = []
@@ -676,7 +676,7 @@ def _events_prepare(
             encoded.append(dumps(payload, option=fast))
         except TypeError:
             encoded.append(_dumps_full(i, payload))
-            stored_sorted = False  # its keys were not all strings: the digest encodes it again
+            stored_sorted = False  # its keys were not all strings: the chain encodes it again
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
@@ -686,13 +686,13 @@ def _events_prepare(
         ts_texted.extend(ts_known if ts_known is not None and len(ts_known) == len(tss) else ts_texts(tss))
     if chained and len(appended) == 1:  # the single append: no batch to scan at once
         ev = appended[0]
-        digest, salts = event_digest(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, payload=ev.payload, stored=encoded[0], sealing=sealing, stored_sorted=stored_sorted)
-        canons = [digest]
+        canon, salts = event_canon(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, payload=ev.payload, stored=encoded[0], sealing=sealing, stored_sorted=stored_sorted)
+        canons = [canon]
         if salts is not None:
             seals.append((ev.seq, salts))
     elif chained:
-        # The chain's digests, for the whole batch at once (runs.canonical).
-        canons, seals = event_digests(
+        # The chain's canonical bytes, for the whole batch at once (runs.canonical).
+        canons, seals = event_canons(
             first_seq=expected_seq + 1,
             types=[e.type for e in appended],
             tss=tss,
@@ -799,7 +799,7 @@ def _copy_text(value: bytes) -> bytes:
 
 @dataclass
 class PreparedChunk:
-    """A batch already checked, completed, encoded and digested by ``events_prepare`` (the
+    """A batch already checked, completed, encoded and framed by ``events_prepare`` (the
     importer does that in the process that reads the file), for ``events_copy`` and
     ``events_append_prepared`` to write without that work again. ``times``: each time as COPY
     reads it back (the chain frame's text); ``events``: the events as the fold sees them, filled
@@ -826,7 +826,7 @@ def events_prepare(
     ts_given: list[str] | None = None,
     proved: bool = False,
 ) -> PreparedChunk:
-    """The append's own checks, completion, encoding and chain digests of a batch (``_events_prepare``),
+    """The append's own checks, completion, encoding and chain bytes of a batch (``_events_prepare``),
     with no database: they may run in another process than the write. ``sealing``: ``sealing_now()``
     as the writing process read it. ``ts_given``: each event's time as the text it was read from
     (an imported line's ts), which is the chain frame's text when it is RFC 3339 in UTC with
@@ -869,7 +869,7 @@ def prepared_dumps(chunk: PreparedChunk) -> bytes:
     # JSON text and a time's text hold no NUL, so NUL separates them: one split instead of a
     # pickled object per event.
     return pickle.dumps(
-        (chunk.expected_seq, "\x00".join(chunk.types), chunk.vs, b"\x00".join(chunk.times), b"\x00".join(chunk.encoded), b"".join(chunk.canons), chunk.seals, chunk.finished_seq),
+        (chunk.expected_seq, "\x00".join(chunk.types), chunk.vs, b"\x00".join(chunk.times), b"\x00".join(chunk.encoded), b"\x00".join(chunk.canons), chunk.seals, chunk.finished_seq),
         protocol=pickle.HIGHEST_PROTOCOL,
     )
 
@@ -894,7 +894,7 @@ def prepared_loads(data: bytes) -> PreparedChunk:
     model turns) are read by no read model."""
     expected_seq, types, vs, times, encoded, canons, seals, finished_seq = pickle.loads(data)
     types, texts, times, encoded = types.split("\x00"), times.decode().split("\x00"), times.split(b"\x00"), encoded.split(b"\x00")
-    canons = [canons[i : i + 32] for i in range(0, len(canons), 32)]
+    canons = canons.split(b"\x00") if canons else []  # canonical JSON holds no NUL either
     loads, new_event, parse = orjson.loads, tuple.__new__, datetime.fromisoformat
     read = _projected_types()
     if read is None:
@@ -944,7 +944,7 @@ def events_copy(
     the COPY's end is awaited (the importer reads its next chunk then). It may not use the
     connection; an exception it raises ends the COPY unwritten and propagates.
 
-    ``prepared``: the batch as ``events_prepare`` checked, encoded and digested it (elsewhere), in
+    ``prepared``: the batch as ``events_prepare`` checked, encoded and framed it (elsewhere), in
     place of ``events``, whose checks it has passed: only the fence, the chain's links and the
     writes are left."""
     db = connections[DEFAULT_DB_ALIAS]
@@ -1059,7 +1059,7 @@ def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, can
 
 
 def events_append_prepared(*, run_id: str, epoch: int, expected_seq: int, prepared: PreparedChunk, key_secret_fill: bool = True, texts: list[bytes] | None = None) -> list[Event]:
-    """``events_append`` of a batch ``events_prepare`` checked, encoded and digested (elsewhere):
+    """``events_append`` of a batch ``events_prepare`` checked, encoded and framed (elsewhere):
     on SQLite only the fence, the chain's links and the writes are left. Elsewhere (PostgreSQL
     outside ``events_copy``) the batch is appended as ``events_append`` appends its events."""
     appended = prepared.events

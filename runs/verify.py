@@ -10,13 +10,16 @@ The encoding, the chain, sealed values and the manifest are specified in docs/ev
 
     canonical(event) = JCS({"payload": p', ["sealed": {pointer: commitment},] "seq": n, "ts": "...Z", "type": t, "v": v})
     commitment       = sha256(salt + JCS(value)), the value at pointer in p replaced by "[sealed]" in p'
-    digest(event)    = sha256(canonical(event))
-    genesis(run_id)  = sha256(b"reckon/chain/v2\\n" + run_id as UTF-8)
-    hash(n)          = sha256(hash(n - 1) + digest(event n)), hash(0) = genesis(run_id)
+    genesis(run_id)  = sha256(b"reckon/chain/v3\\n" + run_id as UTF-8)
+    hash(n)          = sha256(hash(n - 1) + canonical(event n)), hash(0) = genesis(run_id)
 
-A masked bundle carries a sealed value's commitment instead of the value and its salt, and an
-event it cannot show even so (a sensitive value outside the sealed ones) as its digest alone: the
-chain still runs through every event.
+A run chained before Reckon's chain v3 (its manifest says ``chain_v2_upto: N``, or has no
+``chain``) links its events 1..N by their digest instead, ``sha256(hash(n - 1) + sha256(canonical))``,
+from ``sha256(b"reckon/chain/v2\\n" + run_id)``; later events are linked as above.
+
+A masked bundle carries a sealed value's commitment instead of the value and its salt. An event it
+cannot show even so (a sensitive value outside the sealed ones) is withheld: its line carries its
+hash, and the signed manifest the hash before it, so the events before it stay bound to the head.
 
 Exit status: 0 when the bundle verifies, 1 when it does not (the first problem is printed), 2 when
 the command line or a file cannot be used at all.
@@ -35,7 +38,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ENCODING = "reckon-jcs-v2"
-GENESIS_PREFIX = b"reckon/chain/v2\n"
+CHAIN = "reckon/chain/v3"
+GENESIS_PREFIX = b"reckon/chain/v3\n"
+GENESIS_PREFIX_V2 = b"reckon/chain/v2\n"
 ACCESS_GENESIS_PREFIX = b"reckon/access/v1\n"
 SEALED = "[sealed]"  # what stands in the chained payload for a sealed value
 MASKED = "[masked]"  # what a bundle shows in place of a value it withholds
@@ -175,9 +180,10 @@ def event_canonical(*, seq: int, type: str, ts: str, v: int, payload_canonical: 
     return b'{"payload":%b,"sealed":%b,"seq":%d,"ts":%b,"type":%b,"v":%d}' % (payload_canonical, sealed_canonical, seq, _plain_string(ts), _plain_string(type), v)
 
 
-def genesis(run_id: str) -> bytes:
-    """The chain's hash before seq 1 of ``run_id``."""
-    return hashlib.sha256(GENESIS_PREFIX + run_id.encode("utf-8")).digest()
+def genesis(run_id: str, *, v2_upto: int = 0) -> bytes:
+    """The chain's hash before seq 1 of ``run_id``; that of chain v2 for a run whose first
+    ``v2_upto`` events were chained by it."""
+    return hashlib.sha256((GENESIS_PREFIX_V2 if v2_upto else GENESIS_PREFIX) + run_id.encode("utf-8")).digest()
 
 
 def access_genesis(run_id: str) -> bytes:
@@ -190,9 +196,16 @@ def digest(canonical: bytes) -> bytes:
     return hashlib.sha256(canonical).digest()
 
 
-def chain_link(prev: bytes, event_digest: bytes) -> bytes:
-    """The next hash of a chain: sha256 of the previous hash's 32 bytes and the entry's digest."""
-    return hashlib.sha256(prev + event_digest).digest()
+def chain_link(prev: bytes, entry: bytes) -> bytes:
+    """The next hash of a chain: sha256 of the previous hash's 32 bytes and the entry's bytes (an
+    event's canonical bytes; an access record's, or a chain v2 event's, digest)."""
+    return hashlib.sha256(prev + entry).digest()
+
+
+def event_link(prev: bytes, seq: int, canonical: bytes, v2_upto: int = 0) -> bytes:
+    """The hash of the event at ``seq`` with these canonical bytes after ``prev``: linked by its
+    bytes, or by their digest when ``seq`` is one of the first ``v2_upto`` (chain v2)."""
+    return chain_link(prev, digest(canonical) if seq <= v2_upto else canonical)
 
 
 def commitment(salt: bytes, value) -> bytes:
@@ -417,7 +430,8 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
         marks.append((name, doc, entry))
     at_seq = {e["last_seq"]: None for _, _, e in marks if e is not None and isinstance(e.get("last_seq"), int)}
     at_count = {e["access_count"]: None for _, _, e in marks if e is not None and isinstance(e.get("access_count"), int)}
-    prev = genesis(run_id)
+    v2_upto, withheld_prev = _chain_fields(manifest, last)
+    prev = genesis(run_id, v2_upto=v2_upto)
     expected = 1
     count = 0
     for lineno, obj in _lines(files["events.jsonl"], ""):
@@ -428,8 +442,14 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
             raise Problem(f"missing seq {expected}")
         if seq < expected:
             raise Problem(f"line {lineno}: seq {seq} out of order (expected {expected})")
-        if "withheld" in obj:
-            event_digest = _hex(obj, "digest", lineno, 32)
+        if "withheld" in obj and seq <= v2_upto:
+            prev = chain_link(prev, _hex(obj, "digest", lineno, 32))
+        elif "withheld" in obj:
+            # Its bytes are not shown, so its hash is taken as written; what binds the events
+            # before it to the signed head is the hash before it, which the manifest signed.
+            if withheld_prev.get(str(seq)) != prev.hex():
+                raise Problem(f"line {lineno}: hash mismatch before withheld seq {seq}")
+            prev = _hex(obj, "hash", lineno, 32)
         else:
             missing = [k for k in ("type", "ts", "payload", "hash") if k not in obj]
             if missing:
@@ -441,8 +461,7 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
                 raise Problem(f"line {lineno}: sealed value {exc.args[0]} is not in the payload") from None
             except (TypeError, ValueError) as exc:
                 raise Problem(f"line {lineno}: seq {seq}: payload cannot be encoded: {exc}") from None
-            event_digest = digest(canon)
-        prev = chain_link(prev, event_digest)
+            prev = event_link(prev, seq, canon, v2_upto)
         if obj.get("hash") != prev.hex():
             raise Problem(f"line {lineno}: hash mismatch (seq {seq})")
         if seq in at_seq:
@@ -482,6 +501,23 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
     for name, doc, entry in marks:
         lines.append(_checkpoint_compare(name, doc, entry, run_id=run_id, last=last, heads=at_seq, access=n, access_heads=at_count))
     return "\n".join(lines)
+
+
+def _chain_fields(manifest: dict, last) -> tuple[int, dict]:
+    """The manifest's (signed) chain fields: how many first events chain v2 linked, and the hash
+    before each withheld event by seq. A manifest without ``chain`` was written before chain v3:
+    every event of its bundle is chain v2's."""
+    if "chain" not in manifest:
+        return (last if isinstance(last, int) else 0), {}
+    if manifest["chain"] != CHAIN:
+        raise Problem(f"manifest chain {manifest['chain']!r} is not {CHAIN!r}")
+    v2_upto = manifest.get("chain_v2_upto", 0)
+    if not isinstance(v2_upto, int) or isinstance(v2_upto, bool) or v2_upto < 0:
+        raise Problem("manifest chain_v2_upto is not a whole number")
+    withheld_prev = manifest.get("withheld_prev", {})
+    if not isinstance(withheld_prev, dict):
+        raise Problem("manifest withheld_prev is not an object")
+    return v2_upto, withheld_prev
 
 
 def _checkpoint_compare(name: str, doc: dict, entry: dict | None, *, run_id: str, last: int, heads: dict, access: int, access_heads: dict) -> str:

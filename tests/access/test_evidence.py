@@ -59,7 +59,7 @@ def test_a_masked_bundle_by_default_shows_no_sensitive_value_and_still_verifies(
     assert started["payload"]["arguments"]["account"] == "[masked]"
     assert started["payload"]["arguments"]["amount"] == "840.00"
     assert set(started["sealed"]["/arguments/account"]) == {"commitment"}
-    # The receiver's page quoting the account in words was sealed nowhere: shown by its digest.
+    # The receiver's page quoting the account in words was sealed nowhere: withheld, by its hash.
     assert any("withheld" in ln for ln in lines)
     assert not AccessRecord.objects.filter(run_id="run-acme", front_end="export").exists()  # a masked bundle shows nothing
 
@@ -106,12 +106,43 @@ def test_tampering_with_a_masked_bundle_is_named(seeded, tmp_path):
     ev["payload"]["arguments"]["account"] = "ACCT-GUESS-0001"
     ev["sealed"]["/arguments/account"] = {"salt": "00" * 16}
     assert check(json.dumps(ev)) == f"line {i + 1}: hash mismatch (seq {seq})"
-    # A withheld event's digest changed.
+    # A shown event passed off as withheld, with its own hash: the manifest signed no hash before it.
+    shown = {"seq": seq, "withheld": "sensitive values outside the sealed ones", "hash": json.loads(lines[i])["hash"]}
+    assert check(json.dumps(shown)) == f"line {i + 1}: hash mismatch before withheld seq {seq}"
+    # A withheld event's hash changed: the event after it no longer links to it.
     j = next(n for n, ln in enumerate(lines) if '"withheld"' in ln)
     ev = json.loads(lines[j])
-    ev["digest"] = "00" * 32
+    assert set(ev) == {"seq", "withheld", "hash"}  # chain v3: nothing of the event but its hash
+    ev["hash"] = "00" * 32
     i = j
-    assert check(json.dumps(ev)) == f"line {j + 1}: hash mismatch (seq {ev['seq']})"
+    if j + 1 == len(lines):
+        named = "manifest head differs"
+    elif '"withheld"' in lines[j + 1]:  # withheld too: what no longer matches is the signed hash before it
+        named = f"line {j + 2}: hash mismatch before withheld seq {ev['seq'] + 1}"
+    else:
+        named = f"line {j + 2}: hash mismatch (seq {ev['seq'] + 1})"
+    assert check(json.dumps(ev)) == named
+
+
+def test_events_rewritten_before_a_withheld_one_are_named_though_every_hash_was_recomputed(seeded, tmp_path):
+    # Whoever holds a masked bundle can recompute the hashes of the events they change, up to a
+    # withheld event, whose own hash they cannot: the hash before it is in the signed manifest.
+    from runs.verify import _commitments, event_link, genesis, sealed_event_canonical
+
+    out, _ = _export(tmp_path)
+    files = {f.name: f.read_bytes() for f in out.iterdir()}
+    lines = [json.loads(x) for x in files["events.jsonl"].decode().splitlines()]
+    j = next(n for n, ln in enumerate(lines) if "withheld" in ln)
+    assert j > 1
+    lines[1]["payload"]["content"] = "Post correction C-902 for tenant acme."
+    prev = genesis("run-acme")
+    for n, ln in enumerate(lines[:j], start=1):
+        canon = sealed_event_canonical(seq=ln["seq"], type=ln["type"], ts=ln["ts"], v=ln["v"], payload=ln["payload"], commitments=_commitments(ln, n))
+        prev = event_link(prev, ln["seq"], canon)
+        ln["hash"] = prev.hex()
+    forged = dict(files, **{"events.jsonl": "".join(json.dumps(ln) + "\n" for ln in lines).encode()})
+    with pytest.raises(Problem, match=f"^line {j + 1}: hash mismatch before withheld seq {lines[j]['seq']}$"):
+        files_verify(forged)
 
 
 def _access_sql(sql, params):

@@ -47,9 +47,9 @@ def test_the_canonicalizers_agree_with_rfc8785_on_tricky_numbers_and_escapes():
     assert canonical_json(doc) == rfc8785.dumps(doc)
     stored = orjson.dumps(doc)
     assert payload_canonical(doc, stored) == rfc8785.dumps(doc)
-    assert _digest_agrees(doc)
+    assert _canonical_agrees(doc)
     for x in TRICKY:
-        assert _digest_agrees({"x": x, "l": [x], "o": {"y": x}})
+        assert _canonical_agrees({"x": x, "l": [x], "o": {"y": x}})
 
 
 def test_the_canonicalizers_agree_with_rfc8785_on_every_fixture_payload():
@@ -71,19 +71,19 @@ json_values = st.recursive(
 )
 
 
-def _digest_agrees(payload) -> bool:
-    """The append's inlined digest (no sealed names) is sha256 of the event framed around RFC 8785's
+def _canonical_agrees(payload) -> bool:
+    """The append's inlined canonical bytes (no sealed names) are the event framed around RFC 8785's
     payload bytes, as an independent encoder writes them."""
     from datetime import datetime, timezone
 
-    from runs.canonical import event_digest
+    from runs.canonical import event_canon
 
     ts = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
-    expected = hashlib.sha256(b'{"payload":' + rfc8785.dumps(payload) + b',"seq":7,"ts":"2026-11-30T12:00:00.123456Z","type":"user_message","v":2}').digest()
-    got, salts = event_digest(seq=7, type="user_message", ts=ts, v=2, payload=payload, stored=orjson.dumps(payload), sealing=(frozenset(), ()))
-    # As the store calls it: the stored text is orjson's sorted encoding, hashed as it is when exact.
+    expected = b'{"payload":' + rfc8785.dumps(payload) + b',"seq":7,"ts":"2026-11-30T12:00:00.123456Z","type":"user_message","v":2}'
+    got, salts = event_canon(seq=7, type="user_message", ts=ts, v=2, payload=payload, stored=orjson.dumps(payload), sealing=(frozenset(), ()))
+    # As the store calls it: the stored text is orjson's sorted encoding, framed as it is when exact.
     stored = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-    got_stored, salts_stored = event_digest(seq=7, type="user_message", ts=ts, v=2, payload=payload, stored=stored, sealing=(frozenset(), ()), stored_sorted=True)
+    got_stored, salts_stored = event_canon(seq=7, type="user_message", ts=ts, v=2, payload=payload, stored=stored, sealing=(frozenset(), ()), stored_sorted=True)
     return got == expected and salts is None and got_stored == expected and salts_stored is None
 
 
@@ -93,7 +93,7 @@ def test_the_fast_path_and_the_exact_encoder_agree_with_rfc8785_on_any_payload(p
     expected = rfc8785.dumps(payload)
     assert canonical_json(payload) == expected
     assert payload_canonical(payload, orjson.dumps(payload)) == expected
-    assert _digest_agrees(payload)
+    assert _canonical_agrees(payload)
 
 
 @settings(max_examples=2000, deadline=None)
@@ -322,6 +322,33 @@ def test_a_checkpoint_reveals_a_run_rolled_back_or_deleted_after_it(tmp_path):
 
 
 @pytestmark_db
+def test_a_checkpoint_reveals_history_rewritten_before_it_in_a_run_that_went_on(tmp_path):
+    from runs.chain import chain_rows, event_chain_canonical
+    from runs.verify import event_link, genesis
+
+    lease = lease_acquire(run_id="r1", holder="w", ttl_seconds=60)
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "r1"})])
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("user_message", {"content": f"m{i}"}) for i in range(2)])
+    call_command("checkpoint", "--out", str(tmp_path))
+    (cp,) = tmp_path.glob("checkpoint-*.json")
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=3, events=[NewEvent("user_message", {"content": f"later {i}"}) for i in range(3)])
+    # Rewrite seq 2 and every hash from there on, and the head, as someone with database access
+    # (but without the signing key) could: the chain alone is consistent again.
+    statements = [("UPDATE reckon_event SET payload = %s WHERE run_id = 'r1' AND seq = 2", [json.dumps({"content": "rewritten"})])]
+    prev = genesis("r1")
+    for seq, type_, v, ts, payload, _, salts in chain_rows("r1"):
+        if seq == 2:
+            payload = {"content": "rewritten"}
+        prev = event_link(prev, seq, event_chain_canonical(seq, type_, v, ts, payload, salts))
+        statements.append(("UPDATE reckon_event SET hash = %s WHERE run_id = 'r1' AND seq = %s", [prev, seq]))
+    statements.append(("UPDATE reckon_run SET head = %s WHERE run_id = 'r1'", [prev]))
+    _sql(statements)
+    assert _verify("r1")[0], "without a checkpoint the rewrite is self-consistent"
+    ok, rows = _verify("r1", checkpoint=cp)
+    assert not ok and (rows[0]["problem"], rows[0]["seq"]) == ("head differs from checkpoint", 3)
+
+
+@pytestmark_db
 def test_the_v1_and_v2_fixtures_import_chained_and_verify():
     results = paths_import([str(FIXTURES / "v1"), str(FIXTURES / "v2")])
     imported = [r for r in results if r.outcome in ("imported", "extended")]
@@ -442,6 +469,18 @@ def test_the_verifier_names_each_forgery(tmp_path):
     wrong = document_sign(key=SIGNING_KEY, doc={**{k: v for k, v in manifest.items() if k not in ("signature", "key_fingerprint")}, "head": "00" * 32})
     (out / "manifest.json").write_text(json.dumps(wrong))
     assert _check(out) == (1, "manifest head differs")
+    # Chain fields a verifier cannot use, signed by the right key: named, not guessed at.
+    body = {k: v for k, v in manifest.items() if k not in ("signature", "key_fingerprint")}
+    for change, named in (
+        ({"chain": "reckon/chain/v9"}, "manifest chain 'reckon/chain/v9' is not 'reckon/chain/v3'"),
+        ({"chain_v2_upto": "all"}, "manifest chain_v2_upto is not a whole number"),
+        ({"withheld_prev": ["00" * 32]}, "manifest withheld_prev is not an object"),
+        # Chain v2 claimed for events chain v3 linked: the first event no longer hashes to its line.
+        ({"chain_v2_upto": 6}, "line 1: hash mismatch (seq 1)"),
+    ):
+        fresh()
+        (out / "manifest.json").write_text(json.dumps(document_sign(key=SIGNING_KEY, doc={**body, **change})))
+        assert _check(out) == (1, named)
     # Untouched, against the pinned key.
     fresh()
     assert _check(out, "--public-key", str(pinned))[0] == 0

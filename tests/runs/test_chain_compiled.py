@@ -1,6 +1,6 @@
 """The chain's batch steps, compiled (runs/_chain.c) and in Python (runs/canonical.py), against each
-other and against the definition: sha256 of the event framed around RFC 8785's payload bytes, as an
-independent encoder writes them, and each link sha256(previous hash || digest)."""
+other and against the definition: the event framed around RFC 8785's payload bytes, as an
+independent encoder writes them, and each link sha256(previous hash || canonical bytes)."""
 
 from __future__ import annotations
 
@@ -22,14 +22,14 @@ TS = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
 payloads = st.lists(st.dictionaries(st.text(max_size=6), json_values, max_size=5), min_size=1, max_size=8)
 
 
-def _expected_digest(seq: int, type_: str, payload: dict) -> bytes:
+def _expected_canonical(seq: int, type_: str, payload: dict) -> bytes:
     frame = b',"seq":%d,"ts":"2026-11-30T12:00:00.123456Z","type":"%s","v":2}' % (seq, type_.encode())
-    return hashlib.sha256(b'{"payload":' + rfc8785.dumps(payload) + frame).digest()
+    return b'{"payload":' + rfc8785.dumps(payload) + frame
 
 
-def _event_digests(batch: list[dict], first_seq: int) -> tuple[list[bytes], list]:
+def _event_canons(batch: list[dict], first_seq: int) -> tuple[list[bytes], list]:
     types = ["user_message" if i % 3 else "model_turn" for i in range(len(batch))]
-    return canonical.event_digests(
+    return canonical.event_canons(
         first_seq=first_seq,
         types=types,
         tss=[TS] * len(batch),
@@ -44,7 +44,8 @@ def _event_digests(batch: list[dict], first_seq: int) -> tuple[list[bytes], list
 @pytest.fixture(params=["compiled", "python"])
 def implementation(request, monkeypatch):
     if request.param == "python":
-        monkeypatch.setattr(canonical, "_digests", canonical._digests_py)
+        monkeypatch.setattr(canonical, "_canonicals", canonical._canonicals_py)
+        monkeypatch.setattr(canonical, "_canonical_one", canonical._canonical_one_py)
         monkeypatch.setattr(canonical, "_links", canonical._links_py)
         monkeypatch.setattr(canonical, "_links_framed", canonical._links_framed_py)
         monkeypatch.setattr(canonical, "_plain", canonical._plain_py)
@@ -53,21 +54,21 @@ def implementation(request, monkeypatch):
 
 def test_the_compiled_steps_are_the_ones_in_use():
     assert canonical.COMPILED
-    assert canonical._digests is compiled.digests and canonical._links is compiled.links and canonical._plain is compiled.plain
-    assert canonical._links_framed is compiled.links_framed
+    assert canonical._canonicals is compiled.canonicals and canonical._links is compiled.links and canonical._plain is compiled.plain
+    assert canonical._links_framed is compiled.links_framed and canonical._canonical_one is compiled.canonical_one
 
 
 @settings(max_examples=300, deadline=None)
 @given(batch=payloads, first_seq=st.integers(min_value=1, max_value=2**62))
-def test_a_batch_digests_as_the_definition_says(batch, first_seq):
+def test_a_batch_frames_as_the_definition_says(batch, first_seq):
     for use_python in (False, True):
         with pytest.MonkeyPatch.context() as mp:
             if use_python:
-                mp.setattr(canonical, "_digests", canonical._digests_py)
+                mp.setattr(canonical, "_canonicals", canonical._canonicals_py)
                 mp.setattr(canonical, "_plain", canonical._plain_py)
-            digests, seals = _event_digests(batch, first_seq)
+            canons, seals = _event_canons(batch, first_seq)
         types = ["user_message" if i % 3 else "model_turn" for i in range(len(batch))]
-        assert digests == [_expected_digest(first_seq + i, types[i], p) for i, p in enumerate(batch)]
+        assert canons == [_expected_canonical(first_seq + i, types[i], p) for i, p in enumerate(batch)]
         assert seals == []
 
 
@@ -112,7 +113,7 @@ def test_plain_accepts_lookalikes_and_finds_needles():
 
 
 @settings(max_examples=200, deadline=None)
-@given(prev=st.binary(min_size=32, max_size=32), digests=st.lists(st.binary(min_size=32, max_size=32), max_size=10))
+@given(prev=st.binary(min_size=32, max_size=32), digests=st.lists(st.binary(max_size=300), max_size=10))
 def test_links_chain_as_the_definition_says(prev, digests):
     expected, head = [], prev
     for d in digests:
@@ -130,7 +131,7 @@ def test_links_chain_as_the_definition_says(prev, digests):
 def test_sealed_names_send_a_batch_to_the_exact_path_in_either_implementation(implementation):
     batch = [{"content": "hello"}, {"account": "4010", "content": "Reading ledger 4010"}]
     types = ["model_turn", "user_message"]
-    digests, seals = canonical.event_digests(
+    canons, seals = canonical.event_canons(
         first_seq=5,
         types=types,
         tss=[TS, TS],
@@ -140,33 +141,33 @@ def test_sealed_names_send_a_batch_to_the_exact_path_in_either_implementation(im
         stored_sorted=True,
         sealing=(frozenset({"account"}), (b'"account',)),
     )
-    assert digests[0] == _expected_digest(5, "model_turn", batch[0])
-    # The second names a sealed field: its digest covers commitments, and its salts come back.
+    assert canons[0] == _expected_canonical(5, "model_turn", batch[0])
+    # The second names a sealed field: its bytes hold commitments, and its salts come back.
     assert [seq for seq, _ in seals] == [6] and set(seals[0][1]) == {"/account", "/content"}
-    assert digests[1] != _expected_digest(6, "user_message", batch[1])
+    assert b"4010" not in canons[1] and b'"sealed":{"/account":"' in canons[1]
 
 
 def test_wrong_arguments_are_refused_with_a_message():
     with pytest.raises(TypeError, match=r"raws\[1\] must be bytes"):
-        compiled.digests([b"{}", "{}"], 1, [b"}", b"}"])
+        compiled.canonicals([b"{}", "{}"], 1, [b"}", b"}"])
     with pytest.raises(ValueError, match="differ in length"):
-        compiled.digests([b"{}"], 1, [])
+        compiled.canonicals([b"{}"], 1, [])
     with pytest.raises(ValueError, match="32-byte"):
         compiled.links(b"short", [])
-    with pytest.raises(TypeError, match=r"digests\[0\] must be bytes"):
+    with pytest.raises(TypeError, match=r"canons\[0\] must be bytes"):
         compiled.links(b"x" * 32, [None])
     with pytest.raises(ValueError, match="32-byte"):
         compiled.links_framed(b"short", [], b"")
-    with pytest.raises(TypeError, match=r"digests\[1\] must be bytes"):
+    with pytest.raises(TypeError, match=r"canons\[1\] must be bytes"):
         compiled.links_framed(b"x" * 32, [b"y" * 32, "z"], b"")
 
 
-def test_a_batch_of_several_times_and_versions_digests_each_event_by_its_own(implementation):
+def test_a_batch_of_several_times_and_versions_frames_each_event_by_its_own(implementation):
     # An import's chunk: every event its own time, versions mixed; an append's batch shares one.
     later = TS.replace(second=7, microsecond=5)
     batch = [{"content": "a"}, {"content": "b"}, {"content": "c"}]
     tss, vs, types = [TS, later, later], [2, 2, 3], ["model_turn", "model_turn", "model_turn"]
-    digests, _ = canonical.event_digests(
+    canons, _ = canonical.event_canons(
         first_seq=3,
         types=types,
         tss=tss,
@@ -177,8 +178,8 @@ def test_a_batch_of_several_times_and_versions_digests_each_event_by_its_own(imp
         sealing=(frozenset(), ()),
     )
     texts = ["2026-11-30T12:00:00.123456Z", "2026-11-30T12:00:07.000005Z", "2026-11-30T12:00:07.000005Z"]
-    expected = [hashlib.sha256(b'{"payload":' + rfc8785.dumps(p) + b',"seq":%d,"ts":"%s","type":"model_turn","v":%d}' % (3 + i, texts[i].encode(), vs[i])).digest() for i, p in enumerate(batch)]
-    assert digests == expected
+    expected = [b'{"payload":' + rfc8785.dumps(p) + b',"seq":%d,"ts":"%s","type":"model_turn","v":%d}' % (3 + i, texts[i].encode(), vs[i]) for i, p in enumerate(batch)]
+    assert canons == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -187,31 +188,29 @@ def test_a_batch_of_several_times_and_versions_digests_each_event_by_its_own(imp
     seq=st.integers(min_value=1, max_value=2**62),
     ts=st.datetimes(min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59, 999999), timezones=st.just(timezone.utc)),
 )
-def test_one_event_digests_as_the_definition_says(payload, seq, ts):
-    # The single append's compiled path (digest_one) and the Python path it replaces, against an
+def test_one_event_frames_as_the_definition_says(payload, seq, ts):
+    # The single append's compiled path (canonical_one) and the Python path it replaces, against an
     # independent RFC 8785 encoder: a payload with a mark that orjson writes otherwise falls back.
     stored = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
     text = ts.strftime("%Y-%m-%dT%H:%M:%S.%f") + "Z"
-    expected = hashlib.sha256(b'{"payload":' + rfc8785.dumps(payload) + b',"seq":%d,"ts":"%s","type":"tool_call_started","v":3}' % (seq, text.encode())).digest()
+    expected = b'{"payload":' + rfc8785.dumps(payload) + b',"seq":%d,"ts":"%s","type":"tool_call_started","v":3}' % (seq, text.encode())
     for use_python in (False, True):
         with pytest.MonkeyPatch.context() as mp:
             if use_python:
-                mp.setattr(canonical, "_digest_one", None)
-            digest, salts = canonical.event_digest(seq=seq, type="tool_call_started", ts=ts, v=3, payload=payload, stored=stored, sealing=(frozenset(), ()), stored_sorted=True)
-        assert (digest, salts) == (expected, None)
-    assert compiled.digest_one(stored, seq, ts, b',"type":"tool_call_started","v":3}', ()) in (expected, None)
+                mp.setattr(canonical, "_canonical_one", canonical._canonical_one_py)
+                mp.setattr(canonical, "_plain", canonical._plain_py)
+            canon, salts = canonical.event_canon(seq=seq, type="tool_call_started", ts=ts, v=3, payload=payload, stored=stored, sealing=(frozenset(), ()), stored_sorted=True)
+        assert (canon, salts) == (expected, None)
+    assert compiled.canonical_one(stored, seq, ts, b',"type":"tool_call_started","v":3}', ()) in (expected, None)
 
 
 def test_one_event_with_a_sealed_name_or_a_mark_is_left_to_the_exact_path():
     type_tail = b',"type":"user_message","v":2}'
-    assert compiled.digest_one(b'{"account":"4010"}', 1, TS, type_tail, (b'"account',)) is None
-    assert compiled.digest_one(b'{"x":1.0}', 1, TS, type_tail, ()) is None
-    assert compiled.digest_one(b'{"x":1}', 1, TS, type_tail, ()) == hashlib.sha256(b'{"payload":{"x":1},"seq":1,"ts":"2026-11-30T12:00:00.123456Z"' + type_tail).digest()
+    for one in (compiled.canonical_one, canonical._canonical_one_py):
+        assert one(b'{"account":"4010"}', 1, TS, type_tail, (b'"account',)) is None
+        assert one(b'{"x":1.0}', 1, TS, type_tail, ()) is None
+        assert one(b'{"x":1}', 1, TS, type_tail, ()) == b'{"payload":{"x":1},"seq":1,"ts":"2026-11-30T12:00:00.123456Z"' + type_tail
     with pytest.raises(TypeError, match="ts must be a datetime"):
-        compiled.digest_one(b"{}", 1, "2026-11-30", type_tail, ())
+        compiled.canonical_one(b"{}", 1, "2026-11-30", type_tail, ())
     with pytest.raises(TypeError, match=r"needles\[0\] must be bytes"):
-        compiled.digest_one(b"{}", 1, TS, type_tail, ("account",))
-
-
-def test_the_single_append_uses_the_compiled_digest():
-    assert canonical._digest_one is compiled.digest_one
+        compiled.canonical_one(b"{}", 1, TS, type_tail, ("account",))

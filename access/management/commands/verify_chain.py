@@ -38,10 +38,11 @@ class Command(BaseCommand):
         ids = list(run_ids) or sorted(set(Run.objects.values_list("run_id", flat=True)) | set(marks))
         failed = 0
         for run_id in ids:
-            problem, last, head = chain_verify(run_id=run_id)
             mark = marks.get(run_id)
+            at = {mark["last_seq"]: None} if mark is not None and isinstance(mark.get("last_seq"), int) else None
+            problem, last, head = chain_verify(run_id=run_id, hashes_at=at)
             if problem is None and mark is not None:
-                problem = _against_checkpoint(run_id, mark, last, head)
+                problem = _against_checkpoint(run_id, mark, last, (at or {}).get(mark["last_seq"]))
             if problem is None:
                 # Who was shown the run's sensitive values: chained the same way (access.chain).
                 aproblem, acount, ahead = access_chain_verify(run_id=run_id)
@@ -65,11 +66,16 @@ class Command(BaseCommand):
             raise CommandError(f"{failed} of {len(ids)} runs failed the chain check")
 
 
-def _against_checkpoint(run_id: str, mark: dict, last: int, head: bytes | None) -> ChainProblem | None:
-    if last < mark["last_seq"]:
-        return ChainProblem(run_id, last, "rolled back", f"the checkpoint holds it at seq {mark['last_seq']} head {mark['head']}, the database at seq {last}")
-    if last == mark["last_seq"] and (head.hex() if head else None) != mark["head"]:
-        return ChainProblem(run_id, last, "head differs from checkpoint", f"the checkpoint's head at seq {last} is {mark['head']}")
+def _against_checkpoint(run_id: str, mark: dict, last: int, then: bytes | None) -> ChainProblem | None:
+    """The run against the checkpoint's entry: its history must reach the checkpoint's seq, and
+    the hash recomputed there (``then``) must be the checkpoint's head. A run that went on after
+    the checkpoint is compared at the checkpoint's seq too, so history rewritten before it is named
+    even when every hash after it was rewritten to match."""
+    seq = mark["last_seq"]
+    if last < seq:
+        return ChainProblem(run_id, last, "rolled back", f"the checkpoint holds it at seq {seq} head {mark['head']}, the database at seq {last}")
+    if seq > 0 and (then.hex() if then else None) != mark["head"]:
+        return ChainProblem(run_id, seq, "head differs from checkpoint", f"the checkpoint's head at seq {seq} is {mark['head']}, the recomputed {then.hex() if then else None}")
     return None
 
 
