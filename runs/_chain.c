@@ -13,6 +13,9 @@
  *       hash[i] = sha256(hash[i - 1] + canons[i]), hash[-1] = prev
  *   links_framed(prev, canons, prefix) -> bytes
  *       the same hashes as one text, each preceded by prefix (a length word of a binary array)
+ *   links_parts(prev, raws, first_seq, tails, prefix) -> bytes
+ *       links_framed(prev, canonicals(raws, first_seq, tails), prefix), each event's bytes hashed
+ *       where they lie (a batch's common case: no bytes object per event)
  *   plain(text, needles) -> bool
  *       whether orjson's sorted text is certainly RFC 8785's (canonical.py's _orjson_exact) and
  *       contains none of needles (the sealed field names), in one pass and memmem each
@@ -174,6 +177,53 @@ linked_text(const char *fn, const char *prev, Py_ssize_t prev_len, PyObject *can
         const void *parts[] = {head, d};
         const size_t lens[] = {DIGEST_LEN, (size_t)d_len};
         if (hash_parts(2, parts, lens, w + prefix_len) < 0)
+            goto fail;
+        head = w + prefix_len;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* links_framed's text for canonical bytes given as their parts (canonicals' arguments), each
+ * event's bytes hashed in place after the previous hash: no bytes object per event. */
+static PyObject *
+chain_links_parts(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    const char *prev, *prefix;
+    Py_ssize_t prev_len, prefix_len;
+    PyObject *raws, *tails;
+    long long first_seq;
+    if (!PyArg_ParseTuple(args, "y#O!LO!y#:links_parts", &prev, &prev_len, &PyList_Type, &raws, &first_seq, &PyList_Type, &tails, &prefix, &prefix_len))
+        return NULL;
+    if (prev_len != DIGEST_LEN) {
+        PyErr_SetString(PyExc_ValueError, "links_parts: prev must be a 32-byte hash");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(raws);
+    if (PyList_GET_SIZE(tails) != n) {
+        PyErr_SetString(PyExc_ValueError, "links_parts: raws and tails differ in length");
+        return NULL;
+    }
+    Py_ssize_t item = prefix_len + DIGEST_LEN;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * item);
+    if (out == NULL)
+        return NULL;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    const unsigned char *head = (const unsigned char *)prev;
+    char seq_text[40];
+    for (Py_ssize_t i = 0; i < n; i++, w += item) {
+        const char *raw, *tail;
+        Py_ssize_t raw_len, tail_len;
+        if (bytes_of(PyList_GET_ITEM(raws, i), "raws", i, &raw, &raw_len) < 0
+            || bytes_of(PyList_GET_ITEM(tails, i), "tails", i, &tail, &tail_len) < 0)
+            goto fail;
+        int seq_len = seq_frame(seq_text, first_seq + (long long)i);
+        memcpy(w, prefix, (size_t)prefix_len);
+        const void *parts[] = {head, PAYLOAD_OPEN, raw, seq_text, tail};
+        const size_t lens[] = {DIGEST_LEN, sizeof PAYLOAD_OPEN - 1, (size_t)raw_len, (size_t)seq_len, (size_t)tail_len};
+        if (hash_parts(5, parts, lens, w + prefix_len) < 0)
             goto fail;
         head = w + prefix_len;
     }
@@ -442,6 +492,8 @@ static PyMethodDef chain_methods[] = {
      "canonical_one(raw, seq, ts, type_tail, needles): one event's canonical bytes when plain(raw, needles), else None."},
     {"strict_proved", chain_strict_proved, METH_VARARGS,
      "strict_proved(raw, value): whether raw's bytes prove that value, its decoding, holds nothing the strict reader refuses."},
+    {"links_parts", chain_links_parts, METH_VARARGS,
+     "links_parts(prev, raws, first_seq, tails, prefix): links_framed of canonicals(raws, first_seq, tails), built in place."},
     {"links", chain_links, METH_VARARGS,
      "links(prev, canons): the chain's hashes after prev, sha256(previous hash + canonical bytes) each."},
     {NULL, NULL, 0, NULL},

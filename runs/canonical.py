@@ -187,6 +187,10 @@ def _links_framed_py(prev: bytes, canons: list[bytes], prefix: bytes) -> bytes:
     return b"".join([prefix + h for h in _links_py(prev, canons)])
 
 
+def _links_parts_py(prev: bytes, raws: list[bytes], first_seq: int, tails: list[bytes], prefix: bytes) -> bytes:
+    return _links_framed_py(prev, _canonicals_py(raws, first_seq, tails), prefix)
+
+
 def _canonical_one_py(raw: bytes, seq: int, ts: datetime, type_tail: bytes, needles: tuple[bytes, ...]) -> bytes | None:
     if not _plain(raw, needles):
         return None
@@ -194,22 +198,47 @@ def _canonical_one_py(raw: bytes, seq: int, ts: datetime, type_tail: bytes, need
 
 
 try:
-    from runs._chain import canonical_one as _canonical_one, canonicals as _canonicals, links as _links, links_framed as _links_framed, plain as _plain
+    from runs._chain import canonical_one as _canonical_one, canonicals as _canonicals, links as _links, links_framed as _links_framed, links_parts as _links_parts, plain as _plain
 except ImportError:  # not built here (no compiler or no OpenSSL headers at install), or built before chain v3
-    _canonicals, _links, _links_framed, _plain, _canonical_one = _canonicals_py, _links_py, _links_framed_py, _plain_py, _canonical_one_py
+    _canonicals, _links, _links_framed, _links_parts, _plain, _canonical_one = _canonicals_py, _links_py, _links_framed_py, _links_parts_py, _plain_py, _canonical_one_py
 
 COMPILED = _canonicals is not _canonicals_py
 
 
-def chain_links(prev: bytes, canons: list[bytes]) -> list[bytes]:
+class Framed:
+    """A batch's canonical bytes kept as their parts: event i's are ``b'{"payload":' + raws[i] +
+    b',"seq":' + str(first_seq + i) + tails[i]`` (``raws``: the payloads' stored texts). The links
+    hash them where they lie (``runs/_chain.c``'s ``links_parts``), so a batch appended with its
+    chain builds no bytes object per event; ``canon_list`` builds them where they are sent."""
+
+    __slots__ = ("raws", "first_seq", "tails")
+
+    def __init__(self, raws: list[bytes], first_seq: int, tails: list[bytes]):
+        self.raws, self.first_seq, self.tails = raws, first_seq, tails
+
+    def __len__(self) -> int:
+        return len(self.raws)
+
+
+def canon_list(canons: list[bytes] | Framed) -> list[bytes]:
+    """The events' canonical bytes, each as one bytes object."""
+    return _canonicals(canons.raws, canons.first_seq, canons.tails) if type(canons) is Framed else canons
+
+
+def chain_links(prev: bytes, canons: list[bytes] | Framed) -> list[bytes]:
     """The chain's hashes after ``prev`` for events with canonical bytes ``canons``: ``chain_link``
     applied in turn."""
+    if type(canons) is Framed:
+        text = _links_parts(prev, canons.raws, canons.first_seq, canons.tails, b"")
+        return [text[i : i + 32] for i in range(0, len(text), 32)]
     return _links(prev, canons)
 
 
-def chain_links_framed(prev: bytes, canons: list[bytes], prefix: bytes) -> bytes:
+def chain_links_framed(prev: bytes, canons: list[bytes] | Framed, prefix: bytes) -> bytes:
     """``chain_links``' hashes as one text, each preceded by ``prefix`` (a binary array's length
     word): what a batch append sends, built without a list of hashes in between."""
+    if type(canons) is Framed:
+        return _links_parts(prev, canons.raws, canons.first_seq, canons.tails, prefix)
     return _links_framed(prev, canons, prefix)
 
 
@@ -362,10 +391,10 @@ def event_canons(
     stored_sorted: bool,
     sealing: tuple[frozenset[str], tuple[bytes, ...]],
     texts: list[bytes] | None = None,
-) -> tuple[list[bytes], list[tuple[int, dict[str, str]]]]:
+) -> tuple[list[bytes] | Framed, list[tuple[int, dict[str, str]]]]:
     """``event_canon`` for consecutive events (an append's batch, an import's chunk) at seqs
-    ``first_seq, first_seq + 1, ...``: their canonical bytes, and (seq, salts) of those with sealed
-    values.
+    ``first_seq, first_seq + 1, ...``: their canonical bytes (as their parts, ``Framed``, when every
+    payload's stored text is its RFC 8785 bytes), and (seq, salts) of those with sealed values.
 
     ``stored_sorted``: every text in ``stored`` is orjson's sorted encoding of its payload. Then the
     scans that send a payload to the exact or the sealing path run once over the whole batch (one
@@ -398,7 +427,7 @@ def event_canons(
         tails = list(map(by_type.__getitem__, types))
     else:
         tails = [_tail(type_, ts, v) for ts, type_, v in zip(tss, types, vs)]
-    return _canonicals(stored, first_seq, tails), seals
+    return Framed(stored, first_seq, tails), seals
 
 
 def seal_commitments(payload, salts: dict[str, bytes]) -> dict[str, bytes]:

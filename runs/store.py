@@ -51,7 +51,7 @@ from psycopg.generators import execute as _pg_execute
 from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.rows import tuple_row
 
-from runs.canonical import chain_links, chain_links_framed, event_canon, event_canons, sealing_now, ts_texts
+from runs.canonical import Framed, canon_list, chain_links, chain_links_framed, event_canon, event_canons, sealing_now, ts_texts
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
 from runs.events import (
     COMPLETION_SOURCES,
@@ -810,7 +810,7 @@ class PreparedChunk:
     vs: list[int]
     times: list[bytes]
     encoded: list[bytes]
-    canons: list[bytes]
+    canons: list[bytes] | Framed
     seals: list[tuple[int, dict]]
     finished_seq: int | None
     events: list[Event] | None = None
@@ -867,9 +867,15 @@ def _ts_canonical(given: list[str]) -> list[bytes] | None:
 def prepared_dumps(chunk: PreparedChunk) -> bytes:
     """``chunk`` as bytes for a pipe (the events are not sent: ``prepared_loads`` decodes them)."""
     # JSON text and a time's text hold no NUL, so NUL separates them: one split instead of a
-    # pickled object per event.
+    # pickled object per event. Canonical bytes kept as their parts (``Framed``, the common case)
+    # send only their tails: the payloads' texts are the chunk's own.
+    canons = chunk.canons
+    if type(canons) is Framed and canons.raws is chunk.encoded:
+        sent = (canons.first_seq, b"\x00".join(canons.tails))
+    else:
+        sent = b"\x00".join(canon_list(canons))  # canonical JSON holds no NUL either
     return pickle.dumps(
-        (chunk.expected_seq, "\x00".join(chunk.types), chunk.vs, b"\x00".join(chunk.times), b"\x00".join(chunk.encoded), b"\x00".join(chunk.canons), chunk.seals, chunk.finished_seq),
+        (chunk.expected_seq, "\x00".join(chunk.types), chunk.vs, b"\x00".join(chunk.times), b"\x00".join(chunk.encoded), sent, chunk.seals, chunk.finished_seq),
         protocol=pickle.HIGHEST_PROTOCOL,
     )
 
@@ -894,7 +900,10 @@ def prepared_loads(data: bytes) -> PreparedChunk:
     model turns) are read by no read model."""
     expected_seq, types, vs, times, encoded, canons, seals, finished_seq = pickle.loads(data)
     types, texts, times, encoded = types.split("\x00"), times.decode().split("\x00"), times.split(b"\x00"), encoded.split(b"\x00")
-    canons = canons.split(b"\x00") if canons else []  # canonical JSON holds no NUL either
+    if type(canons) is tuple:
+        canons = Framed(encoded, canons[0], canons[1].split(b"\x00"))
+    else:
+        canons = canons.split(b"\x00") if canons else []
     loads, new_event, parse = orjson.loads, tuple.__new__, datetime.fromisoformat
     read = _projected_types()
     if read is None:
@@ -1302,7 +1311,7 @@ def _pg_append_batch(db, run_id, expected_seq, seqs, events, tss, encoded, canon
         # remembered. Either way nothing was written; the database's own linking decides.
         _heads.pop(key, None)
     with db.wrap_database_errors:
-        cur.execute(_PG_APPEND_HEADED, {**params, "canons": bytea_array(canons), "count": n}, prepare=True)
+        cur.execute(_PG_APPEND_HEADED, {**params, "canons": bytea_array(canon_list(canons)), "count": n}, prepare=True)
         count, head = cur.fetchone()
     if count != n:
         return False
@@ -1397,7 +1406,7 @@ def _pg_append_riding(db, run_id, epoch, expected_seq, events, tss, encoded, can
     else:
         sql = [_PG_APPEND_EV]
         params = {"new_last": expected_seq + n, "finished_seq": None, "run_id": run_id, "epoch": epoch, "expected": expected_seq, "finishing": False, "count": n}
-        params.update(binary_arrays(events, tss, encoded), canons=bytea_array(canons))
+        params.update(binary_arrays(events, tss, encoded), canons=bytea_array(canon_list(canons)))
     texts = []
     for i, rider in enumerate(riders.values()):
         texts.append((f", r{i} AS (\n{rider.cte}\n)", rider.cte_params))

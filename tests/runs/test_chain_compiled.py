@@ -48,6 +48,7 @@ def implementation(request, monkeypatch):
         monkeypatch.setattr(canonical, "_canonical_one", canonical._canonical_one_py)
         monkeypatch.setattr(canonical, "_links", canonical._links_py)
         monkeypatch.setattr(canonical, "_links_framed", canonical._links_framed_py)
+        monkeypatch.setattr(canonical, "_links_parts", canonical._links_parts_py)
         monkeypatch.setattr(canonical, "_plain", canonical._plain_py)
     return request.param
 
@@ -56,6 +57,7 @@ def test_the_compiled_steps_are_the_ones_in_use():
     assert canonical.COMPILED
     assert canonical._canonicals is compiled.canonicals and canonical._links is compiled.links and canonical._plain is compiled.plain
     assert canonical._links_framed is compiled.links_framed and canonical._canonical_one is compiled.canonical_one
+    assert canonical._links_parts is compiled.links_parts
 
 
 @settings(max_examples=300, deadline=None)
@@ -67,6 +69,7 @@ def test_a_batch_frames_as_the_definition_says(batch, first_seq):
                 mp.setattr(canonical, "_canonicals", canonical._canonicals_py)
                 mp.setattr(canonical, "_plain", canonical._plain_py)
             canons, seals = _event_canons(batch, first_seq)
+            canons = canonical.canon_list(canons)
         types = ["user_message" if i % 3 else "model_turn" for i in range(len(batch))]
         assert canons == [_expected_canonical(first_seq + i, types[i], p) for i, p in enumerate(batch)]
         assert seals == []
@@ -147,6 +150,21 @@ def test_sealed_names_send_a_batch_to_the_exact_path_in_either_implementation(im
     assert b"4010" not in canons[1] and b'"sealed":{"/account":"' in canons[1]
 
 
+@settings(max_examples=200, deadline=None)
+@given(prev=st.binary(min_size=32, max_size=32), batch=payloads, first_seq=st.integers(min_value=1, max_value=2**62), prefix=st.sampled_from([b"", b"\x00\x00\x00\x20"]))
+def test_a_batch_linked_in_place_links_as_its_built_bytes_do(prev, batch, first_seq, prefix):
+    # The batch's common case (runs.canonical.Framed): hashed where its parts lie, against the
+    # same links over the canonical bytes built one by one.
+    raws = [orjson.dumps(p, option=orjson.OPT_SORT_KEYS) for p in batch]
+    tails = [b',"ts":"2026-11-30T12:00:00.123456Z","type":"model_turn","v":%d}' % (i % 3) for i in range(len(batch))]
+    expected = canonical._links_framed_py(prev, canonical._canonicals_py(raws, first_seq, tails), prefix)
+    assert compiled.links_parts(prev, raws, first_seq, tails, prefix) == expected
+    assert canonical._links_parts_py(prev, raws, first_seq, tails, prefix) == expected
+    framed = canonical.Framed(raws, first_seq, tails)
+    assert canonical.chain_links_framed(prev, framed, prefix) == expected
+    assert b"".join(canonical.chain_links(prev, framed)) == canonical._links_framed_py(prev, canonical.canon_list(framed), b"")
+
+
 def test_wrong_arguments_are_refused_with_a_message():
     with pytest.raises(TypeError, match=r"raws\[1\] must be bytes"):
         compiled.canonicals([b"{}", "{}"], 1, [b"}", b"}"])
@@ -158,6 +176,10 @@ def test_wrong_arguments_are_refused_with_a_message():
         compiled.links(b"x" * 32, [None])
     with pytest.raises(ValueError, match="32-byte"):
         compiled.links_framed(b"short", [], b"")
+    with pytest.raises(ValueError, match="differ in length"):
+        compiled.links_parts(b"x" * 32, [b"{}"], 1, [], b"")
+    with pytest.raises(TypeError, match=r"tails\[0\] must be bytes"):
+        compiled.links_parts(b"x" * 32, [b"{}"], 1, ["}"], b"")
     with pytest.raises(TypeError, match=r"canons\[1\] must be bytes"):
         compiled.links_framed(b"x" * 32, [b"y" * 32, "z"], b"")
 
@@ -179,7 +201,7 @@ def test_a_batch_of_several_times_and_versions_frames_each_event_by_its_own(impl
     )
     texts = ["2026-11-30T12:00:00.123456Z", "2026-11-30T12:00:07.000005Z", "2026-11-30T12:00:07.000005Z"]
     expected = [b'{"payload":' + rfc8785.dumps(p) + b',"seq":%d,"ts":"%s","type":"model_turn","v":%d}' % (3 + i, texts[i].encode(), vs[i]) for i, p in enumerate(batch)]
-    assert canons == expected
+    assert canonical.canon_list(canons) == expected
 
 
 @settings(max_examples=300, deadline=None)
