@@ -57,7 +57,7 @@ def sensitive_fields() -> frozenset[str]:
 # What the append path seals (runs.canonical): the same names, read at most every few seconds, so an
 # append does not query the policies. A policy stored in this process is seen at once
 # (``sealed_fields_forget``); other processes see it within SEALED_TTL_S. A value appended meanwhile
-# unsealed is still masked in a bundle: its event is then shown by its digest alone (runs.verify).
+# unsealed is still masked in a bundle: its event is then withheld, shown by its hash alone (runs.verify).
 SEALED_TTL_S = 5.0
 _sealed: tuple[float, frozenset[str]] = (-1e9, frozenset())
 
