@@ -55,7 +55,7 @@ def report_html(*, manifest: dict, lines: list[dict], access: list[dict], result
         "Check it again, offline, with <code>reckon-verify</code> on this folder or its zip (optionally <code>--public-key</code> with the key you trust).</p>",
         "<h2>Manifest</h2><dl>",
     ]
-    for k in ("run_id", "first_seq", "last_seq", "head", "encoding", "chain", "chain_v2_upto", "masked", "exported_at", "exported_by", "key_fingerprint", "access_count", "access_head"):
+    for k in ("run_id", "first_seq", "last_seq", "head", "encoding", "chain", "chain_v2_upto", "withheld_prev", "masked", "exported_at", "exported_by", "key_fingerprint", "access_count", "access_head"):
         v = manifest.get(k)
         out.append(f"<dt>{esc(k)}</dt><dd><code>{esc(v if isinstance(v, str) else json.dumps(v))}</code></dd>")
     out.append("</dl>")
@@ -104,9 +104,15 @@ def report_html(*, manifest: dict, lines: list[dict], access: list[dict], result
         out.append('<p class="muted">Nobody: no reveal, unmasked export or unmasked read of this run is recorded.</p>')
 
     out.append(f"<h2>Timeline ({len(lines)} events)</h2><table><tr><th>seq</th><th>when</th><th>type</th><th>payload</th><th class=\"wide\">hash</th></tr>")
+    before = manifest.get("withheld_prev") or {}
     for ln in lines:
         if "withheld" in ln:
-            out.append(f'<tr><td>{ln["seq"]}</td><td></td><td class="muted">withheld</td><td class="muted">{esc(ln["withheld"])}{"; digest <code>" + esc(ln["digest"]) + "</code>" if "digest" in ln else ""}</td><td class="wide"><code>{esc(ln["hash"][:16])}…</code></td></tr>')
+            if "digest" in ln:  # chain v2: linked by its digest
+                how = f"; digest <code>{esc(ln['digest'])}</code>"
+            else:
+                prev = before.get(str(ln["seq"]))
+                how = f"; the hash before it, signed in the manifest: <code>{esc(prev[:16])}…</code>" if isinstance(prev, str) else ""
+            out.append(f'<tr><td>{ln["seq"]}</td><td></td><td class="muted">withheld</td><td class="muted">{esc(ln["withheld"])}{how}</td><td class="wide"><code>{esc(ln["hash"][:16])}…</code></td></tr>')
             continue
         out.append(f'<tr><td>{ln["seq"]}</td><td>{esc(ln["ts"])}</td><td>{esc(ln["type"])}</td><td><pre>{_j(ln["payload"])}</pre></td><td class="wide"><code>{esc(ln["hash"][:16])}…</code></td></tr>')
     out.append("</table></main></body></html>\n")

@@ -61,6 +61,10 @@ def test_a_masked_bundle_by_default_shows_no_sensitive_value_and_still_verifies(
     assert set(started["sealed"]["/arguments/account"]) == {"commitment"}
     # The receiver's page quoting the account in words was sealed nowhere: withheld, by its hash.
     assert any("withheld" in ln for ln in lines)
+    # The report says what binds a withheld event: the hash before it, which the manifest signed.
+    withheld = next(ln for ln in lines if "withheld" in ln)
+    assert manifest["withheld_prev"][str(withheld["seq"])] == lines[withheld["seq"] - 2]["hash"]
+    assert f"the hash before it, signed in the manifest: <code>{lines[withheld['seq'] - 2]['hash'][:16]}" in (out / "report.html").read_text()
     assert not AccessRecord.objects.filter(run_id="run-acme", front_end="export").exists()  # a masked bundle shows nothing
 
 
