@@ -153,57 +153,19 @@ fail:
 }
 
 /* The chain's hashes after prev, one after another in one bytes object, each preceded by prefix;
- * fn names the caller in messages. */
+ * fn names the caller in messages. The entries are canons' items, or, when canons is NULL, the
+ * canonical bytes canonicals(raws, first_seq, tails) would build, hashed where their parts lie. */
 static PyObject *
-linked_text(const char *fn, const char *prev, Py_ssize_t prev_len, PyObject *canons, const char *prefix, Py_ssize_t prefix_len)
+linked_text(const char *fn, const char *prev, Py_ssize_t prev_len, PyObject *canons, PyObject *raws, long long first_seq, PyObject *tails,
+            const char *prefix, Py_ssize_t prefix_len)
 {
     if (prev_len != DIGEST_LEN) {
         PyErr_Format(PyExc_ValueError, "%s: prev must be a 32-byte hash", fn);
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(canons);
-    Py_ssize_t item = prefix_len + DIGEST_LEN;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, n * item);
-    if (out == NULL)
-        return NULL;
-    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
-    const unsigned char *head = (const unsigned char *)prev;
-    for (Py_ssize_t i = 0; i < n; i++, w += item) {
-        const char *d;
-        Py_ssize_t d_len;
-        if (bytes_of(PyList_GET_ITEM(canons, i), "canons", i, &d, &d_len) < 0)
-            goto fail;
-        memcpy(w, prefix, (size_t)prefix_len);
-        const void *parts[] = {head, d};
-        const size_t lens[] = {DIGEST_LEN, (size_t)d_len};
-        if (hash_parts(2, parts, lens, w + prefix_len) < 0)
-            goto fail;
-        head = w + prefix_len;
-    }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
-}
-
-/* links_framed's text for canonical bytes given as their parts (canonicals' arguments), each
- * event's bytes hashed in place after the previous hash: no bytes object per event. */
-static PyObject *
-chain_links_parts(PyObject *Py_UNUSED(self), PyObject *args)
-{
-    const char *prev, *prefix;
-    Py_ssize_t prev_len, prefix_len;
-    PyObject *raws, *tails;
-    long long first_seq;
-    if (!PyArg_ParseTuple(args, "y#O!LO!y#:links_parts", &prev, &prev_len, &PyList_Type, &raws, &first_seq, &PyList_Type, &tails, &prefix, &prefix_len))
-        return NULL;
-    if (prev_len != DIGEST_LEN) {
-        PyErr_SetString(PyExc_ValueError, "links_parts: prev must be a 32-byte hash");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(raws);
-    if (PyList_GET_SIZE(tails) != n) {
-        PyErr_SetString(PyExc_ValueError, "links_parts: raws and tails differ in length");
+    Py_ssize_t n = PyList_GET_SIZE(canons != NULL ? canons : raws);
+    if (canons == NULL && PyList_GET_SIZE(tails) != n) {
+        PyErr_Format(PyExc_ValueError, "%s: raws and tails differ in length", fn);
         return NULL;
     }
     Py_ssize_t item = prefix_len + DIGEST_LEN;
@@ -214,16 +176,25 @@ chain_links_parts(PyObject *Py_UNUSED(self), PyObject *args)
     const unsigned char *head = (const unsigned char *)prev;
     char seq_text[40];
     for (Py_ssize_t i = 0; i < n; i++, w += item) {
-        const char *raw, *tail;
-        Py_ssize_t raw_len, tail_len;
-        if (bytes_of(PyList_GET_ITEM(raws, i), "raws", i, &raw, &raw_len) < 0
-            || bytes_of(PyList_GET_ITEM(tails, i), "tails", i, &tail, &tail_len) < 0)
-            goto fail;
-        int seq_len = seq_frame(seq_text, first_seq + (long long)i);
+        const void *parts[5] = {head};
+        size_t lens[5] = {DIGEST_LEN};
+        int k;
+        const char *a, *b;
+        Py_ssize_t a_len, b_len;
+        if (canons != NULL) {
+            if (bytes_of(PyList_GET_ITEM(canons, i), "canons", i, &a, &a_len) < 0)
+                goto fail;
+            parts[1] = a, lens[1] = (size_t)a_len, k = 2;
+        } else {
+            if (bytes_of(PyList_GET_ITEM(raws, i), "raws", i, &a, &a_len) < 0 || bytes_of(PyList_GET_ITEM(tails, i), "tails", i, &b, &b_len) < 0)
+                goto fail;
+            parts[1] = PAYLOAD_OPEN, lens[1] = sizeof PAYLOAD_OPEN - 1;
+            parts[2] = a, lens[2] = (size_t)a_len;
+            parts[3] = seq_text, lens[3] = (size_t)seq_frame(seq_text, first_seq + (long long)i);
+            parts[4] = b, lens[4] = (size_t)b_len, k = 5;
+        }
         memcpy(w, prefix, (size_t)prefix_len);
-        const void *parts[] = {head, PAYLOAD_OPEN, raw, seq_text, tail};
-        const size_t lens[] = {DIGEST_LEN, sizeof PAYLOAD_OPEN - 1, (size_t)raw_len, (size_t)seq_len, (size_t)tail_len};
-        if (hash_parts(5, parts, lens, w + prefix_len) < 0)
+        if (hash_parts(k, parts, lens, w + prefix_len) < 0)
             goto fail;
         head = w + prefix_len;
     }
@@ -231,6 +202,20 @@ chain_links_parts(PyObject *Py_UNUSED(self), PyObject *args)
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+/* links_framed's text for canonical bytes given as their parts (canonicals' arguments): no bytes
+ * object per event. */
+static PyObject *
+chain_links_parts(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    const char *prev, *prefix;
+    Py_ssize_t prev_len, prefix_len;
+    PyObject *raws, *tails;
+    long long first_seq;
+    if (!PyArg_ParseTuple(args, "y#O!LO!y#:links_parts", &prev, &prev_len, &PyList_Type, &raws, &first_seq, &PyList_Type, &tails, &prefix, &prefix_len))
+        return NULL;
+    return linked_text("links_parts", prev, prev_len, NULL, raws, first_seq, tails, prefix, prefix_len);
 }
 
 static PyObject *
@@ -241,7 +226,7 @@ chain_links(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *canons;
     if (!PyArg_ParseTuple(args, "y#O!:links", &prev, &prev_len, &PyList_Type, &canons))
         return NULL;
-    PyObject *text = linked_text("links", prev, prev_len, canons, "", 0);
+    PyObject *text = linked_text("links", prev, prev_len, canons, NULL, 0, NULL, "", 0);
     if (text == NULL)
         return NULL;
     Py_ssize_t n = PyBytes_GET_SIZE(text) / DIGEST_LEN;
@@ -262,7 +247,7 @@ chain_links_framed(PyObject *Py_UNUSED(self), PyObject *args)
     PyObject *canons;
     if (!PyArg_ParseTuple(args, "y#O!y#:links_framed", &prev, &prev_len, &PyList_Type, &canons, &prefix, &prefix_len))
         return NULL;
-    return linked_text("links_framed", prev, prev_len, canons, prefix, prefix_len);
+    return linked_text("links_framed", prev, prev_len, canons, NULL, 0, NULL, prefix, prefix_len);
 }
 
 /* Whether the candidate byte at p[i] (one of + - . or a lead byte F0-FF) marks a text that
