@@ -191,16 +191,11 @@ def _links_parts_py(prev: bytes, raws: list[bytes], first_seq: int, tails: list[
     return _links_framed_py(prev, _canonicals_py(raws, first_seq, tails), prefix)
 
 
-def _canonical_one_py(raw: bytes, seq: int, ts: datetime, type_tail: bytes, needles: tuple[bytes, ...]) -> bytes | None:
-    if not _plain(raw, needles):
-        return None
-    return b'{"payload":' + raw + b',"seq":%d,"ts":"' % seq + _ts_text(ts).encode() + b'"' + type_tail
-
-
 try:
     from runs._chain import canonical_one as _canonical_one, canonicals as _canonicals, links as _links, links_framed as _links_framed, links_parts as _links_parts, plain as _plain
 except ImportError:  # not built here (no compiler or no OpenSSL headers at install), or built before chain v3
-    _canonicals, _links, _links_framed, _links_parts, _plain, _canonical_one = _canonicals_py, _links_py, _links_framed_py, _links_parts_py, _plain_py, _canonical_one_py
+    _canonicals, _links, _links_framed, _links_parts, _plain = _canonicals_py, _links_py, _links_framed_py, _links_parts_py, _plain_py
+    _canonical_one = None  # event_canon's own steps below do the same in Python
 
 COMPILED = _canonicals is not _canonicals_py
 
@@ -343,9 +338,9 @@ def event_canon(
     sorted encoding of ``payload`` (``orjson.dumps(payload, option=OPT_SORT_KEYS)``, which the store
     writes), so the common case frames it as it is, with no second encoding."""
     names, needles = sealing
-    if stored_sorted and ts.tzinfo is UTC and ts.year >= 1000:
-        # The single append's common case in one call (compiled in runs/_chain.c): the checks
-        # below, the time's text and the frame. None: a mark or a sealed name was found.
+    if stored_sorted and _canonical_one is not None and ts.tzinfo is UTC and ts.year >= 1000:
+        # The single append's common case in one compiled call (runs/_chain.c): the checks below,
+        # the time's text and the frame. None: a mark or a sealed name was found.
         type_tail = _type_tails.get((type, v)) or _type_tail(type, v)
         canon = _canonical_one(stored, seq, ts, type_tail, needles)
         if canon is not None:
