@@ -985,9 +985,9 @@ def events_copy(
         prev = bytes(head) if head is not None else (chain_genesis(run_id) if expected_seq == 0 else None)
         rid = _copy_text(run_id.encode())
         if prev is not None:
-            hashes = chain_links(prev, canons)
-            prev = hashes[-1]
-            hexed = b"".join(hashes).hex().encode()
+            linked = chain_links_framed(prev, canons, b"")  # the hashes, one after another
+            prev = linked[-32:]
+            hexed = linked.hex().encode()
             hashed = [b"\\\\x" + hexed[i : i + 64] for i in range(0, len(hexed), 64)]
         else:
             hashed = [b"\\N"] * len(canons)
