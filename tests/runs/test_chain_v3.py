@@ -25,6 +25,7 @@ from runs.store import NewEvent, events_append
 from runs.chain import chain_rows, event_chain_canonical
 from runs.verify import chain_link, digest, files_verify, genesis, ts_text
 from runs.verify import main as verify_main
+from tests.runs.test_chain import _sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -100,21 +101,18 @@ def _make_v2(run_id: str) -> list[bytes]:
     salts = {seq: s for seq, *_, s in chain_rows(run_id)}
     prev = genesis(run_id, v2_upto=len(rows))
     hashes = []
-    with connection.cursor() as cur:
-        if connection.vendor == "postgresql":
-            cur.execute("ALTER TABLE reckon_event DISABLE TRIGGER reckon_event_append_only")
-        cur.execute("DELETE FROM reckon_event WHERE run_id = %s", [run_id])
-        for seq, type_, v, ts, payload, epoch, recorded_at in rows:
-            prev = chain_link(prev, digest(event_chain_canonical(seq, type_, v, ts, payload, salts[seq])))
-            hashes.append(prev)
-            cur.execute(
+    statements = [("DELETE FROM reckon_event WHERE run_id = %s", [run_id])]
+    for seq, type_, v, ts, payload, epoch, recorded_at in rows:
+        prev = chain_link(prev, digest(event_chain_canonical(seq, type_, v, ts, payload, salts[seq])))
+        hashes.append(prev)
+        statements.append(
+            (
                 "INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch, recorded_at, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [run_id, seq, type_, v, ts, json.dumps(payload), epoch, recorded_at, prev],
             )
-        if connection.vendor == "postgresql":
-            cur.execute("ALTER TABLE reckon_event ENABLE TRIGGER reckon_event_append_only")
-        cur.execute("UPDATE reckon_run SET head = %s, chain_v2_upto = NULL WHERE run_id = %s", [prev, run_id])
-        cur.execute(mark_v2)
+        )
+    statements += [("UPDATE reckon_run SET head = %s, chain_v2_upto = NULL WHERE run_id = %s", [prev, run_id]), (mark_v2, [])]
+    _sql(statements)
     return hashes
 
 
@@ -145,12 +143,7 @@ def test_a_run_chained_by_v2_keeps_its_hashes_and_goes_on_with_v3(tmp_path):
     assert manifest["chain"] == "reckon/chain/v3" and manifest["chain_v2_upto"] == 4
     assert files_verify({f.name: f.read_bytes() for f in out.iterdir()}).startswith(f"verified: old seq 1..7 head {stored[-1].hex()}")
     # A change to an event chain v2 linked is still named where it is.
-    with connection.cursor() as cur:
-        if connection.vendor == "postgresql":
-            cur.execute("ALTER TABLE reckon_event DISABLE TRIGGER reckon_event_append_only")
-        cur.execute("UPDATE reckon_event SET payload = %s WHERE run_id = 'old' AND seq = 3", [json.dumps({"content": "m9"})])
-        if connection.vendor == "postgresql":
-            cur.execute("ALTER TABLE reckon_event ENABLE TRIGGER reckon_event_append_only")
+    _sql([("UPDATE reckon_event SET payload = %s WHERE run_id = 'old' AND seq = 3", [json.dumps({"content": "m9"})])])
     buf = StringIO()
     with pytest.raises(CommandError):
         call_command("verify_chain", "old", stdout=buf)
