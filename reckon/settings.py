@@ -5,7 +5,7 @@ REDIS_URL      absent: Celery runs tasks eagerly, in-process
 SECRET_KEY     absent: generated into var/secret_key for local use; required when DEBUG is off
 DEBUG          default: on (local use); production sets DEBUG=false and then must give SECRET_KEY
 PROMETHEUS_MULTIPROC_DIR   default: var/prometheus; the folder the processes' metrics share ("": off)
-RECKON_LOGIN_*, RECKON_API_*   sign-in lockout and API rate limits (README's configuration table)
+RECKON_LOGIN_*, RECKON_API_*   sign-in lockout and API rate limits (docs/configuration.md)
 STATIC_ROOT    default: var/static in the checkout; where `collectstatic` (run by `make install`) puts the files
 RECKON_HTTPS, RECKON_TLS_PROXY, RECKON_HSTS_*, CSRF_TRUSTED_ORIGINS: see "Served over HTTPS" below
 """

@@ -1,4 +1,4 @@
-"""The production variables README's configuration table documents, for tests that run Reckon the
+"""The production variables docs/configuration.md documents, for tests that run Reckon the
 way it is deployed: DEBUG off, behind a TLS-terminating proxy, cookies Secure, HSTS on."""
 
 from __future__ import annotations
