@@ -30,7 +30,8 @@ from api.instance import api
 from api.models import IdempotencyRecord
 
 STALE_AFTER = timedelta(seconds=120)
-_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")  # printable ASCII, no spaces, as HTTP header tokens
+KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"  # printable ASCII, no spaces, as HTTP header tokens (stated in the OpenAPI document)
+_KEY = re.compile(KEY_PATTERN)
 
 
 def _fingerprint(request: HttpRequest, body: Any) -> str:

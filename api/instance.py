@@ -12,6 +12,7 @@ from ninja.parser import Parser
 
 from access.roles import requires
 from api.errors import errors_register
+from api.openapi_rules import openapi_rules
 from api.throttles import TokenRateThrottle
 from runs.json_strict import json_loads_strict_bytes
 
@@ -38,7 +39,13 @@ class _ConsoleSwagger(Swagger):
         return requires("view_console")(super().render_page)(request, api, **kwargs)
 
 
-api = NinjaAPI(
+class _ReckonAPI(NinjaAPI):
+    def get_openapi_schema(self, *args, **kwargs):
+        """ninja's document with the rules the views check written in (api.openapi_rules)."""
+        return openapi_rules(super().get_openapi_schema(*args, **kwargs))
+
+
+api = _ReckonAPI(
     parser=_StrictParser(),
     title="Reckon API",
     version="1",
