@@ -12,7 +12,7 @@ check uses, so a client or a fuzzer reads what the server will accept:
   and ``tenant``): ``NAME_PATTERN``;
 - the cursors (``cursor`` of /api/runs, ``after`` of /api/uncertain-calls): base64url, as
   ``runs.paging.cursor_encode`` writes them, and only a value the list returned;
-- the ``Idempotency-Key`` header: ``api.idempotency.KEY_PATTERN``;
+- the ``Idempotency-Key`` header: ``IDEMPOTENCY_KEY_PATTERN`` (api.schemas, checked by api.idempotency);
 - every other string, and every key of an object: no NUL (``NO_NUL_PATTERN``); every whole number
   within 64 bits; a free-form object's values, and the keys a body carries beside its declared
   ones, any JSON the strict parser accepts (``JsonValue``).
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.schemas import NAME_PATTERN
+from api.schemas import IDEMPOTENCY_KEY_PATTERN, NAME_PATTERN
 from runs.paging import MAX_CURSOR
 from runs.run_ids import RUN_ID_MAX, RUN_ID_PATTERN, RUN_ID_RULE
 
@@ -101,9 +101,7 @@ def openapi_rules(doc: dict) -> dict:
                 elif where == "query" and (path, name) in _NAMED_QUERY:
                     _strings(schema, NAME_PATTERN, overwrite=True)
                 elif where == "header" and name == "Idempotency-Key":
-                    from api.idempotency import KEY_PATTERN  # it imports the API instance, which imports this
-
-                    _strings(schema, KEY_PATTERN, overwrite=True)
+                    _strings(schema, IDEMPOTENCY_KEY_PATTERN, overwrite=True)
                 else:
                     _strings(schema, NO_NUL_PATTERN)
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})

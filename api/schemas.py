@@ -45,6 +45,8 @@ def responses(ok: dict[int, Any]) -> dict[int, Any]:
 # stated in the OpenAPI document (api/openapi_rules.py) and checked here, from the one text.
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]{1,200}$"
 _NAME = re.compile(NAME_PATTERN)
+# An Idempotency-Key (api.idempotency): printable ASCII, no spaces, as HTTP header tokens.
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
 
 
 def clean_name(value: str, what: str) -> str:
