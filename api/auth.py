@@ -21,18 +21,27 @@ from api.throttles import auth_failure_record, auth_failures_check
 _SAFE = {"GET", "HEAD", "OPTIONS", "TRACE"}
 
 
+def token_principal(request: HttpRequest, secret: str) -> Principal | None:
+    """The principal of a Bearer token's secret, or None for a wrong one, which counts toward the
+    address's failed-token limit; an address over that limit gets ``TooManyRequests`` (429) before
+    the token is looked up (api/throttles.py). The one check of a token for the API and /metrics."""
+    auth_failures_check(request)
+    found = token_authenticate(secret=secret.strip())
+    if found is None:
+        auth_failure_record(request)
+        return None
+    return principal_for_token(found)
+
+
 class _TokenAuth(HttpBearer):
     def __init__(self, scope: str):
         self.scope = scope
         super().__init__()
 
     def authenticate(self, request: HttpRequest, token: str) -> Principal | None:
-        auth_failures_check(request)  # 429 for an address that keeps failing (api/throttles.py)
-        found = token_authenticate(secret=token.strip())
-        if found is None:
-            auth_failure_record(request)
+        principal = token_principal(request, token)
+        if principal is None:
             return None
-        principal = principal_for_token(found)
         if self.scope not in principal.scopes:
             raise Forbidden(f"this token has no {self.scope!r} scope (it has {', '.join(sorted(principal.scopes)) or 'none'})")
         return principal

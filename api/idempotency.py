@@ -28,9 +28,10 @@ from access.tokens import Principal
 from api.errors import Conflicted, Unprocessable
 from api.instance import api
 from api.models import IdempotencyRecord
+from api.schemas import IDEMPOTENCY_KEY_PATTERN
 
 STALE_AFTER = timedelta(seconds=120)
-_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")  # printable ASCII, no spaces, as HTTP header tokens
+_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 def _fingerprint(request: HttpRequest, body: Any) -> str:

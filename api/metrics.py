@@ -12,12 +12,14 @@ to the database. Each process records them with prometheus_client; in multiproce
 (``PROMETHEUS_MULTIPROC_DIR``) the worker answering the scrape merges every process's files, so
 the figures are the host's, not one worker's. They restart from zero when the folder is cleaned.
 
-Access: a token with the ``read`` scope or a signed-in console user with read access.
+Access: a token with the ``read`` scope or a signed-in console user with read access. Wrong tokens
+count toward the API's limit on failed tokens per address (api/throttles.py): one count, one 429.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from django.db.models import Count, Sum
@@ -25,7 +27,9 @@ from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from access.tokens import principal_for_token, principal_for_user, token_authenticate
+from access.tokens import principal_for_user
+from api.auth import token_principal
+from api.throttles import TooManyRequests
 from notify.metrics import notify_families
 from runs.measurements import collectors as process_collectors
 
@@ -159,12 +163,17 @@ def metrics_text() -> bytes:
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Prometheus scrape endpoint: a ``read`` token or a signed-in user with read access."""
+    """Prometheus scrape endpoint: a ``read`` token or a signed-in user with read access. A token is
+    checked as the API checks it (wrong ones count toward the address's 429 limit)."""
     header = request.headers.get("Authorization", "")
     principal = None
     if header.lower().startswith("bearer "):
-        token = token_authenticate(secret=header[7:].strip())
-        principal = principal_for_token(token) if token else None
+        try:
+            principal = token_principal(request, header[7:])
+        except TooManyRequests as refused:
+            response = HttpResponse(f"{refused.reason}\n", status=429, content_type="text/plain")
+            response["Retry-After"] = str(math.ceil(refused.wait))
+            return response
     elif request.user.is_authenticated:
         principal = principal_for_user(request.user)
     if principal is None:

@@ -44,7 +44,11 @@ class ApiErrorsMiddleware:
         # An HTML or plain-text error page from Django (its 500 page, a CSRF 403, a 400 for a
         # suspicious request): its text is for a person, so only the status is kept.
         status = response.status_code
-        return _json_error(status, f"the request failed with HTTP {status} ({response.reason_phrase})", _CODES.get(status, "error"))
+        answer = _json_error(status, f"the request failed with HTTP {status} ({response.reason_phrase})", _CODES.get(status, "error"))
+        if status == 405 and response.has_header("Allow"):
+            # ninja's 405 names the path's methods (RFC 9110 requires it): kept with the JSON body.
+            answer["Allow"] = response["Allow"]
+        return answer
 
     def process_exception(self, request, exc):
         if not _is_api(request):

@@ -41,7 +41,12 @@ def responses(ok: dict[int, Any]) -> dict[int, Any]:
     return {**ok, 400: Error, 401: Error, 403: Error, 404: Error, 409: Conflict, 422: Error, 429: Error}
 
 
-_BAD_TEXT = re.compile(r"[\x00-\x1f\x7f]")
+# A holder, tenant or tool name: 1 to 200 characters, none a control character. The pattern is
+# stated in the OpenAPI document (api/openapi_rules.py) and checked here, from the one text.
+NAME_PATTERN = r"^[^\x00-\x1f\x7f]{1,200}$"
+_NAME = re.compile(NAME_PATTERN)
+# An Idempotency-Key (api.idempotency): printable ASCII, no spaces, as HTTP header tokens.
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
 
 
 def clean_name(value: str, what: str) -> str:
@@ -52,7 +57,7 @@ def clean_name(value: str, what: str) -> str:
         if problem:
             raise Unprocessable(problem)
         return value
-    if not value or len(value) > 200 or _BAD_TEXT.search(value):
+    if not _NAME.fullmatch(value):
         raise Unprocessable(f"{what} must be 1 to 200 characters with no control characters, got {value[:60]!r}")
     return value
 

@@ -4,12 +4,16 @@ The Procfile's web process starts it so. Its sizing comes from the environment, 
 strict helpers (a value they cannot use stops start-up naming the variable); a command-line flag
 or ``GUNICORN_CMD_ARGS`` still wins, as gunicorn's own order has it. docs/operations.md sizes them.
 
-WEB_BIND                127.0.0.1:8000 (a proxy in front: bind there; "0.0.0.0:8000" in a container)
+WEB_BIND                127.0.0.1:8000 (a buffering proxy in front, deploy/nginx/reckon.conf: bind there; "0.0.0.0:8000" in a container)
 WEB_WORKERS             2 per core: each worker is one process holding its own database connections
 WEB_THREADS             4 per worker: requests mostly wait on PostgreSQL, so threads overlap them
 WEB_TIMEOUT_S           30: a worker silent this long is killed and replaced
 WEB_GRACEFUL_TIMEOUT_S  20: on SIGTERM, requests in flight get this long to finish
 WEB_ACCESS_LOG          unset: no access log; "-" for stdout. /healthz and /readyz are never logged.
+
+gunicorn is not meant to face clients: each connection holds one of WEB_WORKERS x WEB_THREADS
+threads, so a few dozen slow clients would hold them all. The proxy in front reads requests whole
+and times slow clients out (docs/operations.md, "The proxy in front"; tests/test_proxy.py).
 
 The hooks are those of prometheus_client's multiprocess mode (runs/metrics_dir.py).
 """

@@ -13,7 +13,10 @@ import re
 
 RUN_ID_MAX = 200
 RUN_ID_RULE = "1 to 200 characters: ASCII letters, digits, '.', '_', ':' and '-', starting with a letter or digit"
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+# The rule as a regular expression, anchored, in the syntax both Python and JSON Schema (ECMA-262)
+# read: the API's OpenAPI document states it as the run id's pattern (api/openapi_rules.py).
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
+_RUN_ID = re.compile(RUN_ID_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 class InvalidRunId(ValueError):

@@ -91,3 +91,30 @@ def test_calls_in_flight_are_counted_wherever_they_are_held(reader):
     assert m[("reckon_uncertain_calls_by_state", (("state", "in_flight"),))] == 3
     assert m[("reckon_uncertain_calls_by_state", (("state", "open"),))] == 1
     assert m[("reckon_uncertain_calls_by_state", (("state", "resolved"),))] == 0
+
+
+def test_wrong_tokens_on_metrics_count_toward_the_apis_limit_on_failed_tokens(db, settings):
+    """/metrics checks a Bearer token by the API's one rule (api.auth.token_principal): an address
+    that keeps presenting wrong tokens gets 429 with Retry-After there too, and its failures on
+    /metrics and on /api/ are one count."""
+    from django.test import Client
+
+    from access.tokens import token_create
+    from tests.api.test_throttles import _address, _fresh_window
+
+    settings.RECKON_API_AUTH_FAILURES, settings.RECKON_API_AUTH_WINDOW_S = 5, 120
+    _fresh_window(120)
+    _, good = token_create(name="scraper", scopes=["read"])
+    client, addr = Client(), _address()
+    codes = [client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer rk_guess{i}", REMOTE_ADDR=addr).status_code for i in range(8)]
+    assert codes == [401] * 5 + [429] * 3
+    refused = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {good}", REMOTE_ADDR=addr)
+    assert refused.status_code == 429 and 1 <= int(refused["Retry-After"]) <= 120
+    assert "failed token attempts from this address" in refused.content.decode()
+    # One count: the API refuses the same address, and failures on the API close /metrics.
+    assert client.get("/api/runs", HTTP_AUTHORIZATION=f"Bearer {good}", REMOTE_ADDR=addr).status_code == 429
+    other = _address()
+    for i in range(5):
+        assert client.get("/api/runs", HTTP_AUTHORIZATION=f"Bearer rk_nope{i}", REMOTE_ADDR=other).status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {good}", REMOTE_ADDR=other).status_code == 429
+    assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {good}", REMOTE_ADDR=_address()).status_code == 200

@@ -88,3 +88,48 @@ def test_every_operation_declares_every_error_status():
         for method, op in ops.items():
             declared = set(op["responses"])
             assert {"401", "403", "404", "409", "422"} <= declared, f"{method.upper()} {path} declares only {sorted(declared)}"
+
+
+def test_the_document_states_the_run_id_pattern_the_names_the_cursors_and_the_nul_refusal():
+    """The rules the views check outside pydantic are in the document, from their one definition
+    (api/openapi_rules.py): schemathesis found valid-looking requests refused (ST202) without them."""
+    import json
+    import re
+
+    from django.test import Client
+
+    from api.schemas import NAME_PATTERN
+    from runs.run_ids import RUN_ID_PATTERN, run_id_problem
+
+    doc = json.loads(Client().get("/api/openapi.json").content)
+
+    def param(path, method, name):
+        return next(p for p in doc["paths"][path][method]["parameters"] if p["name"] == name)
+
+    run_id_paths = [(path, m) for path, ops in doc["paths"].items() if "{run_id}" in path for m in ops]
+    assert len(run_id_paths) >= 7
+    for path, method in run_id_paths:
+        schema = param(path, method, "run_id")["schema"]
+        assert schema["pattern"] == RUN_ID_PATTERN and schema["maxLength"] == 200, (path, schema)
+    # The pattern is the rule: what it matches the check accepts, and the reverse.
+    for value in ["a", "run-1.x:y_z", "A" * 200, "-a", ".hidden", "a/b", "a" * 201, "é", "a\x00"]:
+        assert (re.search(RUN_ID_PATTERN, value) is not None) == (run_id_problem(value) is None), value
+    assert param("/api/policies/{tool}", "get", "tool")["schema"]["pattern"] == NAME_PATTERN
+    assert doc["components"]["schemas"]["LeaseAcquireIn"]["properties"]["holder"]["pattern"] == NAME_PATTERN
+    for path, name in [("/api/runs", "cursor"), ("/api/uncertain-calls", "after")]:
+        p = param(path, "get", name)
+        assert "previous page returned" in p["description"] and p["schema"]["anyOf"][0]["pattern"] == "^[A-Za-z0-9_-]*$", p
+    # No NUL in any other string, nor in a key of a free-form object.
+    assert param("/api/runs", "get", "run_id_prefix")["schema"]["anyOf"][0]["pattern"] == r"^[^\x00]*$"
+    event = doc["components"]["schemas"]["EventIn"]["properties"]
+    assert event["type"]["pattern"] == r"^[^\x00]*$" and event["payload"]["propertyNames"] == {"pattern": r"^[^\x00]*$"} and event["payload"]["additionalProperties"] == {"$ref": "#/components/schemas/JsonValue"}
+
+
+def test_a_405_names_the_methods_of_the_path_in_allow():
+    from django.test import Client
+
+    client = Client()
+    for method, path, allowed in [("TRACE", "/api/runs", "GET"), ("PUT", "/api/runs/run-x/lease", "POST"), ("DELETE", "/api/policies/post_correction", "GET, PATCH")]:
+        r = client.generic(method, path)
+        assert r.status_code == 405 and r.json()["code"] == "method_not_allowed", (method, path)
+        assert set(r.get("Allow", "").split(", ")) == set(allowed.split(", ")), (method, path, r.get("Allow"))
