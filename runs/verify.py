@@ -629,24 +629,15 @@ def files_digests(files: dict[str, bytes]) -> dict[str, str]:
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def _files_bound(manifest: dict, files: dict[str, bytes], warn) -> None:
-    """Every file of the bundle is the one the signed manifest lists, byte for byte (its sha256),
-    and the manifest lists no file the bundle lacks. A manifest without ``files`` (exported before
-    bundles listed them) binds its events, access records and key through the chain and the
-    signature alone: decisions.jsonl is then checked line by line against events.jsonl, any file a
-    bundle never held is refused, and report.html, which nothing binds, is warned of."""
+def _files_listed(manifest: dict, files: dict[str, bytes]) -> None:
+    """The bundle holds exactly the files the signed manifest lists (``_files_bound`` then checks
+    their bytes). A manifest without ``files`` (exported before bundles listed them): the bundle
+    holds none but the files a bundle had then."""
     listed = manifest.get("files")
     if listed is None:
         for name in sorted(files):
             if name not in BUNDLE_FILES:
                 raise Problem(f"{_shown(name)}: not a file of an evidence bundle")
-        if "decisions.jsonl" in files:
-            events = {hashlib.sha256(line).digest() for line in files["events.jsonl"].split(b"\n")}
-            for lineno, line in enumerate(files["decisions.jsonl"].split(b"\n"), start=1):
-                if line and hashlib.sha256(line).digest() not in events:
-                    raise Problem(f"decisions.jsonl line {lineno}: not a line of events.jsonl")
-        if "report.html" in files and warn is not None:
-            warn("report.html is not bound to the signature (the manifest, written before bundles listed their files, does not cover it)")
         return
     if not isinstance(listed, dict) or not all(isinstance(v, str) and _HEX64.fullmatch(v) for v in listed.values()):
         raise Problem("manifest files is not an object of file names to sha256 hex")
@@ -659,6 +650,23 @@ def _files_bound(manifest: dict, files: dict[str, bytes], warn) -> None:
     for name in sorted(listed):
         if name not in files:
             raise Problem(f"{name} missing from the bundle")
+
+
+def _files_bound(manifest: dict, files: dict[str, bytes], warn) -> None:
+    """Every file of the bundle is the one the signed manifest lists, byte for byte (its sha256).
+    A manifest without ``files`` binds its events, access records and key through the chain and
+    the signature alone: decisions.jsonl is then checked line by line against events.jsonl, and
+    report.html, which nothing binds, is warned of."""
+    listed = manifest.get("files")
+    if listed is None:
+        if "decisions.jsonl" in files:
+            events = {hashlib.sha256(line).digest() for line in files["events.jsonl"].split(b"\n")}
+            for lineno, line in enumerate(files["decisions.jsonl"].split(b"\n"), start=1):
+                if line and hashlib.sha256(line).digest() not in events:
+                    raise Problem(f"decisions.jsonl line {lineno}: not a line of events.jsonl")
+        if "report.html" in files and warn is not None:
+            warn("report.html is not bound to the signature (the manifest, written before bundles listed their files, does not cover it)")
+        return
     for name, want in sorted(listed.items()):
         if hashlib.sha256(files[name]).hexdigest() != want:
             raise Problem(f"{name}: sha256 differs from the signed manifest's (changed after signing)")
@@ -702,8 +710,9 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
         bundled_key.verify(signature, manifest_signed_bytes(manifest))
     except InvalidSignature:
         raise Problem("signature invalid") from None
-    # Every other file is bound by the signed manifest's list, before any of it is read further.
-    _files_bound(manifest, files, warn)
+    # The bundle holds the files the signed manifest lists, no more, no fewer; their bytes are
+    # compared last, after the chain, which names the line where an event was changed.
+    _files_listed(manifest, files)
 
     run_id = manifest["run_id"]
     first, last = manifest["first_seq"], manifest["last_seq"]
@@ -788,6 +797,7 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
         raise Problem(f"access records truncated: manifest says {manifest['access_count']}, file has {n}")
     if (aprev.hex() if n else None) != manifest["access_head"]:
         raise Problem("manifest access head differs")
+    _files_bound(manifest, files, warn)
     lines = [verified_line(run_id, last, prev.hex())]
     for name, doc, entry in marks:
         lines.append(_checkpoint_compare(name, doc, entry, run_id=run_id, last=last, heads=at_seq, access=n, access_heads=at_count))
