@@ -29,8 +29,8 @@ from recovery.masking import MASK, NEVER_REVEALED, run_sensitive_values, sensiti
 from runs.chain import chain_rows, event_chain_canonical
 from runs.errors import RunNotFound
 from runs.models import Run
-from runs.signing import document_sign, public_pem, signing_key_load
-from runs.verify import CHAIN, ENCODING, Problem, commitment, digest, files_verify, genesis, pointer_get, pointer_parts, pointers_replace, ts_text
+from runs.signing import document_sign, fingerprint, public_pem, signing_key_load
+from runs.verify import CHAIN, ENCODING, Problem, commitment, digest, files_digests, files_verify, genesis, pointer_get, pointer_parts, pointers_replace, ts_text, verified_line
 
 DECISION_TYPES = frozenset({"approval_requested", "approval_decided", "tool_call_resolved"})
 WITHHELD = "sensitive values outside the sealed ones"
@@ -67,34 +67,38 @@ def evidence_build(*, run_id: str, masked: bool, who: Principal, why: str = "") 
             raise ValueError(f"run {run_id!r} has access records without a chain link: run manage.py chain_backfill first")
         access.append({**rec, "hash": stored.hex()})
     key = signing_key_load()
-    manifest = document_sign(
-        key=key,
-        doc={
-            "run_id": run_id,
-            "first_seq": 1,
-            "last_seq": lines[-1]["seq"],
-            "head": lines[-1]["hash"],
-            "encoding": ENCODING,
-            "chain": CHAIN,
-            "chain_v2_upto": v2_upto,
-            "withheld_prev": withheld_prev,
-            "masked": masked,
-            "exported_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "exported_by": who.name,
-            "access_count": len(access),
-            "access_head": access[-1]["hash"] if access else None,
-        },
-    )
+    doc = {
+        "run_id": run_id,
+        "first_seq": 1,
+        "last_seq": lines[-1]["seq"],
+        "head": lines[-1]["hash"],
+        "encoding": ENCODING,
+        "chain": CHAIN,
+        "chain_v2_upto": v2_upto,
+        "withheld_prev": withheld_prev,
+        "masked": masked,
+        "exported_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "exported_by": who.name,
+        "access_count": len(access),
+        "access_head": access[-1]["hash"] if access else None,
+    }
     files = {
         "events.jsonl": _jsonl(lines),
-        "manifest.json": (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode(),
         "public_key.pem": public_pem(key),
         "access.jsonl": _jsonl(access),
         "decisions.jsonl": _jsonl([ln for ln in lines if ln.get("type") in DECISION_TYPES]),
     }
-    result = files_verify(files)
-    files["report.html"] = report_html(manifest=manifest, lines=lines, access=access, result=result).encode()
-    return files, result
+    # The signed manifest lists every other file with its sha256 (report.html too), so the report
+    # is written before the signature, saying what the verifier must then say of the bundle; the
+    # export is refused unless it does. (The report shows the manifest's fields, not its signature.)
+    result = verified_line(run_id, lines[-1]["seq"], lines[-1]["hash"])
+    files["report.html"] = report_html(manifest={**doc, "key_fingerprint": fingerprint(key)}, lines=lines, access=access, result=result).encode()
+    manifest = document_sign(key=key, doc={**doc, "files": files_digests(files)})
+    files["manifest.json"] = (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode()
+    said = files_verify(files)
+    if said != result:
+        raise Problem(f"the bundle verifies as {said!r}, not as its report says ({result!r})")
+    return files, said
 
 
 def _line(seq, type_, v, ts, payload, stored, salts, fields, values, masked, *, v2: bool) -> dict:

@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import pickle
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -46,6 +47,7 @@ from runs.canonical import sealing_now
 from runs.store import PreparedChunk, after_append_merged, events_append, events_append_prepared, events_copy, events_prepare, events_read, plain_spec, prepared_dumps, prepared_loads
 from runs.tasks import snapshot_due, snapshot_on_append
 from runs.upcasters import payload_complete
+from runs.verify import NotRegularFile, open_regular
 
 IMPORT_HOLDER = "reckon-import"
 log = logging.getLogger("reckon.import")
@@ -222,6 +224,14 @@ def log_run_id(path: str) -> str:
     return run_id
 
 
+def _bytes_text(n: int) -> str:
+    """A size as a limit's message names it: ``4 MiB``, ``1 KiB``, else in bytes."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} bytes"
+
+
 class _LogReader:
     """A file's events, checked line by line and handed out in chunks; ``torn_line`` is set once
     the last line turned out to be a torn tail. Raises ImportRejected at the first bad line."""
@@ -241,14 +251,20 @@ class _LogReader:
         chunk: list[Event] = []
         lineno = 0
         run_id = self.run_id
-        for raw in self.stream:  # split at b"\n" only, each line keeping it
+        # Split at b"\n" only, each line keeping it, and never more than the limit read as one line
+        # (a file with no newline, /dev/zero's like, would otherwise be read whole into memory). A
+        # line cut at the limit has no newline: only the branch of a last line meets it.
+        limit = settings.RECKON_IMPORT_MAX_LINE_BYTES
+        for raw in iter(partial(self.stream.readline, limit + 1), b""):
             lineno += 1
             if raw[-1:] == b"\n":
                 chunk.append(_parse_line(raw[:-1], lineno, self.count + 1, run_id, self.times))
                 self.count += 1
                 if self.raws is not None:
                     self.raws.append(raw[:-1])
-            else:  # the last line, with no final newline
+            else:  # the last line, with no final newline, or a line longer than the limit
+                if len(raw) > limit:
+                    raise ImportRejected(f"line {lineno}: longer than {_bytes_text(limit)} (RECKON_IMPORT_MAX_LINE_BYTES)")
                 try:
                     chunk.append(_parse_line(raw, lineno, self.count + 1, run_id, self.times))
                     self.count += 1
@@ -630,7 +646,9 @@ def paths_expand(paths: list[str]) -> list[tuple[str, str | None]]:
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            found = sorted(f for f in path.rglob("*.jsonl") if f.is_file())
+            # Everything named like a log but a folder (searched itself): a FIFO or a device is then
+            # refused by name when it is opened, not skipped without a word.
+            found = sorted(f for f in path.rglob("*.jsonl") if not f.is_dir())
             if not found:
                 out.append((p, "no .jsonl files in this folder"))
             out.extend((str(f), _outside(path, f)) for f in found)
@@ -648,8 +666,11 @@ def paths_import(paths: list[str]) -> list[ImportResult]:
             results.append(ImportResult(p, "rejected", reason=problem))
             continue
         try:
-            with open(p, "rb", buffering=1 << 20) as stream:
+            # Regular files only, checked on the opened file (a FIFO is opened without waiting for a writer).
+            with open_regular(p, buffering=1 << 20) as stream:
                 results.append(log_import_stream(p, stream))
+        except NotRegularFile as exc:
+            results.append(ImportResult(p, "rejected", reason=f"{exc}; only regular files are imported"))
         except OSError as exc:
             results.append(ImportResult(p, "rejected", reason=f"cannot be read: {exc.strerror}"))
     return results

@@ -31,9 +31,12 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import re
+import stat
 import sys
 import zipfile
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -46,6 +49,17 @@ SEALED = "[sealed]"  # what stands in the chained payload for a sealed value
 MASKED = "[masked]"  # what a bundle shows in place of a value it withholds
 BUNDLE_FILES = ("events.jsonl", "manifest.json", "public_key.pem", "access.jsonl", "decisions.jsonl", "report.html")
 MANIFEST_FIELDS = ("run_id", "first_seq", "last_seq", "head", "encoding", "exported_at", "exported_by", "key_fingerprint", "masked", "access_count", "access_head")
+# What a bundle may hold and how big, as read (a zip's members inflated): a file over its limit, or
+# a bundle over the total, is refused before it is read (by its stated size) and while it is read
+# (by the bytes that come), so a zip bomb costs no more memory than the limits.
+MAX_FILE_BYTES = 256 << 20  # each file (--max-file-bytes)
+MAX_BUNDLE_BYTES = 512 << 20  # all files together (--max-bundle-bytes)
+SMALL_FILES = {"manifest.json": 1 << 20, "public_key.pem": 64 << 10}  # files that are never more than this
+MAX_MEMBERS = 64  # entries of a zip
+# JSON nested deeper than this is refused (objects and arrays; a line of events.jsonl counts its own
+# object): the decoder and the canonical encoder recurse, and a reviewer's machine must not be made
+# to exhaust its stack or its patience.
+MAX_JSON_DEPTH = 256
 
 
 # --- RFC 8785 (JSON Canonicalization Scheme) ----------------------------------------------------
@@ -287,21 +301,243 @@ class Unusable(Exception):
     """The bundle cannot be read at all (missing path, not a zip, no manifest)."""
 
 
-def _bundle_files(path: Path) -> dict[str, bytes]:
-    if path.is_dir():
-        return {name: (path / name).read_bytes() for name in BUNDLE_FILES if (path / name).is_file()}
-    if not path.is_file():
-        raise Unusable(f"{path}: no such file or folder")
+class NotRegularFile(OSError):
+    """A path that names something other than a regular file (a FIFO, a device, a folder, a
+    socket); ``kind`` says what, in words."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        super().__init__(f"not a regular file ({kind})")
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a file"
+
+
+def open_regular(path, *, buffering: int = -1):
+    """``path`` opened for reading in binary, if it is a regular file (a symbolic link is followed
+    to what it names); NotRegularFile otherwise, OSError when it cannot be opened. Opened without
+    blocking, so that a FIFO with no writer is refused at once instead of waiting for one."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
     try:
-        with zipfile.ZipFile(path) as zf:
-            files = {}
-            for info in zf.infolist():
-                name = info.filename.rsplit("/", 1)[-1]
-                if name in BUNDLE_FILES:
-                    files[name] = zf.read(info)
-            return files
-    except zipfile.BadZipFile:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(_file_kind(mode))
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _shown(name: str) -> str:
+    """A file or member name for a one-line message: as it is when plain, else JSON-quoted (so a
+    newline or an escape in a name cannot make the message look like another)."""
+    return name if _PLAIN_NAME.fullmatch(name) else json.dumps(name, ensure_ascii=False)
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class _Limits:
+    """The size limits a bundle is read under, and the bytes read so far."""
+
+    def __init__(self, file_bytes: int = MAX_FILE_BYTES, bundle_bytes: int = MAX_BUNDLE_BYTES):
+        self.file_bytes, self.bundle_bytes, self.total = file_bytes, bundle_bytes, 0
+
+    def cap(self, name: str) -> int:
+        return min(self.file_bytes, SMALL_FILES.get(name, self.file_bytes))
+
+    def over_file(self, name: str, size: int) -> str | None:
+        """Why a file of ``size`` bytes is refused ("over the limit ..."), or None."""
+        cap = self.cap(name)
+        if size <= cap:
+            return None
+        return f"over the limit of {cap} for {name}" if cap < self.file_bytes else f"over the limit of {cap} per file (--max-file-bytes)"
+
+    def over_bundle(self, total: int) -> str | None:
+        if total <= self.bundle_bytes:
+            return None
+        return f"files of {total} bytes in all, over the limit of {self.bundle_bytes} (--max-bundle-bytes)"
+
+    def read(self, stream, name: str, where: str) -> bytes:
+        """``stream``'s bytes, refused (Unusable naming ``where``) as soon as they pass the file's or
+        the bundle's limit: never more than the limit is held."""
+        cap = self.cap(name)
+        chunks, n = [], 0
+        while True:
+            block = stream.read(min(1 << 20, cap + 1 - n))
+            if not block:
+                break
+            n += len(block)
+            chunks.append(block)
+            if n > cap:
+                raise Unusable(f"{where}: more than {cap} bytes when read, {self.over_file(name, n)}")
+            if self.total + n > self.bundle_bytes:
+                raise Unusable(f"{where}: {self.over_bundle(self.total + n)}")
+        self.total += n
+        return b"".join(chunks)
+
+
+def _folder_files(path: Path, limits: _Limits) -> dict[str, bytes]:
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        raise Unusable(f"{path}: {exc.strerror}") from None
+    if len(names) > MAX_MEMBERS:
+        raise Unusable(f"{path}: {len(names)} entries, more than a bundle's {MAX_MEMBERS}")
+    opened = {}
+    try:
+        for name in names:
+            where = path / name
+            try:
+                opened[name] = open_regular(where)
+            except NotRegularFile as exc:
+                raise Unusable(f"{where}: {exc}") from None
+            except OSError as exc:
+                raise Unusable(f"{where}: {exc.strerror}") from None
+        sizes = {name: os.fstat(f.fileno()).st_size for name, f in opened.items()}
+        for name, size in sizes.items():
+            why = limits.over_file(name, size)
+            if why:
+                raise Unusable(f"{path / name}: {size} bytes, {why}")
+        why = limits.over_bundle(sum(sizes.values()))
+        if why:
+            raise Unusable(f"{path}: {why}")
+        return {name: limits.read(f, name, str(path / name)) for name, f in opened.items()}
+    finally:
+        for f in opened.values():
+            f.close()
+
+
+def _member_name(raw: str, where: Path) -> tuple[str, str] | None:
+    """(folder, file name) of a zip member, folder "" for one at the top; None for a folder's own
+    entry. Unusable for a name that leaves the bundle's folder or goes deeper than one folder."""
+    parts = raw.split("/")
+    if raw.startswith("/") or "\\" in raw or ":" in parts[0] or any(p in ("", ".", "..") for p in parts[:-1]) or parts[-1] in (".", ".."):
+        raise Unusable(f"{where}: member {json.dumps(raw, ensure_ascii=False)}: a path outside the bundle's folder")
+    if len(parts) > 2:
+        raise Unusable(f"{where}: member {json.dumps(raw, ensure_ascii=False)}: deeper than one folder")
+    if parts[-1] == "":
+        return None
+    return ("", parts[0]) if len(parts) == 1 else (parts[0] + "/", parts[1])
+
+
+def _zip_files(path: Path, stream, limits: _Limits) -> dict[str, bytes]:
+    try:
+        zf = zipfile.ZipFile(stream)
+    except (zipfile.BadZipFile, EOFError, ValueError, OSError):
         raise Unusable(f"{path}: neither a bundle folder nor a zip file") from None
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise Unusable(f"{path}: {len(infos)} members, more than a bundle's {MAX_MEMBERS}")
+        folder = None
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            shown = json.dumps(info.filename, ensure_ascii=False)
+            placed = _member_name(info.filename, path)
+            here = info.filename if placed is None else placed[0]
+            if folder is None:
+                folder = here
+            elif here != folder:
+                raise Unusable(f"{path}: member {shown}: in another folder than {json.dumps(folder, ensure_ascii=False)}")
+            if placed is None:
+                continue
+            name = placed[1]
+            if name in members:
+                raise Unusable(f"{path}: member {shown} appears twice")
+            if not _PLAIN_NAME.fullmatch(name):
+                raise Unusable(f"{path}: member {shown}: not a file of an evidence bundle")
+            if info.flag_bits & 0x1:
+                raise Unusable(f"{path}: member {shown}: encrypted")
+            why = limits.over_file(name, info.file_size)
+            if why:
+                raise Unusable(f"{path}: member {info.filename}: {info.file_size} bytes inflated, {why}")
+            members[name] = info
+        why = limits.over_bundle(sum(i.file_size for i in members.values()))
+        if why:
+            raise Unusable(f"{path}: {why}")
+        files = {}
+        for name, info in members.items():
+            where = f"{path}: member {info.filename}"
+            try:
+                with zf.open(info) as member:
+                    files[name] = limits.read(member, name, where)
+            except Unusable:
+                raise
+            except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, OSError, ValueError) as exc:
+                raise Unusable(f"{where}: cannot be read: {exc}") from None
+            except Exception as exc:  # noqa: BLE001 - another decompressor's error (lzma, bz2): the member cannot be read
+                raise Unusable(f"{where}: cannot be read: {type(exc).__name__}: {exc}") from None
+        return files
+
+
+def _bundle_files(path: Path, limits: _Limits | None = None) -> dict[str, bytes]:
+    """A bundle's files' bytes by name, from a folder or a zip (its files at the top or in one
+    folder): Unusable for anything that is not a regular file, a zip member whose name leaves the
+    folder or is repeated, and files over the size limits."""
+    limits = limits or _Limits()
+    if path.is_dir():
+        return _folder_files(path, limits)
+    try:
+        stream = open_regular(path)
+    except NotRegularFile as exc:
+        raise Unusable(f"{path}: {exc}") from None
+    except FileNotFoundError:
+        raise Unusable(f"{path}: no such file or folder") from None
+    except OSError as exc:
+        raise Unusable(f"{path}: {exc.strerror}") from None
+    with stream:
+        return _zip_files(path, stream, limits)
+
+
+class _BadJson(ValueError):
+    pass
+
+
+def _pairs(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set = set()
+        duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _BadJson(f"{_shown(duplicate)} appears twice in one object")
+    return out
+
+
+def _constant(name: str):
+    raise _BadJson(f"{name} is not a JSON value")
+
+
+def _too_deep(value) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        stack.extend((c, depth + 1) for c in (v.values() if type(v) is dict else v) if type(c) is dict or type(c) is list)
+    return False
+
+
+def json_read(raw: bytes | str):
+    """One JSON document of a bundle (or a checkpoint): ValueError saying why it is not JSON, is
+    nested deeper than ``MAX_JSON_DEPTH``, repeats a key in an object or holds NaN or Infinity."""
+    try:
+        value = json.loads(raw, object_pairs_hook=_pairs, parse_constant=_constant)
+    except RecursionError:
+        raise _BadJson(f"nested deeper than {MAX_JSON_DEPTH}") from None
+    except _BadJson:
+        raise
+    except ValueError as exc:
+        raise _BadJson(getattr(exc, "msg", None) or str(exc)) from None
+    # Only a document with that many brackets can be that deep: the walk is for those alone.
+    if (type(value) is dict or type(value) is list) and raw.count(b"[" if type(raw) is bytes else "[") + raw.count(b"{" if type(raw) is bytes else "{") > MAX_JSON_DEPTH and _too_deep(value):
+        raise _BadJson(f"nested deeper than {MAX_JSON_DEPTH}")
+    return value
 
 
 def manifest_signed_bytes(manifest: dict) -> bytes:
@@ -367,23 +603,84 @@ def _raw(key) -> bytes:
     return key.public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
-def bundle_verify(path: Path, *, public_key_pem: bytes | None = None, checkpoints: list[tuple[str, dict]] = ()) -> str:
-    """Verify the bundle at ``path``; the ``verified: ...`` line, or Problem naming the first fault.
+def bundle_verify(
+    path: Path, *, public_key_pem: bytes | None = None, checkpoints: list[tuple[str, dict]] = (), file_bytes: int = MAX_FILE_BYTES, bundle_bytes: int = MAX_BUNDLE_BYTES, warn=None
+) -> str:
+    """Verify the bundle at ``path``; the ``verified: ...`` line, or Problem naming the first fault
+    (Unusable for a bundle that cannot be read safely: ``_bundle_files``).
     ``public_key_pem``: the pinned keys (``public_keys``): the bundle must be signed by one of them.
     ``checkpoints``: (name, document) of signed checkpoints kept apart from Reckon: the bundle must
-    agree with each (``_checkpoint_compare``); a line is added per checkpoint."""
-    return files_verify(_bundle_files(path), public_key_pem=public_key_pem, checkpoints=checkpoints)
+    agree with each (``_checkpoint_compare``); a line is added per checkpoint. ``file_bytes``,
+    ``bundle_bytes``: the size limits. ``warn``: called with each warning (a file nothing binds)."""
+    files = _bundle_files(path, _Limits(file_bytes, bundle_bytes))
+    return files_verify(files, public_key_pem=public_key_pem, checkpoints=checkpoints, warn=warn)
 
 
-def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None, checkpoints: list[tuple[str, dict]] = ()) -> str:
+def verified_line(run_id: str, last_seq: int, head: str) -> str:
+    """What the verifier says of a bundle that verifies (before any checkpoint's line)."""
+    return f"verified: {run_id} seq 1..{last_seq} head {head}"
+
+
+def files_digests(files: dict[str, bytes]) -> dict[str, str]:
+    """The manifest's ``files``: each file's sha256 (hex) by name, the manifest itself aside."""
+    return {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items()) if name != "manifest.json"}
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _files_listed(manifest: dict, files: dict[str, bytes]) -> None:
+    """The bundle holds exactly the files the signed manifest lists (``_files_bound`` then checks
+    their bytes). A manifest without ``files`` (exported before bundles listed them): the bundle
+    holds none but the files a bundle had then."""
+    listed = manifest.get("files")
+    if listed is None:
+        for name in sorted(files):
+            if name not in BUNDLE_FILES:
+                raise Problem(f"{_shown(name)}: not a file of an evidence bundle")
+        return
+    if not isinstance(listed, dict) or not all(isinstance(v, str) and _HEX64.fullmatch(v) for v in listed.values()):
+        raise Problem("manifest files is not an object of file names to sha256 hex")
+    for name in listed:
+        if not _PLAIN_NAME.fullmatch(name) or name == "manifest.json":
+            raise Problem(f"manifest files: {_shown(name)} is not a file name of a bundle")
+    for name in sorted(files):
+        if name != "manifest.json" and name not in listed:
+            raise Problem(f"{_shown(name)}: in the bundle but not listed in the signed manifest")
+    for name in sorted(listed):
+        if name not in files:
+            raise Problem(f"{name} missing from the bundle")
+
+
+def _files_bound(manifest: dict, files: dict[str, bytes], warn) -> None:
+    """Every file of the bundle is the one the signed manifest lists, byte for byte (its sha256).
+    A manifest without ``files`` binds its events, access records and key through the chain and
+    the signature alone: decisions.jsonl is then checked line by line against events.jsonl, and
+    report.html, which nothing binds, is warned of."""
+    listed = manifest.get("files")
+    if listed is None:
+        if "decisions.jsonl" in files:
+            events = {hashlib.sha256(line).digest() for line in files["events.jsonl"].split(b"\n")}
+            for lineno, line in enumerate(files["decisions.jsonl"].split(b"\n"), start=1):
+                if line and hashlib.sha256(line).digest() not in events:
+                    raise Problem(f"decisions.jsonl line {lineno}: not a line of events.jsonl")
+        if "report.html" in files and warn is not None:
+            warn("report.html is not bound to the signature (the manifest, written before bundles listed their files, does not cover it)")
+        return
+    for name, want in sorted(listed.items()):
+        if hashlib.sha256(files[name]).hexdigest() != want:
+            raise Problem(f"{name}: sha256 differs from the signed manifest's (changed after signing)")
+
+
+def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None, checkpoints: list[tuple[str, dict]] = (), warn=None) -> str:
     """Verify a bundle given as its files' bytes by name (see ``bundle_verify``)."""
     for name in ("manifest.json", "events.jsonl", "public_key.pem"):
         if name not in files:
             raise Problem(f"{name} missing from the bundle")
     try:
-        manifest = json.loads(files["manifest.json"])
+        manifest = json_read(files["manifest.json"])
     except ValueError as exc:
-        raise Problem(f"manifest.json is not JSON: {exc}") from None
+        raise Problem(f"manifest.json: not JSON ({exc})") from None
     if not isinstance(manifest, dict):
         raise Problem("manifest.json is not a JSON object")
     absent = [f for f in (*MANIFEST_FIELDS, "signature") if f not in manifest]
@@ -413,6 +710,9 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
         bundled_key.verify(signature, manifest_signed_bytes(manifest))
     except InvalidSignature:
         raise Problem("signature invalid") from None
+    # The bundle holds the files the signed manifest lists, no more, no fewer; their bytes are
+    # compared last, after the chain, which names the line where an event was changed.
+    _files_listed(manifest, files)
 
     run_id = manifest["run_id"]
     first, last = manifest["first_seq"], manifest["last_seq"]
@@ -497,7 +797,8 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
         raise Problem(f"access records truncated: manifest says {manifest['access_count']}, file has {n}")
     if (aprev.hex() if n else None) != manifest["access_head"]:
         raise Problem("manifest access head differs")
-    lines = [f"verified: {run_id} seq 1..{last} head {prev.hex()}"]
+    _files_bound(manifest, files, warn)
+    lines = [verified_line(run_id, last, prev.hex())]
     for name, doc, entry in marks:
         lines.append(_checkpoint_compare(name, doc, entry, run_id=run_id, last=last, heads=at_seq, access=n, access_heads=at_count))
     return "\n".join(lines)
@@ -548,9 +849,9 @@ def _lines(data: bytes, what: str):
         lines.pop()
     for lineno, raw in enumerate(lines, start=1):
         try:
-            obj = json.loads(raw)
-        except ValueError:
-            raise Problem(f"{what}line {lineno}: not JSON") from None
+            obj = json_read(raw)
+        except ValueError as exc:
+            raise Problem(f"{what}line {lineno}: not JSON ({exc})") from None
         if not isinstance(obj, dict):
             raise Problem(f"{what}line {lineno}: not a JSON object")
         yield lineno, obj
@@ -592,7 +893,11 @@ def _option_file(option: str, name: str, parse):
     """What ``parse`` makes of the bytes of the file ``name`` given to ``option``; Unusable naming
     both when the file cannot be read, or is not JSON for a JSON option."""
     try:
-        return parse(Path(name).read_bytes())
+        with open_regular(name) as f:
+            data = _Limits().read(f, name, f"{option} {name}")
+        return parse(data)
+    except NotRegularFile as exc:
+        raise Unusable(f"{option} {name}: {exc}") from None
     except OSError as exc:
         raise Unusable(f"{option} {name}: {exc.strerror}") from None
     except ValueError as exc:
@@ -614,12 +919,22 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILE",
         help="a signed checkpoint kept apart from Reckon: the bundle must agree with it (not rolled back, not rewritten); may be given again",
     )
+    parser.add_argument("--max-file-bytes", type=int, default=MAX_FILE_BYTES, metavar="N", help=f"refuse a file (a zip member, inflated) larger than this (default {MAX_FILE_BYTES})")
+    parser.add_argument("--max-bundle-bytes", type=int, default=MAX_BUNDLE_BYTES, metavar="N", help=f"refuse a bundle whose files add up to more than this (default {MAX_BUNDLE_BYTES})")
     args = parser.parse_args(argv)
     try:
-        checkpoints = [(name, _option_file("--checkpoint", name, json.loads)) for name in args.checkpoint or ()]
+        checkpoints = [(name, _option_file("--checkpoint", name, json_read)) for name in args.checkpoint or ()]
         # Each key file is read on its own first, so that a fault names its file.
         pems = [_option_file("--public-key", name, lambda pem, name=name: public_keys(pem, f"--public-key {name}") and pem) for name in args.public_key or ()]
-        print(bundle_verify(Path(args.path), public_key_pem=b"\n".join(pems) if pems else None, checkpoints=checkpoints))
+        said = bundle_verify(
+            Path(args.path),
+            public_key_pem=b"\n".join(pems) if pems else None,
+            checkpoints=checkpoints,
+            file_bytes=args.max_file_bytes,
+            bundle_bytes=args.max_bundle_bytes,
+            warn=lambda text: print(f"reckon-verify: warning: {text}", file=sys.stderr),
+        )
+        print(said)
     except Problem as exc:
         print(str(exc))
         return 1
