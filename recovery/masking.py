@@ -93,19 +93,41 @@ def _text_forms(value: Any) -> Iterable[str]:
 
 
 _decoder = json.JSONDecoder()
+_OPEN = re.compile(r"[\[{]")
+# The work of finding JSON in a text is bounded, so a hostile text (a megabyte of brackets, of
+# unclosed arrays) costs a few reads of it, not one per bracket: at most JSON_TRIES_MAX attempts to
+# decode, reading at most JSON_READ_FACTOR times the text's length between them. Text left unread
+# then, or JSON nested deeper than the stack, is "doubtful": masked whole if it names a sensitive
+# field or holds a \u escape that could spell one (``_str_mask``).
+JSON_TRIES_MAX = 1000
+JSON_READ_FACTOR = 2
 
 
-def _json_in(text: str) -> tuple[int, Any, int] | None:
-    """The first JSON object or array kept in ``text``: (where it starts, what it decodes to, where
-    it ends), or None when there is none that decodes."""
-    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
-    if start < 0:
-        return None
-    try:
-        inner, end = _decoder.raw_decode(text, start)
-    except ValueError:
-        return None
-    return start, inner, end
+def _json_values(text: str) -> tuple[list[tuple[int, Any, int]], bool]:
+    """Every JSON object or array kept in ``text``, left to right, as (where it starts, what it
+    decodes to, where it ends), and whether some text could not be judged (the bounds above, or
+    nesting past the stack). The text between the values is not JSON, or JSON cut off."""
+    found: list[tuple[int, Any, int]] = []
+    budget = JSON_READ_FACTOR * len(text) + 4096
+    m = _OPEN.search(text)
+    tries = 0
+    while m is not None:
+        start = m.start()
+        if tries == JSON_TRIES_MAX or budget <= 0:
+            return found, True
+        tries += 1
+        try:
+            inner, end = _decoder.raw_decode(text, start)
+        except ValueError as exc:  # not JSON from here: read up to where it failed
+            budget -= getattr(exc, "pos", len(text)) - start
+            m = _OPEN.search(text, start + 1)
+            continue
+        except RecursionError:  # nested deeper than the stack
+            return found, True
+        budget -= end - start
+        found.append((start, inner, end))
+        m = _OPEN.search(text, end)
+    return found, False
 
 
 def sensitive_values(value: Any, fields: frozenset[str]) -> set[str]:
@@ -135,11 +157,13 @@ def sensitive_values(value: Any, fields: frozenset[str]) -> set[str]:
             for x in v:
                 walk(x)
         elif isinstance(v, str) and ("{" in v or "[" in v):
-            found = _json_in(v)
-            if found is not None:
-                walk(found[1])
+            for _, inner, _ in _json_values(v)[0]:
+                walk(inner)
 
-    walk(value)
+    try:
+        walk(value)
+    except RecursionError:  # JSON text nested in JSON text past the stack: masked whole when shown (_str_mask)
+        pass
     return out
 
 
@@ -291,22 +315,34 @@ def _mask(value: Any, fields: frozenset[str], pattern: re.Pattern | None) -> Any
 def _str_mask(value: str, fields: frozenset[str], pattern: re.Pattern | None) -> str:
     if value == MASK:
         return value
-    if "{" in value or "[" in value:
-        # JSON kept as text would carry the field in the clear: a raw response body in evidence, or
-        # a call's signature ("tool:{...canonical arguments...}"). Decoded, escapes cannot hide a
-        # key; masked by key and by value, and written back canonically when anything was hidden.
-        found = _json_in(value)
-        if found is not None:
-            start, inner, end = found
+    if "{" not in value and "[" not in value:
+        return pattern.sub(MASK, value) if pattern is not None else value
+    # JSON kept as text would carry the field in the clear: a raw response body in evidence, a
+    # call's signature ("tool:{...canonical arguments...}"), a message quoting one or more JSON
+    # documents. Each is decoded (escapes cannot hide a key), masked by key and by value, and
+    # written back canonically when anything was hidden. The text around them is masked by value;
+    # if it still names a sensitive field (JSON cut off, or past the attempts), all of it is masked.
+    parts: list[str | None] = []
+    at = 0
+    found, doubtful = _json_values(value)
+    for start, inner, end in found:
+        parts.append(_gap_mask(value[at:start], fields, pattern, doubtful))
+        try:
             shown = _mask(inner, fields, pattern)
-            if shown != inner:
-                head, tail = value[:start], value[end:]
-                if pattern is not None:
-                    head, tail = pattern.sub(MASK, head), pattern.sub(MASK, tail)
-                return head + json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + tail
-        elif any(f'"{f}"' in value for f in fields):
-            return MASK  # it names a sensitive field but cannot be read as JSON (cut off): all of it
-    return pattern.sub(MASK, value) if pattern is not None else value
+        except RecursionError:
+            return MASK  # JSON text in JSON text nested past the stack: not shown at all
+        parts.append(json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(",", ":")) if shown != inner else _gap_mask(value[start:end], frozenset(), pattern, False))
+        at = end
+    parts.append(_gap_mask(value[at:], fields, pattern, doubtful))
+    return MASK if None in parts else "".join(parts)
+
+
+def _gap_mask(text: str, fields: frozenset[str], pattern: re.Pattern | None, doubtful: bool) -> str | None:
+    """Text that is not JSON, masked by value; None (mask it all) if it names a sensitive field, or
+    if it may hold JSON left unread (``doubtful``) and a ``\\u`` escape that could spell one."""
+    if any(f'"{f}"' in text for f in fields) or (doubtful and fields and "\\u" in text):
+        return None
+    return pattern.sub(MASK, text) if pattern is not None and text else text
 
 
 def value_at(value: Any, path: str) -> Any:
