@@ -22,7 +22,7 @@ from access.selectors import run_access_records
 from django.utils import timezone
 
 from recovery.consequences import CallFacts, call_wording, status_words
-from recovery.masking import MASK, masked_paths, run_sensitive_values, sensitive_fields, value_mask
+from recovery.masking import MASK, masked_paths, run_sensitive_values, sensitive_fields, text_mask, value_mask
 from recovery.models import PolicyChange, ToolPolicy, UncertainCall
 from recovery.selectors import edges_bucket, policy_for, uncertain_call_evidence, uncertain_calls_filter, unresolved_tally
 from runs.events import RECORD_ONLY, EventType
@@ -512,10 +512,15 @@ def run_stale_observations(*, run_id: str) -> list[dict]:
 def run_audit(*, run_id: str, fields: frozenset[str]) -> dict:
     """The run screen's audit panels: counts by type, who decided what, and who was shown its
     sensitive values unmasked (the access record, newest first)."""
+    values = run_sensitive_values(run_ids=[run_id], fields=fields)
+    reveals = run_access_records(run_id=run_id)
+    for r in reveals:
+        # A record written before records were masked (access.services) may hold a value in its reason or paths.
+        r.shown_why, r.shown_what = text_mask(r.why, values), text_mask(r.what(), values)
     return {
         "type_counts": sorted(run_type_counts(run_id=run_id).items()),
-        "decisions": events_shown(run_decisions(run_id=run_id), fields, run_sensitive_values(run_ids=[run_id], fields=fields)),
-        "reveals": run_access_records(run_id=run_id),
+        "decisions": events_shown(run_decisions(run_id=run_id), fields, values),
+        "reveals": reveals,
     }
 
 

@@ -175,3 +175,56 @@ def test_every_console_url_by_every_caller(world):
                 shown.add((actor, name))
     assert not problems, "\n".join(problems)
     assert {("compliance", "console:reveal"), ("admin", "console:run_export"), ("oncall", "console:call_reveal"), ("compliance", "console:call_reveal")} <= shown, shown
+
+
+# --- issue 31 finding 3: the access record keeps no sensitive value --------------------------------------
+
+
+def test_the_access_record_keeps_no_sensitive_value_from_a_reason_a_search_or_a_key_shown_to_anyone(world):
+    from django.contrib.auth.models import User
+
+    from access.evidence import evidence_build
+    from access.tokens import principal_for_user
+    from runs.leases import lease_acquire, lease_release
+    from runs.store import NewEvent, events_append
+    from tests.access.seed import SECRET
+
+    seeded, clients = world
+    # A memory entry whose key holds the account: a read of the state lists its path.
+    lease = lease_acquire(run_id="run-acme", holder="agent")
+    memory = NewEvent("memory_written", {"key": f"acme/2026-Q3/{SECRET}", "value": {"account": SECRET}})
+    events_append(run_id="run-acme", epoch=lease.epoch, expected_seq=lease.last_seq, events=[memory])
+    lease_release(run_id="run-acme", epoch=lease.epoch)
+    compliance = clients["compliance"]
+    reveal = compliance.post(f"/runs/run-acme/events/{seeded['seq']}/reveal/", {"path": "arguments.account", "reason": f"checking acct {SECRET} for ticket T-9"})
+    assert reveal.status_code == 200 and SECRET in reveal.content.decode(), reveal.status_code
+    part = SECRET[:-2]  # a part of the value, which no masking by value finds
+    found = compliance.get("/search/", {"q": part})
+    assert found.status_code == 200 and SECRET in found.content.decode()
+    assert compliance.get("/api/runs/run-acme/state").status_code == 200
+    records = list(AccessRecord.objects.filter(run_id="run-acme"))
+    assert {r.front_end for r in records} == {"console", "api"} and len(records) >= 3, [(r.front_end, r.why) for r in records]
+    kept = json.dumps([[r.why, r.fields, r.call_id, r.idempotency_key] for r in records])
+    assert part not in kept, kept
+    assert "ticket T-9" in kept and "state.memory." in kept  # the rest of the reason and of the path are kept
+    # Nobody reads the value from the record: the run screen, the access screen, the masked bundle.
+    for actor in ("manager", "oncall", "compliance"):
+        body = clients[actor].get("/runs/run-acme/").content.decode()
+        assert "ticket T-9" in body and part not in body, actor
+    assert part not in compliance.get("/access/", {"run": "run-acme"}).content.decode()
+    files, result = evidence_build(run_id="run-acme", masked=True, who=principal_for_user(User.objects.get(username="mandy")))
+    assert result.startswith("verified"), result
+    assert [name for name, data in files.items() if part.encode() in data] == []
+    assert b"ticket T-9" in files["access.jsonl"] and b"ticket T-9" in files["report.html"]
+
+
+def test_a_record_written_before_records_were_masked_shows_no_value_on_the_run_screen(world):
+    from access.chain import access_chain_append
+    from tests.access.seed import SECRET
+
+    _, clients = world
+    old = AccessRecord.objects.create(actor_kind="user", actor_name="colin", front_end="console", run_id="run-acme", seq=3, fields=[f"memory.{SECRET}"], why=f"checking acct {SECRET}")
+    access_chain_append([old])
+    for actor in ("manager", "oncall"):
+        body = clients[actor].get("/runs/run-acme/").content.decode()
+        assert "checking acct [masked]" in body and SECRET not in body, actor
