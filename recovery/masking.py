@@ -10,6 +10,13 @@ the sensitive-data permission goes through ``value_mask``, which hides sensitive
   what lookups observed for those fields) is replaced wherever it occurs in any string, so a
   receiver's HTML page saying ``account 4020-7777-SECRET is locked`` is masked too.
 
+- a call's key, in a run without a key secret (schema versions 1 and 2, and their imports), when
+  its arguments hold a sensitive value: such a key is ``sha256(run_id | signature)`` (runs.identity),
+  so whoever sees it and the masked arguments could test guesses of the value against it. It counts
+  as one of the run's sensitive values, masked wherever it occurs (a prefix too, see
+  ``key_shown``), recorded when shown whole. A run with a key secret keys its calls with it, and
+  its keys give nothing away.
+
 A value of ``SUBSTRING_MIN`` characters or more is masked wherever it occurs, inside longer words
 included, ignoring case; a shorter one only where it stands alone as a token (not touching a
 letter or digit), so a two-digit sensitive value does not blank every number on a page. Numbers
@@ -167,10 +174,36 @@ def sensitive_values(value: Any, fields: frozenset[str]) -> set[str]:
     return out
 
 
-# Per run: (created_at, last seq read, values). The log is append-only, so a run's values only
-# grow and a later read need fetch just the events after the last seq read; created_at tells a run
-# deleted and imported again from the one cached. Bounded, least recently used out first.
-_RUN_VALUES: OrderedDict[tuple[str, frozenset[str]], tuple[Any, int, frozenset[str]]] = OrderedDict()
+def _event_values(run_id: str, type_: str, payload: Any, fields: frozenset[str], legacy: bool) -> set[str]:
+    """The sensitive values one event holds: under sensitive keys, and, for a call started with a
+    sensitive argument in a run without a key secret (``legacy``), the call's key (see above)."""
+    found = sensitive_values(payload, fields)
+    if legacy and found and type_ == "tool_call_started" and isinstance(payload, dict) and sensitive_values(payload.get("arguments"), fields):
+        from runs.calls import start_key
+
+        try:
+            found.add(start_key(run_id, payload))
+        except (TypeError, ValueError):  # arguments the signature cannot encode: no key was computed from them either
+            pass
+    return found
+
+
+def _legacy_runs(run_ids: Iterable[str]) -> set[str]:
+    """Of ``run_ids``, the runs whose run_started holds no key secret (their keys are legacy)."""
+    from runs.models import Event
+
+    ids = set(run_ids)
+    if not ids:
+        return set()
+    keyed = set(Event.objects.filter(run_id__in=ids, seq=1, type="run_started", payload__has_key=KEY_SECRET_FIELD).values_list("run_id", flat=True))
+    return ids - keyed
+
+
+# Per run: (created_at, last seq read, values, legacy keys). The log is append-only, so a run's
+# values only grow and a later read need fetch just the events after the last seq read;
+# created_at tells a run deleted and imported again from the one cached. Bounded, least recently
+# used out first.
+_RUN_VALUES: OrderedDict[tuple[str, frozenset[str]], tuple[Any, int, frozenset[str], bool]] = OrderedDict()
 _RUN_VALUES_MAX = 4096
 FEW_NEW_EVENTS = 500  # up to this many new events of one run are read whole, not filtered by text
 _lock = threading.Lock()
@@ -178,18 +211,20 @@ _lock = threading.Lock()
 
 def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> frozenset[str]:
     """The sensitive values of every run in ``run_ids``: whatever any of their events holds under a
-    sensitive key (calls' arguments, lookups' observations and comparisons, JSON results).
+    sensitive key (calls' arguments, lookups' observations and comparisons, JSON results), and the
+    legacy keys of calls made with such a value (above).
 
     Empty when nothing is to be masked (``fields`` empty). Two queries at most whatever the number
     of runs: their fence rows, then, of the events none of this process's earlier reads has seen,
-    those whose stored text names a sensitive field (fetched in chunks).
+    those whose stored text names a sensitive field (fetched in chunks); and a third the first time
+    a run is read, for whether its run_started holds a key secret.
     """
     found = runs_sensitive_values(run_ids=run_ids, fields=fields)
     return frozenset().union(*found.values()) if found else frozenset()
 
 
 def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> dict[str, frozenset[str]]:
-    """``run_sensitive_values`` run by run, with the same two queries at most: the values of each
+    """``run_sensitive_values`` run by run, with the same queries: the values of each
     run of ``run_ids`` that exists, by run id (for lines about several runs, each masked by its own
     run's values, as the decision log writes them)."""
     from django.db.models import Q, TextField
@@ -204,6 +239,7 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
     runs = {r: (created, last) for r, created, last in Run.objects.filter(run_id__in=ids).values_list("run_id", "created_at", "last_seq")}
     values: dict[str, frozenset[str]] = {}
     stale: dict[str, tuple[Any, int, set[str]]] = {}
+    legacy: dict[str, bool] = {}
     with _lock:
         for run_id, (created, last) in runs.items():
             cached = _RUN_VALUES.get((run_id, fields))
@@ -212,9 +248,14 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
                 values[run_id] = cached[2]
             elif cached is not None and cached[0] == created:
                 stale[run_id] = (created, cached[1], set(cached[2]))
+                legacy[run_id] = cached[3]
             else:
                 stale[run_id] = (created, 0, set())
     if stale:
+        unknown = [r for r in stale if r not in legacy]
+        if unknown:  # first read of these runs: does each key its calls with a secret?
+            old = _legacy_runs(unknown)
+            legacy |= {r: r in old for r in unknown}
         upto = {run_id: runs[run_id][1] for run_id in stale}  # read as far as the fence rows say
         if len(stale) == 1 and all(upto[r] - after <= FEW_NEW_EVENTS for r, (_, after, _) in stale.items()):
             # One run with a few events not read yet (the usual case once its values are cached: a
@@ -222,7 +263,7 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
             # replay decodes. The text filter below pays for itself only on longer reads.
             [(run_id, (_, after, found))] = stale.items()
             for ev in events_stream(run_id=run_id, after=after, upto=upto[run_id], upcast=False):
-                found.update(sensitive_values(ev.payload, fields))
+                found.update(_event_values(run_id, ev.type, ev.payload, fields, legacy[run_id]))
         elif sum(upto[r] - after for r, (_, after, _) in stale.items()) <= FEW_NEW_EVENTS:
             # Several runs with a few new events each (a reconciliation group's commit): their
             # ranges in one read, whole, for the same reason.
@@ -231,10 +272,10 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
             where = " OR ".join(["(run_id = %s AND seq > %s AND seq <= %s)"] * len(stale))
             params = [v for run_id, (_, after, _) in stale.items() for v in (run_id, after, upto[run_id])]
             with connection.cursor() as cur:
-                cur.execute(f"SELECT run_id, CAST(payload AS text) FROM reckon_event WHERE {where}", params)
+                cur.execute(f"SELECT run_id, type, CAST(payload AS text) FROM reckon_event WHERE {where}", params)
                 rows = cur.fetchall()
-            for run_id, text in rows:
-                stale[run_id][2].update(sensitive_values(payload_loads(text), fields))
+            for run_id, type_, text in rows:
+                stale[run_id][2].update(_event_values(run_id, type_, payload_loads(text), fields, legacy[run_id]))
         else:
             # Only events whose stored text could name a sensitive key are decoded: the database
             # tests the text (in C, as it reads the rows), so a long run's first read costs a scan,
@@ -248,15 +289,15 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
             for run_id, (_, after, _) in stale.items():
                 q |= Q(run_id=run_id, seq__gt=after, seq__lte=upto[run_id])
             rows = Event.objects.filter(q).annotate(text=Cast("payload", TextField())).filter(named)
-            for run_id, payload in rows.values_list("run_id", "payload").iterator(chunk_size=2000):
-                stale[run_id][2].update(sensitive_values(payload, fields))
+            for run_id, type_, payload in rows.values_list("run_id", "type", "payload").iterator(chunk_size=2000):
+                stale[run_id][2].update(_event_values(run_id, type_, payload, fields, legacy[run_id]))
         # Every event up to the last seq the fence rows gave has been considered.
         stale = {run_id: (created, max(after, upto[run_id]), found) for run_id, (created, after, found) in stale.items()}
     if stale:
         with _lock:
             for run_id, (created, after, found) in stale.items():
                 values[run_id] = frozen = frozenset(found)
-                _RUN_VALUES[(run_id, fields)] = (created, after, frozen)
+                _RUN_VALUES[(run_id, fields)] = (created, after, frozen, legacy[run_id])
                 _RUN_VALUES.move_to_end((run_id, fields))
             while len(_RUN_VALUES) > _RUN_VALUES_MAX:
                 _RUN_VALUES.popitem(last=False)
@@ -277,6 +318,13 @@ def _pattern(values: frozenset[str]) -> re.Pattern | None:
         else:
             parts.append(r"(?<![0-9A-Za-z])" + re.escape(v) + r"(?![0-9A-Za-z])")
     return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+
+
+def key_shown(key: str, values: frozenset[str]) -> str:
+    """A call's key as a reader masked by ``values`` sees it: the mask when it is one of them (a
+    legacy key of a call with a sensitive argument), else the key. For a screen that shows a key
+    shortened: a prefix would let guesses be tested as well as the whole key does."""
+    return MASK if key and key in values else key
 
 
 def text_mask(text: str, values: frozenset[str]) -> str:
