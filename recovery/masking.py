@@ -195,8 +195,9 @@ def _legacy_runs(run_ids: Iterable[str]) -> set[str]:
     ids = set(run_ids)
     if not ids:
         return set()
-    keyed = set(Event.objects.filter(run_id__in=ids, seq=1, type="run_started", payload__has_key=KEY_SECRET_FIELD).values_list("run_id", flat=True))
-    return ids - keyed
+    # The payload column is json, not jsonb, on PostgreSQL (kept as written): asked here, not in SQL.
+    firsts = Event.objects.filter(run_id__in=ids, seq=1, type="run_started").values_list("run_id", "payload")
+    return ids - {run_id for run_id, payload in firsts if isinstance(payload, dict) and payload.get(KEY_SECRET_FIELD)}
 
 
 # Per run: (created_at, last seq read, values, legacy keys). The log is append-only, so a run's
