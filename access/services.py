@@ -6,6 +6,12 @@ records every read whose answer carries a sensitive value unmasked, naming the r
 that print such values record what they print, naming the command. A read that
 shows nothing sensitive unmasked writes nothing: a masked reader, a run without sensitive values,
 and an agent's token reading back a run it writes (what it wrote is not news to it).
+
+A record never holds a sensitive value itself: it is shown to people who may not see the values
+(the run screen, a masked evidence bundle) and, chained, is never changed after. So each text it
+keeps (the reason, the route, every path, the key) is masked by value against the run's sensitive
+values before it is written (``record_text``): "checking acct [masked] for ticket T-9",
+"state.memory.acme/2026-Q3/[masked]".
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from access.chain import access_chain_append
 from access.masking import shown_paths
 from access.models import AccessRecord, RunWriter
 from access.tokens import Principal
-from recovery.masking import run_sensitive_values, sensitive_fields
+from recovery.masking import run_sensitive_values, sensitive_fields, text_mask
 from runs.models import RunTenant
 
 # A record lists at most this many paths, then how many more there were: a 1,000-event page full
@@ -52,10 +58,23 @@ def _tenants(run_ids: Iterable[str]) -> dict[str, str]:
     return {r: ",".join(sorted(t)) for r, t in out.items()}
 
 
-def _paths(paths: Sequence[str]) -> list[str]:
+def _paths(paths: Sequence[str], values: frozenset[str]) -> list[str]:
+    kept = [record_text(p, values) for p in paths[:MAX_PATHS]]
     if len(paths) <= MAX_PATHS:
-        return list(paths)
-    return [*paths[:MAX_PATHS], f"(and {len(paths) - MAX_PATHS} more)"]
+        return kept
+    return [*kept, f"(and {len(paths) - MAX_PATHS} more)"]
+
+
+def record_text(text: str, values: frozenset[str]) -> str:
+    """``text`` as an access record keeps it: every sensitive value of the run in it masked, by the
+    screens' own rule (recovery.masking.text_mask). A path built from keys that hold a value
+    (``state.memory.acme/2026-Q3/4020``) keeps its shape with the value masked."""
+    return text_mask(text, values)
+
+
+def _run_values(run_ids: Iterable[str]) -> frozenset[str]:
+    """Every sensitive value of the runs, whoever the record is about: what its texts are masked by."""
+    return run_sensitive_values(run_ids=run_ids, fields=sensitive_fields())
 
 
 def access_record_write(
@@ -77,6 +96,7 @@ def access_record_write(
     if front_end not in AccessRecord.FrontEnd.values:
         raise ValueError(f"front_end must be one of {', '.join(AccessRecord.FrontEnd.values)}, got {front_end!r}")
     kind, ident = _actor(who)
+    values = _run_values([run_id])
     with transaction.atomic():
         record = AccessRecord.objects.create(
             actor_kind=kind,
@@ -84,12 +104,12 @@ def access_record_write(
             actor_name=who.name[:200],
             front_end=front_end,
             run_id=run_id,
-            call_id=call_id[:200],
-            idempotency_key=idempotency_key[:200],
+            call_id=record_text(call_id, values)[:200],
+            idempotency_key=record_text(idempotency_key, values)[:200],
             seq=seq,
-            fields=_paths(fields),
+            fields=_paths(fields, values),
             all_fields=all_fields,
-            why=why[:MAX_WHY],
+            why=record_text(why, values)[:MAX_WHY],
             tenant=_tenants([run_id]).get(run_id, ""),
         )
         access_chain_append([record])
@@ -133,10 +153,10 @@ def unmasked_reads_record(*, who: Principal, mask: frozenset[str], route: str, s
             actor_name=who.name[:200],
             front_end=front_end,
             run_id=s.run_id,
-            call_id=s.call_id[:200],
-            idempotency_key=s.idempotency_key[:200],
-            fields=_paths(paths),
-            why=route[:MAX_WHY],
+            call_id=record_text(s.call_id, values)[:200],
+            idempotency_key=record_text(s.idempotency_key, values)[:200],
+            fields=_paths(paths, values),
+            why=record_text(route, values)[:MAX_WHY],
             tenant=tenants.get(s.run_id, ""),
         )
         for s, paths in found

@@ -150,7 +150,8 @@ def _call_out(row: UncertainCall, mask: frozenset[str], values: frozenset[str] =
         "run_id": row.run_id,
         "call_id": row.call_id,
         "tool": row.tool,
-        "idempotency_key": row.idempotency_key,
+        # A legacy key of a call with a sensitive argument is one of the run's sensitive values (recovery.masking).
+        "idempotency_key": masked(row.idempotency_key, mask, values),
         "arguments": masked(row.arguments, mask, values),
         "tenant": row.tenant,
         "start_seq": row.start_seq,

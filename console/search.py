@@ -30,7 +30,7 @@ from django.db import connection
 from django.db.models import BooleanField, Count, Q
 from django.db.models.expressions import RawSQL
 
-from recovery.masking import MASK, NEVER_REVEALED, run_sensitive_values, value_mask
+from recovery.masking import MASK, NEVER_REVEALED, key_shown, run_sensitive_values, value_mask
 from recovery.models import UNRESOLVED_STATES, InFlightCall, UncertainCall
 from recovery.projection import in_flight_rows
 from runs.models import Event, Run
@@ -56,6 +56,7 @@ class CallHit:
     matched: list[str] = field(default_factory=list)  # what matched: "call id", "key", "argument account", ...
     shown_arguments: object = None
     revealed: list[str] = field(default_factory=list)  # argument names shown unmasked because they matched
+    shown_key: str = ""  # the key as shown: masked when it is one of the run's sensitive values (a legacy key)
 
 
 @dataclass
@@ -214,16 +215,25 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
         full = {r.pk: r for r in in_flight_rows(run_id, narrow)}  # as full rows, arguments included
         for row in narrow:
             hits[row.id] = CallHit(call=full.get(row.id, row), in_flight=True)
+    needle = q.casefold()
+    if not may_see and hits:
+        # A key the searcher sees masked (a legacy key, recovery.masking) finds nothing: else
+        # searching for the first digits of a guess's key would test the guess.
+        masked = run_sensitive_values(run_ids={h.call.run_id for h in hits.values()}, fields=fields)
+        for pk, h in list(hits.items()):
+            c = h.call
+            if c.idempotency_key in masked and not h.matched and not any((x or "").casefold().startswith(needle) for x in (c.call_id, c.run_id)):
+                del hits[pk]
     # Calls in doubt first, then in flight, then settled; the most recent first within each.
     order = {"escalated": 0, "open": 0, "reconciling": 0, "in_flight": 1}
     calls = sorted(hits.values(), key=lambda h: (order.get(getattr(h.call, "state", "in_flight"), 2), -h.call.started_at.timestamp()))
     res.more["calls"] = len(calls) > per_kind
     res.calls = calls[:per_kind]
-    needle = q.casefold()
     all_values = run_sensitive_values(run_ids={h.call.run_id for h in res.calls}, fields=sensitive) if sensitive else frozenset()
     for h in res.calls:
         c = h.call
-        for label, text in (("call id", c.call_id), ("key", c.idempotency_key), ("run", c.run_id)):
+        h.shown_key = key_shown(c.idempotency_key or "", all_values)
+        for label, text in (("call id", c.call_id), ("key", h.shown_key if not may_see else c.idempotency_key), ("run", c.run_id)):
             if (text or "").casefold().startswith(needle):
                 h.matched.insert(0, label)
         args = getattr(c, "arguments", None)

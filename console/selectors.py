@@ -22,7 +22,7 @@ from access.selectors import run_access_records
 from django.utils import timezone
 
 from recovery.consequences import CallFacts, call_wording, status_words
-from recovery.masking import MASK, masked_paths, run_sensitive_values, sensitive_fields, value_mask
+from recovery.masking import MASK, key_shown, masked_paths, run_sensitive_values, sensitive_fields, text_mask, value_mask
 from recovery.models import PolicyChange, ToolPolicy, UncertainCall
 from recovery.selectors import edges_bucket, policy_for, uncertain_call_evidence, uncertain_calls_filter, unresolved_tally
 from runs.events import RECORD_ONLY, EventType
@@ -509,13 +509,25 @@ def run_stale_observations(*, run_id: str) -> list[dict]:
     return [{"seq": seq, "ts": ts, "observations": p["stale_observations"]} for seq, ts, p in rows if p.get("stale_observations")]
 
 
+def overdue_keys_shown(rows: list[dict], fields: frozenset[str]) -> list[dict]:
+    """The overview's overdue calls with each key as ``fields`` lets it be seen (``key_shown``):
+    the screen shows a key's first digits, which test guesses as well as the whole key does."""
+    values = run_sensitive_values(run_ids={r["run_id"] for r in rows}, fields=fields) if rows else frozenset()
+    return [{**r, "idempotency_key": key_shown(r["idempotency_key"], values)} for r in rows]
+
+
 def run_audit(*, run_id: str, fields: frozenset[str]) -> dict:
     """The run screen's audit panels: counts by type, who decided what, and who was shown its
     sensitive values unmasked (the access record, newest first)."""
+    values = run_sensitive_values(run_ids=[run_id], fields=fields)
+    reveals = run_access_records(run_id=run_id)
+    for r in reveals:
+        # A record written before records were masked (access.services) may hold a value in its reason or paths.
+        r.shown_why, r.shown_what = text_mask(r.why, values), text_mask(r.what(), values)
     return {
         "type_counts": sorted(run_type_counts(run_id=run_id).items()),
-        "decisions": events_shown(run_decisions(run_id=run_id), fields, run_sensitive_values(run_ids=[run_id], fields=fields)),
-        "reveals": run_access_records(run_id=run_id),
+        "decisions": events_shown(run_decisions(run_id=run_id), fields, values),
+        "reveals": reveals,
     }
 
 
@@ -610,6 +622,7 @@ def call_screen(*, pk: int, fields: frozenset[str]) -> dict:
     conflict = next((a for a in reversed(attempts) if a["outcome"] == "conflict"), None)
     return {
         "call": call,
+        "key": key_shown(call.idempotency_key, values),  # a legacy key of a call with a sensitive argument is masked
         "last_error": value_mask(call.last_error, fields, values),
         "resolved_by": value_mask(call.resolved_by, fields, values),  # a rule's text may quote an adapter's error
         "policy": policy,

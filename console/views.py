@@ -293,7 +293,7 @@ def overview(request):
     irreversible = figures.get("irreversible", {})
     ctx = {
         "figures": figures,
-        "overdue_irreversible": irreversible.get("overdue", []),
+        "overdue_irreversible": selectors.overdue_keys_shown(irreversible.get("overdue", []), masking.sensitive_fields()),
         "overdue_irreversible_count": irreversible.get("overdue_count", 0),
         "overdue_other_count": sum(f["overdue_count"] for c, f in figures.items() if c != "irreversible"),
         "totals": {

@@ -47,7 +47,8 @@ def search(request):
                 who=who,
                 front_end=AccessRecord.FrontEnd.CONSOLE,
                 run_id=hit.call.run_id,
-                why=f"search for {q!r}: the matching argument is shown",
+                # Not the text searched for: it matched the value, so it is (part of) the value.
+                why="console search: the argument that matched the text searched for is shown",
                 fields=[f"arguments.{k}" for k in hit.revealed],
                 call_id=hit.call.call_id,
                 idempotency_key=hit.call.idempotency_key,

@@ -10,6 +10,13 @@ the sensitive-data permission goes through ``value_mask``, which hides sensitive
   what lookups observed for those fields) is replaced wherever it occurs in any string, so a
   receiver's HTML page saying ``account 4020-7777-SECRET is locked`` is masked too.
 
+- a call's key, in a run without a key secret (schema versions 1 and 2, and their imports), when
+  its arguments hold a sensitive value: such a key is ``sha256(run_id | signature)`` (runs.identity),
+  so whoever sees it and the masked arguments could test guesses of the value against it. It counts
+  as one of the run's sensitive values, masked wherever it occurs (a prefix too, see
+  ``key_shown``), recorded when shown whole. A run with a key secret keys its calls with it, and
+  its keys give nothing away.
+
 A value of ``SUBSTRING_MIN`` characters or more is masked wherever it occurs, inside longer words
 included, ignoring case; a shorter one only where it stands alone as a token (not touching a
 letter or digit), so a two-digit sensitive value does not blank every number on a page. Numbers
@@ -93,19 +100,41 @@ def _text_forms(value: Any) -> Iterable[str]:
 
 
 _decoder = json.JSONDecoder()
+_OPEN = re.compile(r"[\[{]")
+# The work of finding JSON in a text is bounded, so a hostile text (a megabyte of brackets, of
+# unclosed arrays) costs a few reads of it, not one per bracket: at most JSON_TRIES_MAX attempts to
+# decode, reading at most JSON_READ_FACTOR times the text's length between them. Text left unread
+# then, or JSON nested deeper than the stack, is "doubtful": masked whole if it names a sensitive
+# field or holds a \u escape that could spell one (``_str_mask``).
+JSON_TRIES_MAX = 1000
+JSON_READ_FACTOR = 2
 
 
-def _json_in(text: str) -> tuple[int, Any, int] | None:
-    """The first JSON object or array kept in ``text``: (where it starts, what it decodes to, where
-    it ends), or None when there is none that decodes."""
-    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
-    if start < 0:
-        return None
-    try:
-        inner, end = _decoder.raw_decode(text, start)
-    except ValueError:
-        return None
-    return start, inner, end
+def _json_values(text: str) -> tuple[list[tuple[int, Any, int]], bool]:
+    """Every JSON object or array kept in ``text``, left to right, as (where it starts, what it
+    decodes to, where it ends), and whether some text could not be judged (the bounds above, or
+    nesting past the stack). The text between the values is not JSON, or JSON cut off."""
+    found: list[tuple[int, Any, int]] = []
+    budget = JSON_READ_FACTOR * len(text) + 4096
+    m = _OPEN.search(text)
+    tries = 0
+    while m is not None:
+        start = m.start()
+        if tries == JSON_TRIES_MAX or budget <= 0:
+            return found, True
+        tries += 1
+        try:
+            inner, end = _decoder.raw_decode(text, start)
+        except ValueError as exc:  # not JSON from here: read up to where it failed
+            budget -= getattr(exc, "pos", len(text)) - start
+            m = _OPEN.search(text, start + 1)
+            continue
+        except RecursionError:  # nested deeper than the stack
+            return found, True
+        budget -= end - start
+        found.append((start, inner, end))
+        m = _OPEN.search(text, end)
+    return found, False
 
 
 def sensitive_values(value: Any, fields: frozenset[str]) -> set[str]:
@@ -135,18 +164,47 @@ def sensitive_values(value: Any, fields: frozenset[str]) -> set[str]:
             for x in v:
                 walk(x)
         elif isinstance(v, str) and ("{" in v or "[" in v):
-            found = _json_in(v)
-            if found is not None:
-                walk(found[1])
+            for _, inner, _ in _json_values(v)[0]:
+                walk(inner)
 
-    walk(value)
+    try:
+        walk(value)
+    except RecursionError:  # JSON text nested in JSON text past the stack: masked whole when shown (_str_mask)
+        pass
     return out
 
 
-# Per run: (created_at, last seq read, values). The log is append-only, so a run's values only
-# grow and a later read need fetch just the events after the last seq read; created_at tells a run
-# deleted and imported again from the one cached. Bounded, least recently used out first.
-_RUN_VALUES: OrderedDict[tuple[str, frozenset[str]], tuple[Any, int, frozenset[str]]] = OrderedDict()
+def _event_values(run_id: str, type_: str, payload: Any, fields: frozenset[str], legacy: bool) -> set[str]:
+    """The sensitive values one event holds: under sensitive keys, and, for a call started with a
+    sensitive argument in a run without a key secret (``legacy``), the call's key (see above)."""
+    found = sensitive_values(payload, fields)
+    if legacy and found and type_ == "tool_call_started" and isinstance(payload, dict) and sensitive_values(payload.get("arguments"), fields):
+        from runs.calls import start_key
+
+        try:
+            found.add(start_key(run_id, payload))
+        except (TypeError, ValueError):  # arguments the signature cannot encode: no key was computed from them either
+            pass
+    return found
+
+
+def _legacy_runs(run_ids: Iterable[str]) -> set[str]:
+    """Of ``run_ids``, the runs whose run_started holds no key secret (their keys are legacy)."""
+    from runs.models import Event
+
+    ids = set(run_ids)
+    if not ids:
+        return set()
+    # The payload column is json, not jsonb, on PostgreSQL (kept as written): asked here, not in SQL.
+    firsts = Event.objects.filter(run_id__in=ids, seq=1, type="run_started").values_list("run_id", "payload")
+    return ids - {run_id for run_id, payload in firsts if isinstance(payload, dict) and payload.get(KEY_SECRET_FIELD)}
+
+
+# Per run: (created_at, last seq read, values, legacy keys). The log is append-only, so a run's
+# values only grow and a later read need fetch just the events after the last seq read;
+# created_at tells a run deleted and imported again from the one cached. Bounded, least recently
+# used out first.
+_RUN_VALUES: OrderedDict[tuple[str, frozenset[str]], tuple[Any, int, frozenset[str], bool]] = OrderedDict()
 _RUN_VALUES_MAX = 4096
 FEW_NEW_EVENTS = 500  # up to this many new events of one run are read whole, not filtered by text
 _lock = threading.Lock()
@@ -154,18 +212,20 @@ _lock = threading.Lock()
 
 def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> frozenset[str]:
     """The sensitive values of every run in ``run_ids``: whatever any of their events holds under a
-    sensitive key (calls' arguments, lookups' observations and comparisons, JSON results).
+    sensitive key (calls' arguments, lookups' observations and comparisons, JSON results), and the
+    legacy keys of calls made with such a value (above).
 
     Empty when nothing is to be masked (``fields`` empty). Two queries at most whatever the number
     of runs: their fence rows, then, of the events none of this process's earlier reads has seen,
-    those whose stored text names a sensitive field (fetched in chunks).
+    those whose stored text names a sensitive field (fetched in chunks); and a third the first time
+    a run is read, for whether its run_started holds a key secret.
     """
     found = runs_sensitive_values(run_ids=run_ids, fields=fields)
     return frozenset().union(*found.values()) if found else frozenset()
 
 
 def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> dict[str, frozenset[str]]:
-    """``run_sensitive_values`` run by run, with the same two queries at most: the values of each
+    """``run_sensitive_values`` run by run, with the same queries: the values of each
     run of ``run_ids`` that exists, by run id (for lines about several runs, each masked by its own
     run's values, as the decision log writes them)."""
     from django.db.models import Q, TextField
@@ -180,6 +240,7 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
     runs = {r: (created, last) for r, created, last in Run.objects.filter(run_id__in=ids).values_list("run_id", "created_at", "last_seq")}
     values: dict[str, frozenset[str]] = {}
     stale: dict[str, tuple[Any, int, set[str]]] = {}
+    legacy: dict[str, bool] = {}
     with _lock:
         for run_id, (created, last) in runs.items():
             cached = _RUN_VALUES.get((run_id, fields))
@@ -188,9 +249,14 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
                 values[run_id] = cached[2]
             elif cached is not None and cached[0] == created:
                 stale[run_id] = (created, cached[1], set(cached[2]))
+                legacy[run_id] = cached[3]
             else:
                 stale[run_id] = (created, 0, set())
     if stale:
+        unknown = [r for r in stale if r not in legacy]
+        if unknown:  # first read of these runs: does each key its calls with a secret?
+            old = _legacy_runs(unknown)
+            legacy |= {r: r in old for r in unknown}
         upto = {run_id: runs[run_id][1] for run_id in stale}  # read as far as the fence rows say
         if len(stale) == 1 and all(upto[r] - after <= FEW_NEW_EVENTS for r, (_, after, _) in stale.items()):
             # One run with a few events not read yet (the usual case once its values are cached: a
@@ -198,7 +264,7 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
             # replay decodes. The text filter below pays for itself only on longer reads.
             [(run_id, (_, after, found))] = stale.items()
             for ev in events_stream(run_id=run_id, after=after, upto=upto[run_id], upcast=False):
-                found.update(sensitive_values(ev.payload, fields))
+                found.update(_event_values(run_id, ev.type, ev.payload, fields, legacy[run_id]))
         elif sum(upto[r] - after for r, (_, after, _) in stale.items()) <= FEW_NEW_EVENTS:
             # Several runs with a few new events each (a reconciliation group's commit): their
             # ranges in one read, whole, for the same reason.
@@ -207,10 +273,10 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
             where = " OR ".join(["(run_id = %s AND seq > %s AND seq <= %s)"] * len(stale))
             params = [v for run_id, (_, after, _) in stale.items() for v in (run_id, after, upto[run_id])]
             with connection.cursor() as cur:
-                cur.execute(f"SELECT run_id, CAST(payload AS text) FROM reckon_event WHERE {where}", params)
+                cur.execute(f"SELECT run_id, type, CAST(payload AS text) FROM reckon_event WHERE {where}", params)
                 rows = cur.fetchall()
-            for run_id, text in rows:
-                stale[run_id][2].update(sensitive_values(payload_loads(text), fields))
+            for run_id, type_, text in rows:
+                stale[run_id][2].update(_event_values(run_id, type_, payload_loads(text), fields, legacy[run_id]))
         else:
             # Only events whose stored text could name a sensitive key are decoded: the database
             # tests the text (in C, as it reads the rows), so a long run's first read costs a scan,
@@ -224,15 +290,15 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
             for run_id, (_, after, _) in stale.items():
                 q |= Q(run_id=run_id, seq__gt=after, seq__lte=upto[run_id])
             rows = Event.objects.filter(q).annotate(text=Cast("payload", TextField())).filter(named)
-            for run_id, payload in rows.values_list("run_id", "payload").iterator(chunk_size=2000):
-                stale[run_id][2].update(sensitive_values(payload, fields))
+            for run_id, type_, payload in rows.values_list("run_id", "type", "payload").iterator(chunk_size=2000):
+                stale[run_id][2].update(_event_values(run_id, type_, payload, fields, legacy[run_id]))
         # Every event up to the last seq the fence rows gave has been considered.
         stale = {run_id: (created, max(after, upto[run_id]), found) for run_id, (created, after, found) in stale.items()}
     if stale:
         with _lock:
             for run_id, (created, after, found) in stale.items():
                 values[run_id] = frozen = frozenset(found)
-                _RUN_VALUES[(run_id, fields)] = (created, after, frozen)
+                _RUN_VALUES[(run_id, fields)] = (created, after, frozen, legacy[run_id])
                 _RUN_VALUES.move_to_end((run_id, fields))
             while len(_RUN_VALUES) > _RUN_VALUES_MAX:
                 _RUN_VALUES.popitem(last=False)
@@ -253,6 +319,13 @@ def _pattern(values: frozenset[str]) -> re.Pattern | None:
         else:
             parts.append(r"(?<![0-9A-Za-z])" + re.escape(v) + r"(?![0-9A-Za-z])")
     return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+
+
+def key_shown(key: str, values: frozenset[str]) -> str:
+    """A call's key as a reader masked by ``values`` sees it: the mask when it is one of them (a
+    legacy key of a call with a sensitive argument), else the key. For a screen that shows a key
+    shortened: a prefix would let guesses be tested as well as the whole key does."""
+    return MASK if key and key in values else key
 
 
 def text_mask(text: str, values: frozenset[str]) -> str:
@@ -291,22 +364,34 @@ def _mask(value: Any, fields: frozenset[str], pattern: re.Pattern | None) -> Any
 def _str_mask(value: str, fields: frozenset[str], pattern: re.Pattern | None) -> str:
     if value == MASK:
         return value
-    if "{" in value or "[" in value:
-        # JSON kept as text would carry the field in the clear: a raw response body in evidence, or
-        # a call's signature ("tool:{...canonical arguments...}"). Decoded, escapes cannot hide a
-        # key; masked by key and by value, and written back canonically when anything was hidden.
-        found = _json_in(value)
-        if found is not None:
-            start, inner, end = found
+    if "{" not in value and "[" not in value:
+        return pattern.sub(MASK, value) if pattern is not None else value
+    # JSON kept as text would carry the field in the clear: a raw response body in evidence, a
+    # call's signature ("tool:{...canonical arguments...}"), a message quoting one or more JSON
+    # documents. Each is decoded (escapes cannot hide a key), masked by key and by value, and
+    # written back canonically when anything was hidden. The text around them is masked by value;
+    # if it still names a sensitive field (JSON cut off, or past the attempts), all of it is masked.
+    parts: list[str | None] = []
+    at = 0
+    found, doubtful = _json_values(value)
+    for start, inner, end in found:
+        parts.append(_gap_mask(value[at:start], fields, pattern, doubtful))
+        try:
             shown = _mask(inner, fields, pattern)
-            if shown != inner:
-                head, tail = value[:start], value[end:]
-                if pattern is not None:
-                    head, tail = pattern.sub(MASK, head), pattern.sub(MASK, tail)
-                return head + json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + tail
-        elif any(f'"{f}"' in value for f in fields):
-            return MASK  # it names a sensitive field but cannot be read as JSON (cut off): all of it
-    return pattern.sub(MASK, value) if pattern is not None else value
+        except RecursionError:
+            return MASK  # JSON text in JSON text nested past the stack: not shown at all
+        parts.append(json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(",", ":")) if shown != inner else _gap_mask(value[start:end], frozenset(), pattern, False))
+        at = end
+    parts.append(_gap_mask(value[at:], fields, pattern, doubtful))
+    return MASK if None in parts else "".join(parts)
+
+
+def _gap_mask(text: str, fields: frozenset[str], pattern: re.Pattern | None, doubtful: bool) -> str | None:
+    """Text that is not JSON, masked by value; None (mask it all) if it names a sensitive field, or
+    if it may hold JSON left unread (``doubtful``) and a ``\\u`` escape that could spell one."""
+    if any(f'"{f}"' in text for f in fields) or (doubtful and fields and "\\u" in text):
+        return None
+    return pattern.sub(MASK, text) if pattern is not None and text else text
 
 
 def value_at(value: Any, path: str) -> Any:

@@ -159,3 +159,33 @@ def test_no_console_url_answers_a_hostile_value_with_a_5xx(seeded):
                 seen.append((f"{method.upper()} /{route} {name}", label, r))
     assert len(seen) > 100
     assert _failures(seen) == []
+
+
+# --- issue 31: finding every JSON value in a text stays bounded on hostile text ----------------------------
+
+
+def test_masking_a_megabyte_of_brackets_takes_a_few_reads_of_it_and_still_masks_what_it_cannot_read():
+    import time
+
+    from recovery.masking import MASK, value_mask
+
+    fields = frozenset({"account"})
+    tail = '{"\\u0061ccount": "9911"}'  # an escaped key after what the bounded search reads
+    hostile = {
+        "unclosed nested arrays": "[" * 900 + "1," * 500_000 + tail,
+        "brackets": "[" * 1_000_000 + tail,
+        "braces": "{" * 1_000_000 + tail,
+        "many small values": "[1] " * 250_000 + tail,
+        "nested past the stack": "[" * 5_000 + tail + "]" * 5_000,
+    }
+    slow, leaked = [], []
+    for label, text in hostile.items():
+        t0 = time.perf_counter()
+        shown = value_mask({"content": text}, fields)["content"]
+        if time.perf_counter() - t0 > 1.0:
+            slow.append(label)
+        if "9911" in shown:
+            leaked.append(label)
+    assert slow == [] and leaked == []
+    # An ordinary text with several JSON values is still read whole.
+    assert value_mask({"content": '[1] {"a": 2} ' + tail}, fields)["content"] == '[1] {"a": 2} {"account":"' + MASK + '"}'

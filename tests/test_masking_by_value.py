@@ -223,3 +223,49 @@ def test_refusing_a_decision_on_a_call_a_rule_resolved_does_not_quote_the_rules_
     assert r.status_code == 409 and r.json()["code"] == "not_decidable", r.content
     assert SECRET.encode() not in r.content
     assert "by a rule" in r.json()["detail"]
+
+
+# --- issue 31 finding 4: every JSON value in a text, not only the first ------------------------------------
+
+TWO_JSON = 'receiver said [1] {"account": "6543"}'  # the first JSON value ([1]) names nothing
+
+
+def test_a_sensitive_field_in_the_second_json_value_of_a_text_is_masked():
+    fields = frozenset({"account"})
+    assert sensitive_values({"content": TWO_JSON}, fields) == {"6543"}
+    shown = value_mask({"content": TWO_JSON}, fields)
+    assert "6543" not in json.dumps(shown), shown
+    assert shown["content"].startswith("receiver said [1] ") and json.loads(shown["content"].removeprefix("receiver said [1] ")) == {"account": MASK}
+    # Several values, an escaped key among them, the text between them kept.
+    text = 'a {"x": 1} b [2, {"\\u0061ccount": "7777"}] c {"account": 8888} d'
+    shown = value_mask(text, fields)
+    assert "7777" not in shown and "8888" not in shown and shown.startswith('a {"x": 1} b ') and " c " in shown and shown.endswith(" d"), shown
+    # Text that names a field but whose JSON is cut off is masked whole, after values that decode too.
+    assert value_mask('[1] then {"account": "99', fields) == MASK
+    assert value_mask('[1] and {"other": 2}', fields) == '[1] and {"other": 2}'
+
+
+def test_two_json_values_in_a_message_are_masked_for_a_read_token_a_manager_and_the_masked_bundle(db):
+    from access.evidence import evidence_build
+    from access.tokens import principal_for_user
+    from runs.leases import lease_acquire, lease_release
+    from runs.store import NewEvent, events_append
+
+    roles_ensure()
+    policies_load(text=_policies("http://127.0.0.1:9"), by="test")
+    lease = lease_acquire(run_id="run-two-json", holder="agent")
+    events = [NewEvent("run_started", {"run_id": "run-two-json"}), NewEvent("user_message", {"content": TWO_JSON}), NewEvent("user_message", {"content": '{"account":"6544"}'})]
+    events_append(run_id="run-two-json", epoch=lease.epoch, expected_seq=0, events=events)
+    lease_release(run_id="run-two-json", epoch=lease.epoch)
+    _, secret = token_create(name="dashboard", scopes=["read"])
+    manager = _user("mandy.manager", group="manager")
+    bodies = {
+        "token events": _read(Client(), "/api/runs/run-two-json/events", HTTP_AUTHORIZATION=f"Bearer {secret}"),
+        "token state": _read(Client(), "/api/runs/run-two-json/state", HTTP_AUTHORIZATION=f"Bearer {secret}"),
+        "manager run screen": _read(_session(manager), "/runs/run-two-json/"),
+        "manager events": _read(_session(manager), "/api/runs/run-two-json/events"),
+    }
+    files, result = evidence_build(run_id="run-two-json", masked=True, who=principal_for_user(manager))
+    assert result.startswith("verified"), result
+    bodies |= {f"bundle {name}": data for name, data in files.items()}
+    assert [k for k, body in bodies.items() if b"6543" in body or b"6544" in body] == []

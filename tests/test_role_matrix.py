@@ -175,3 +175,113 @@ def test_every_console_url_by_every_caller(world):
                 shown.add((actor, name))
     assert not problems, "\n".join(problems)
     assert {("compliance", "console:reveal"), ("admin", "console:run_export"), ("oncall", "console:call_reveal"), ("compliance", "console:call_reveal")} <= shown, shown
+
+
+# --- issue 31 finding 3: the access record keeps no sensitive value --------------------------------------
+
+
+def test_the_access_record_keeps_no_sensitive_value_from_a_reason_a_search_or_a_key_shown_to_anyone(world):
+    from django.contrib.auth.models import User
+
+    from access.evidence import evidence_build
+    from access.tokens import principal_for_user
+    from runs.leases import lease_acquire, lease_release
+    from runs.store import NewEvent, events_append
+    from tests.access.seed import SECRET
+
+    seeded, clients = world
+    # A memory entry whose key holds the account: a read of the state lists its path.
+    lease = lease_acquire(run_id="run-acme", holder="agent")
+    memory = NewEvent("memory_written", {"key": f"acme/2026-Q3/{SECRET}", "value": {"account": SECRET}})
+    events_append(run_id="run-acme", epoch=lease.epoch, expected_seq=lease.last_seq, events=[memory])
+    lease_release(run_id="run-acme", epoch=lease.epoch)
+    compliance = clients["compliance"]
+    reveal = compliance.post(f"/runs/run-acme/events/{seeded['seq']}/reveal/", {"path": "arguments.account", "reason": f"checking acct {SECRET} for ticket T-9"})
+    assert reveal.status_code == 200 and SECRET in reveal.content.decode(), reveal.status_code
+    part = SECRET[:-2]  # a part of the value, which no masking by value finds
+    found = compliance.get("/search/", {"q": part})
+    assert found.status_code == 200 and SECRET in found.content.decode()
+    assert compliance.get("/api/runs/run-acme/state").status_code == 200
+    records = list(AccessRecord.objects.filter(run_id="run-acme"))
+    assert {r.front_end for r in records} == {"console", "api"} and len(records) >= 3, [(r.front_end, r.why) for r in records]
+    kept = json.dumps([[r.why, r.fields, r.call_id, r.idempotency_key] for r in records])
+    assert part not in kept, kept
+    assert "ticket T-9" in kept and "state.memory." in kept  # the rest of the reason and of the path are kept
+    # Nobody reads the value from the record: the run screen, the access screen, the masked bundle.
+    for actor in ("manager", "oncall", "compliance"):
+        body = clients[actor].get("/runs/run-acme/").content.decode()
+        assert "ticket T-9" in body and part not in body, actor
+    assert part not in compliance.get("/access/", {"run": "run-acme"}).content.decode()
+    files, result = evidence_build(run_id="run-acme", masked=True, who=principal_for_user(User.objects.get(username="mandy")))
+    assert result.startswith("verified"), result
+    assert [name for name, data in files.items() if part.encode() in data] == []
+    assert b"ticket T-9" in files["access.jsonl"] and b"ticket T-9" in files["report.html"]
+
+
+def test_a_record_written_before_records_were_masked_shows_no_value_on_the_run_screen(world):
+    from access.chain import access_chain_append
+    from tests.access.seed import SECRET
+
+    _, clients = world
+    old = AccessRecord.objects.create(actor_kind="user", actor_name="colin", front_end="console", run_id="run-acme", seq=3, fields=[f"memory.{SECRET}"], why=f"checking acct {SECRET}")
+    access_chain_append([old])
+    for actor in ("manager", "oncall"):
+        body = clients[actor].get("/runs/run-acme/").content.decode()
+        assert "checking acct [masked]" in body and SECRET not in body, actor
+
+
+# --- issue 31 finding 6: keys of runs without a key secret give no masked value away ----------------------
+
+
+def test_a_legacy_key_is_masked_for_whoever_may_not_see_the_value_and_recorded_when_shown_whole(world):
+    from django.contrib.auth.models import User
+
+    from access.evidence import evidence_build
+    from access.tokens import principal_for_user
+    from recovery.detection import uncertain_calls_detect
+    from recovery.models import UncertainCall
+    from runs.identity import call_key
+    from runs.leases import lease_acquire, lease_release
+    from runs.store import NewEvent, events_append
+
+    seeded, clients = world
+    run_id, args = "run-legacy", {"tenant": "acme", "account": "5521", "amount": "840.00", "currency": "GBP", "period": "2026-Q3"}
+    lease = lease_acquire(run_id=run_id, holder="agent")
+    # Schema version 1, as the demo's imported logs: no key secret, the key recomputed by the documented formula.
+    events = [NewEvent("run_started", {"run_id": run_id}, v=1), NewEvent("tool_call_started", {"call_id": "c1", "name": "post_correction", "arguments": args, "tenant": "acme"}, v=1)]
+    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=events)
+    lease_release(run_id=run_id, epoch=lease.epoch)
+    uncertain_calls_detect(run_id=run_id)
+    call = UncertainCall.objects.get(run_id=run_id)
+    key = call.idempotency_key
+    assert key == call_key(run_id, "post_correction", args)  # anyone with the key could test guesses of the account
+    prefix = key[:6]  # the shortest part of it any screen showed (the overview showed 12 digits)
+
+    pages = [f"/calls/{call.pk}/", f"/runs/{run_id}/", "/overview/", "/queue/", f"/search/?q={run_id}", f"/runs/{run_id}/export.jsonl", f"/runs/{run_id}/export.csv"]
+    api = [f"/api/uncertain-calls/{call.pk}", "/api/uncertain-calls?state=all", f"/api/runs/{run_id}/events", f"/api/runs/{run_id}/state"]
+    leaks = []
+    for actor, paths in (("manager", pages + api), ("oncall", pages + api), ("read token", api), ("read token (acme)", api)):
+        for path in paths:
+            r = clients[actor].get(path)
+            body = b"".join(r.streaming_content) if r.streaming else r.content
+            if r.status_code == 200 and prefix.encode() in body:
+                leaks.append(f"{path} as {actor}")
+    assert leaks == []
+    # Nor does a search for the first digits of a guess's key find the call (it would confirm the guess).
+    for actor in ("manager", "oncall"):
+        assert f"/calls/{call.pk}/" not in clients[actor].get("/search/", {"q": prefix}).content.decode(), actor
+    assert f"/calls/{call.pk}/" in clients["compliance"].get("/search/", {"q": prefix}).content.decode()
+    files, result = evidence_build(run_id=run_id, masked=True, who=principal_for_user(User.objects.get(username="mandy")))
+    assert result.startswith("verified"), result
+    assert [name for name, data in files.items() if prefix.encode() in data] == []
+
+    # Whoever may see the account sees the key whole, and the access record says so (without the key).
+    before = AccessRecord.objects.count()
+    detail = clients["compliance"].get(f"/api/uncertain-calls/{call.pk}").json()
+    assert detail["call"]["idempotency_key"] == key
+    (rec,) = AccessRecord.objects.filter(run_id=run_id, id__gt=0).order_by("-id")[:1]
+    assert AccessRecord.objects.count() == before + 1 and "call.idempotency_key" in rec.fields, rec.fields
+    assert prefix not in json.dumps([rec.why, rec.fields, rec.idempotency_key])
+    # A run that keys its calls with a secret gives nothing away: its key is shown to a manager.
+    acme = seeded["call"]
+    assert acme.idempotency_key in clients["manager"].get(f"/calls/{acme.pk}/").content.decode()
