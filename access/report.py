@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from html import escape
 
+from access.shown import cut_note, json_shown
+
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#fafafa}
 main{max-width:1100px;margin:0 auto;padding:1.2em}
@@ -22,8 +24,11 @@ th{background:#f0f0f0}code,pre{font:12px/1.35 ui-monospace,monospace;white-space
 """
 
 
-def _j(value) -> str:
-    return escape(json.dumps(value, ensure_ascii=False, indent=1, sort_keys=True))
+def _j(value, seq=None) -> str:
+    # Cut as every page cuts a long payload (access.shown): the whole of it is event ``seq`` of
+    # the bundle's events.jsonl.
+    text, cut = json_shown(value, indent=1)
+    return escape(text + (f"{cut_note()}; the whole of it is seq {seq} in events.jsonl" if cut else ""))
 
 
 def _calls(lines: list[dict]) -> list[dict]:
@@ -71,8 +76,8 @@ def report_html(*, manifest: dict, lines: list[dict], access: list[dict], result
         name = start["payload"].get("name", "?") if start else "?"
         out.append(f'<div class="call"><strong>{esc(str(name))}</strong> <span class="muted">key <code>{esc(c["key"])}</code></span>')
         if start:
-            out.append(f'<p>Started at seq {start["seq"]}, {esc(start["ts"])}; arguments:</p><pre>{_j(start["payload"].get("arguments"))}</pre>')
-        out.append(f'<p>Uncertain at seq {unc["seq"]}: {esc(str(unc["payload"].get("reason", "")))}</p>')
+            out.append(f'<p>Started at seq {start["seq"]}, {esc(start["ts"])}; arguments:</p><pre>{_j(start["payload"].get("arguments"), start["seq"])}</pre>')
+        out.append(f'<p>Uncertain at seq {unc["seq"]}: {esc(str(unc["payload"].get("reason", ""))[:2000])}</p>')
         if c["steps"]:
             out.append("<table><tr><th>seq</th><th>when</th><th>what</th><th>evidence and decision</th></tr>")
             for s in c["steps"]:
@@ -84,7 +89,7 @@ def report_html(*, manifest: dict, lines: list[dict], access: list[dict], result
                     "tool_call_resolved": f"resolved: {p.get('disposition', '')} ({p.get('by') or p.get('rule') or ''})",
                     "tool_call_completed": f"completed ({p.get('source', 'live')})",
                 }[s["type"]]
-                out.append(f'<tr><td>{s["seq"]}</td><td>{esc(s["ts"])}</td><td>{esc(what)}</td><td><pre>{_j(p)}</pre></td></tr>')
+                out.append(f'<tr><td>{s["seq"]}</td><td>{esc(s["ts"])}</td><td>{esc(what)}</td><td><pre>{_j(p, s["seq"])}</pre></td></tr>')
             out.append("</table>")
         else:
             out.append('<p class="muted">No lookup or decision recorded yet.</p>')
@@ -114,6 +119,6 @@ def report_html(*, manifest: dict, lines: list[dict], access: list[dict], result
                 how = f"; the hash before it, signed in the manifest: <code>{esc(prev[:16])}…</code>" if isinstance(prev, str) else ""
             out.append(f'<tr><td>{ln["seq"]}</td><td></td><td class="muted">withheld</td><td class="muted">{esc(ln["withheld"])}{how}</td><td class="wide"><code>{esc(ln["hash"][:16])}…</code></td></tr>')
             continue
-        out.append(f'<tr><td>{ln["seq"]}</td><td>{esc(ln["ts"])}</td><td>{esc(ln["type"])}</td><td><pre>{_j(ln["payload"])}</pre></td><td class="wide"><code>{esc(ln["hash"][:16])}…</code></td></tr>')
+        out.append(f'<tr><td>{ln["seq"]}</td><td>{esc(ln["ts"])}</td><td>{esc(ln["type"])}</td><td><pre>{_j(ln["payload"], ln["seq"])}</pre></td><td class="wide"><code>{esc(ln["hash"][:16])}…</code></td></tr>')
     out.append("</table></main></body></html>\n")
     return "".join(out)

@@ -23,7 +23,7 @@ from access.assignment import NotAssignable
 from recovery.errors import CallNotFound, InvalidDecision, NotDecidable, RecoveryError, RunBusy, StaleDecision
 from recovery.policies import PolicyError
 from recovery.selectors import QueryError
-from runs.errors import FenceError, InvalidEvent, LeaseHeld, RunNotFound
+from runs.errors import EventTooLarge, FenceError, InvalidEvent, LeaseHeld, RunNotFound, RunTooLarge, TooLarge
 from runs.fold import FoldError
 from runs.json_strict import JsonRefused
 from runs.upcasters import UnsupportedVersion
@@ -63,6 +63,10 @@ def _lease_fields(exc: LeaseHeld) -> dict:
 def _fence_code(exc: FenceError) -> str:
     # StaleEpoch, SeqConflict and RunFinished: the store already logged and recorded the refusal.
     return {"StaleEpoch": "stale_epoch", "SeqConflict": "seq_conflict", "RunFinished": "run_finished"}.get(type(exc).__name__, "fenced")
+
+
+def _size_fields(exc: TooLarge) -> dict:
+    return {"limit": exc.limit, "setting": exc.setting, "seq": exc.seq}
 
 
 def _validation_detail(exc: ValidationError) -> str:
@@ -108,6 +112,9 @@ TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Calla
     (StaleDecision, 409, "stale_decision", None, None),
     (NotDecidable, 409, "not_decidable", None, lambda e: {"state": e.state}),
     (RunBusy, 409, "run_busy", None, None),
+    # Over a size limit (runs/store.py): 413, naming the limit in bytes and the setting that holds it.
+    (EventTooLarge, 413, "event_too_large", None, lambda e: _size_fields(e)),
+    (RunTooLarge, 413, "run_too_large", None, lambda e: _size_fields(e)),
     (InvalidEvent, 422, "invalid", None, None),
     (Unprocessable, 422, "invalid", None, None),
     (UnsupportedVersion, 422, "unsupported_version", None, None),
@@ -133,7 +140,7 @@ RETRY_AFTER_S = 5
 def too_large_detail() -> str:
     from django.conf import settings
 
-    return f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)"
+    return f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE), the limit RECKON_MAX_REQUEST_BYTES sets"
 
 
 def error_headers(status: int) -> dict[str, str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Literal
 
+import orjson
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import BaseModel
@@ -38,7 +39,7 @@ from runs.models import Run
 from runs.paging import CursorError, cursor_decode, cursor_encode
 from runs.selectors import run_state, runs_filter
 from runs.snapshots import run_state_fast
-from runs.store import NewEvent, events_append, events_load
+from runs.store import NewEvent, events_append, events_stream
 from runs.tenants import run_tenant_claim, run_tenants, tenants_named
 
 router = Router(tags=["runs"])
@@ -291,6 +292,24 @@ def events_append_view(request: HttpRequest, run_id: str, body: AppendIn):
     return Status(201, out)
 
 
+# The payload bytes an event page holds at most (one event more when a single one is larger): a
+# page of 1,000 events at RECKON_MAX_EVENT_BYTES would otherwise be 256 MB. Read in small ranges,
+# so memory holds a page, not ``limit`` events of the largest size.
+PAGE_BYTES = 4 << 20
+_PAGE_READ = 32
+
+
+def _events_bounded(run_id: str, after: int, upto: int) -> list[Event]:
+    events, total = [], 0
+    for e in events_stream(run_id=run_id, after=after, upto=upto, chunk=_PAGE_READ):
+        size = len(orjson.dumps(e.payload, option=orjson.OPT_NON_STR_KEYS))
+        if events and total + size > PAGE_BYTES:
+            break
+        events.append(e)
+        total += size
+    return events
+
+
 def _require_argument_tenants(principal: Principal, events: list[NewEvent]) -> None:
     """403 when a call's arguments name a tenant outside the token's, naming both tenants (the
     store refuses any other mismatch between the two with 422, for every writer)."""
@@ -309,10 +328,13 @@ def events_page_view(
     after: int = Query(0, ge=0, le=BIG, description="return events with seq > after"),
     limit: int = Query(100, ge=1, le=1000),
 ):
-    """Events in seq order, read as the current schema version (older events are upcast on read)."""
+    """Events in seq order, read as the current schema version (older events are upcast on read).
+    A page ends after ``limit`` events or once its payloads reach ``PAGE_BYTES`` (at least one
+    event), whichever comes first: ``next_after`` says where the next one starts."""
     run = _visible_run(request.auth, run_id)
     upto = min(after + limit, run.last_seq)
-    events = events_load(run_id=run_id, after=after, upto=upto) if after < upto else []
+    events = _events_bounded(run_id, after, upto) if after < upto else []
+    upto = events[-1].seq if events else upto
     mask = mask_fields(request.auth)
     values = run_sensitive_values(run_ids=[run_id], fields=mask)
     shown = [{"seq": e.seq, "type": e.type, "v": e.v, "ts": e.ts, "payload": masked(e.payload, mask, values)} for e in events]

@@ -19,6 +19,11 @@ class Error(Schema):
     code: str
     errors: list[dict[str, Any]] | None = None
     retry_after: int | None = None  # 429: seconds until the caller may try again (also in Retry-After)
+    # 413 for an event or a run over its size limit: the limit in bytes, the setting that holds it,
+    # and the seq of the first event that does not fit.
+    limit: int | None = None
+    setting: str | None = None
+    seq: int | None = None
 
 
 class Conflict(Schema):
@@ -37,8 +42,8 @@ class Conflict(Schema):
 def responses(ok: dict[int, Any]) -> dict[int, Any]:
     """``ok`` plus every error status an operation can answer with, each with its schema (400: a body
     that is not JSON at all; 422: JSON that does not fit; 429: too many failed tokens from one address,
-    or more requests than the token's rate)."""
-    return {**ok, 400: Error, 401: Error, 403: Error, 404: Error, 409: Conflict, 422: Error, 429: Error}
+    or more requests than the token's rate; 413: a body, an event or a run over its size limit)."""
+    return {**ok, 400: Error, 401: Error, 403: Error, 404: Error, 409: Conflict, 413: Error, 422: Error, 429: Error}
 
 
 # A holder, tenant or tool name: 1 to 200 characters, none a control character. The pattern is

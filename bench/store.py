@@ -190,7 +190,7 @@ def _single_rates(*, seconds: float, windows: int) -> dict[str, list[float]]:
             s = at["seq"]
             cur.execute(
                 _PG_APPEND_ONE_PLAIN,
-                [canon, "bench-statement", bare_epoch, s, "user_message", 2, stamp, payload],
+                [canon, len(payload), "bench-statement", bare_epoch, s, 2**62, "user_message", 2, stamp, payload],
                 prepare=True,
             )
             assert cur.rowcount == 1, "the fence refused the benchmark's own append"

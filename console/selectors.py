@@ -19,6 +19,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
 
 from access.selectors import run_access_records
+from access.shown import json_shown
 from django.utils import timezone
 
 from recovery.consequences import CallFacts, call_wording, status_words
@@ -480,7 +481,14 @@ def events_shown(events: list, fields: frozenset[str], values: frozenset[str] | 
         e.shown = value_mask(e.payload, fields, values)
         e.masked = masked_paths(e.payload, fields)
         e.brief = payload_brief(e.shown)
+        e.pretty, e.cut = json_shown(e.shown)  # a long payload is cut; its whole JSON has its own link
     return events
+
+
+def run_event_shown(*, run_id: str, seq: int, fields: frozenset[str]) -> Event | None:
+    """One event of the run with its payload masked as the run screen masks it, or None."""
+    event = Event.objects.filter(run_id=run_id, seq=seq).first()
+    return events_shown([event], fields)[0] if event is not None else None
 
 
 # The entries a folded payload's one line names first: what was decided or found, and by whom.

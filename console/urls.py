@@ -16,6 +16,8 @@ urlpatterns = [
     path("runs/<str:run_id>/export.<str:fmt>.sha256", views.run_export_digest, name="run_export_digest"),
     path("runs/<str:run_id>/export.<str:fmt>", views.run_export, name="run_export"),
     path("runs/<str:run_id>/events/<int:seq>/reveal/", views.reveal, name="reveal"),
+    path("runs/<str:run_id>/events/<int:seq>.json", views.run_event_json, name="run_event_json"),
+    path("runs/<str:run_id>/state.json", views.run_state_json, name="run_state_json"),
     path("runs/<str:run_id>/evidence.zip", evidence.run_evidence, name="run_evidence"),
 ]
 urlpatterns += [

@@ -3,6 +3,7 @@ template (or the named partial of it that htmx asked for)."""
 
 from __future__ import annotations
 
+import json
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -186,6 +187,41 @@ def run_state_view(request, run_id: str):
     if request.htmx:
         return _render(request, "console/run.html", ctx, partial="state")
     return redirect(f"{request.path.rsplit('/state', 1)[0]}/?at={at or run.last_seq}#state-h")
+
+
+@requires("view_console")
+@require_GET
+def run_event_json(request, run_id: str, seq: int):
+    """One event's whole payload as JSON, masked as the run screen masks it: where a screen that
+    cut a long payload (access.shown) sends the reader for the rest."""
+    event = selectors.run_event_shown(run_id=run_id, seq=seq, fields=masking.sensitive_fields())
+    if event is None:
+        raise Http404(f"run {run_id!r} has no event {seq}")
+    resp = HttpResponse(json.dumps(event.shown, ensure_ascii=False, indent=2, sort_keys=True), content_type="application/json; charset=utf-8")
+    resp["Content-Disposition"] = content_disposition_header(False, f"{run_id}.{seq}.json")
+    return resp
+
+
+@requires("view_console")
+@require_GET
+def run_state_json(request, run_id: str):
+    """The folded state after ``at`` (default: the last event) as JSON, masked as the run screen
+    masks it: the rest of the state document the screen cuts."""
+    try:
+        run = run_get(run_id=run_id)
+        at = _int(request, "at", default=None, minimum=1)
+    except RunNotFound as exc:
+        raise Http404(str(exc))
+    except BadParam as exc:
+        return _bad(request, exc)
+    if not run.last_seq:
+        raise Http404(f"run {run_id!r} has no events")
+    state, error = selectors.run_state_shown(run=run, at=at or run.last_seq, fields=masking.sensitive_fields())
+    if error:
+        return _bad(request, BadParam(error))
+    resp = StreamingHttpResponse(json.JSONEncoder(ensure_ascii=False, indent=2, sort_keys=True).iterencode(state), content_type="application/json; charset=utf-8")
+    resp["Content-Disposition"] = content_disposition_header(False, f"{run_id}.state.{at or run.last_seq}.json")
+    return resp
 
 
 def _export(request, run_id: str, fmt: str):

@@ -8,6 +8,7 @@ PROMETHEUS_MULTIPROC_DIR   default: var/prometheus; the folder the processes' me
 RECKON_LOGIN_*, RECKON_API_*   sign-in lockout and API rate limits (docs/configuration.md)
 STATIC_ROOT    default: var/static in the checkout; where `collectstatic` (run by `make install`) puts the files
 RECKON_HTTPS, RECKON_TLS_PROXY, RECKON_HSTS_*, CSRF_TRUSTED_ORIGINS: see "Served over HTTPS" below
+RECKON_MAX_EVENT_BYTES, RECKON_MAX_RUN_BYTES, RECKON_MAX_REQUEST_BYTES   size limits: see "Sizes" below
 """
 
 from __future__ import annotations
@@ -238,6 +239,22 @@ CONTENT_SECURITY_POLICY = {
         "object-src": [NONE],
     },
 }
+
+# Sizes (docs/security.md). An event's payload, as the store writes it (UTF-8 JSON, keys sorted:
+# the text the chain hashes), may hold RECKON_MAX_EVENT_BYTES; a run's payloads together
+# RECKON_MAX_RUN_BYTES (0: no limit), kept on the run row and checked by the append's own fence
+# (runs/store.py), so every writer (the API, the client on the store, the decision services, the
+# importer) meets the same two limits. 256 KiB is far above any tool call's arguments or a model
+# turn's text, and small enough that a screen showing a hundred events stays bounded; 512 MiB
+# admits the 1,000,000-event log of docs/scale.md (about 300 MB of payloads) and bounds what a
+# replay of one run may hold. A request body may be RECKON_MAX_REQUEST_BYTES (Django's
+# DATA_UPLOAD_MAX_MEMORY_SIZE): 8 MiB takes a batch of 1,000 events (AppendIn's most) of 8 KiB
+# each, or 32 events at the event limit even with every character escaped as \uXXXX.
+RECKON_MAX_EVENT_BYTES = envint("RECKON_MAX_EVENT_BYTES", 256 << 10, minimum=1024)
+RECKON_MAX_RUN_BYTES = envint("RECKON_MAX_RUN_BYTES", 512 << 20, minimum=0)
+if RECKON_MAX_RUN_BYTES and RECKON_MAX_RUN_BYTES < RECKON_MAX_EVENT_BYTES:
+    raise ImproperlyConfigured(f"RECKON_MAX_RUN_BYTES ({RECKON_MAX_RUN_BYTES}) must be at least RECKON_MAX_EVENT_BYTES ({RECKON_MAX_EVENT_BYTES}), or 0 for no limit")
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("RECKON_MAX_REQUEST_BYTES", 8 << 20, minimum=1024)
 
 # Runs: lease length for writers that do not name one.
 RECKON_LEASE_SECONDS = envint("RECKON_LEASE_SECONDS", 30, minimum=1)

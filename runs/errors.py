@@ -69,3 +69,29 @@ class LeaseHeld(StoreError):
         self.epoch = epoch
         self.expires_at = expires_at
         super().__init__(f"run {run_id!r} is leased to {holder!r} (epoch {epoch}) until {expires_at:%Y-%m-%dT%H:%M:%S.%fZ}")
+
+
+class TooLarge(InvalidEvent):
+    """An append refused for its size: the payload of one event (``EventTooLarge``) or the run's
+    payloads together (``RunTooLarge``) would pass a limit. ``seq`` is the first event that does not
+    fit (an imported log's line), ``limit`` the limit in bytes and ``setting`` the setting that
+    holds it. Nothing was written."""
+
+    def __init__(self, message: str, *, seq: int, limit: int, setting: str):
+        self.seq, self.limit, self.setting = seq, limit, setting
+        super().__init__(message)
+
+    def __reduce__(self):  # crosses the importer's pipe from its reading process intact
+        return (_too_large, (type(self), str(self), self.seq, self.limit, self.setting))
+
+
+def _too_large(cls, message: str, seq: int, limit: int, setting: str) -> "TooLarge":
+    return cls(message, seq=seq, limit=limit, setting=setting)
+
+
+class EventTooLarge(TooLarge):
+    pass
+
+
+class RunTooLarge(TooLarge):
+    pass

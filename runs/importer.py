@@ -34,7 +34,7 @@ from django.db import connection, transaction
 
 from celery import current_app as celery_app
 from runs import store
-from runs.errors import FenceError, InvalidEvent, LeaseHeld
+from runs.errors import FenceError, InvalidEvent, LeaseHeld, TooLarge
 from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, PLAIN_CHECKS, EventType, UnknownEventType, event_type, missing_fields, version_problem
 from runs.fold import Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, KEY_SECRET_WITHHELD
@@ -346,6 +346,8 @@ class _ChunksAside:
                 raise ImportRejected(body.decode("utf-8", "surrogatepass"))
             if kind == b"I":
                 raise InvalidEvent(body.decode("utf-8", "surrogatepass"))
+            if kind == b"T":
+                raise pickle.loads(body)
             raise RuntimeError(f"reading the log of run {run_id!r} failed: {body.decode('utf-8', 'replace')}")
 
     def close(self) -> None:
@@ -378,6 +380,9 @@ def _read_aside(conn, reader: _LogReader, chunks: Iterator[list[Event]], prepare
             if prepare_after is not None and first >= prepare_after + 2:
                 try:
                     prepared = events_prepare(reader.run_id, first - 1, events, sealing=sealing, key_secret_fill=False, ts_given=reader.times, proved=True)
+                except TooLarge as exc:  # whole, for the importer to name its line and limit
+                    conn.send_bytes(b"T" + pickle.dumps(exc))
+                    return
                 except InvalidEvent as exc:
                     conn.send_bytes(b"I" + str(exc).encode("utf-8", "surrogatepass"))
                     return
@@ -616,6 +621,10 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
         return ImportResult(path, "rejected", run_id=run_id, reason=str(exc))
     except LeaseHeld as exc:
         return ImportResult(path, "rejected", run_id=run_id, reason=f"{exc}; try again when it is released")
+    except TooLarge as exc:
+        # The store's own limits (RECKON_MAX_EVENT_BYTES, RECKON_MAX_RUN_BYTES), as for every writer;
+        # an imported line's number is its seq.
+        return ImportResult(path, "rejected", run_id=run_id, reason=f"line {exc.seq}: {exc}")
     except (FenceError, InvalidEvent) as exc:
         return ImportResult(path, "rejected", run_id=run_id, reason=str(exc))
     finally:

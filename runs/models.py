@@ -42,6 +42,10 @@ class Run(models.Model):
     # NULL when there are none. On this row because the append's fence rewrites the row anyway: a
     # start and its completion change it in their own statements and add no row or index entry.
     in_flight = models.JSONField(null=True, blank=True, editable=False)
+    # The bytes of the run's payloads as stored (UTF-8 JSON, keys sorted), moved by the append's
+    # fence in the same statement as last_seq: the run's size limit (RECKON_MAX_RUN_BYTES) is one
+    # comparison on the row the fence locks anyway, never a scan of the log.
+    payload_bytes = models.BigIntegerField(default=0, db_default=0, editable=False)
 
     class Meta:
         db_table = "reckon_run"

@@ -52,7 +52,7 @@ from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.rows import tuple_row
 
 from runs.canonical import Framed, canon_list, chain_links, chain_links_framed, event_canon, event_canons, sealing_now, ts_texts
-from runs.errors import InvalidEvent, RunFinished, RunNotFound, SeqConflict, StaleEpoch
+from runs.errors import EventTooLarge, InvalidEvent, RunFinished, RunNotFound, RunTooLarge, SeqConflict, StaleEpoch
 from runs.events import (
     COMPLETION_SOURCES,
     CURRENT_SCHEMA_VERSION,
@@ -419,11 +419,13 @@ WITH fence AS (
     UPDATE reckon_run
        SET last_seq = %(new_last)s,
            finished_seq = COALESCE(finished_seq, %(finished_seq)s),
-           head = sha256({_PG_PREV_HEAD} || %(canon)s)
+           head = sha256({_PG_PREV_HEAD} || %(canon)s),
+           payload_bytes = payload_bytes + %(nbytes)s
      WHERE run_id = %(run_id)s
        AND lease_epoch = %(epoch)s
        AND lease_holder <> ''
        AND last_seq = %(expected)s
+       AND payload_bytes <= %(room)s
        AND (NOT %(finishing)s OR finished_seq IS NULL)
  RETURNING run_id, head
 )
@@ -445,13 +447,15 @@ WITH locked AS (
        AND lease_epoch = %(epoch)s
        AND lease_holder <> ''
        AND last_seq = %(expected)s
+       AND payload_bytes <= %(room)s
        AND (NOT %(finishing)s OR finished_seq IS NULL)
        FOR UPDATE
 ), fence AS (
     UPDATE reckon_run r
        SET last_seq = %(new_last)s,
            finished_seq = COALESCE(r.finished_seq, %(finished_seq)s),
-           head = locked.hs[%(count)s]
+           head = locked.hs[%(count)s],
+           payload_bytes = r.payload_bytes + %(nbytes)s
       FROM locked
      WHERE r.run_id = locked.run_id
  RETURNING r.run_id
@@ -475,11 +479,13 @@ WITH fence AS (
     UPDATE reckon_run
        SET last_seq = %(new_last)s,
            finished_seq = COALESCE(finished_seq, %(finished_seq)s),
-           head = %(head)s
+           head = %(head)s,
+           payload_bytes = payload_bytes + %(nbytes)s
      WHERE run_id = %(run_id)s
        AND lease_epoch = %(epoch)s
        AND lease_holder <> ''
        AND last_seq = %(expected)s
+       AND payload_bytes <= %(room)s
        AND (NOT %(finishing)s OR finished_seq IS NULL)
        AND {_PG_PREV_HEAD} = %(prev)s
  RETURNING run_id
@@ -534,12 +540,14 @@ _PG_PROJECTED_SET = f"""
 WITH fence AS (
     UPDATE reckon_run
        SET last_seq = last_seq + 1,
-           head = sha256({_PG_PREV_HEAD} || %b)"""
+           head = sha256({_PG_PREV_HEAD} || %b),
+           payload_bytes = payload_bytes + %b"""
 _PG_PROJECTED_WHERE = """
      WHERE run_id = %b
        AND lease_epoch = %b
        AND lease_holder <> ''
-       AND last_seq = %b"""
+       AND last_seq = %b
+       AND payload_bytes <= %b"""
 _PG_PROJECTED_HEAD = _PG_PROJECTED_SET + _PG_PROJECTED_WHERE
 
 _PG_APPEND_ONE_PLAIN = (
@@ -559,11 +567,13 @@ _PG_APPEND_UNCHAINED = """
 WITH fence AS (
     UPDATE reckon_run
        SET last_seq = %(new_last)s,
-           finished_seq = COALESCE(finished_seq, %(finished_seq)s)
+           finished_seq = COALESCE(finished_seq, %(finished_seq)s),
+           payload_bytes = payload_bytes + %(nbytes)s
      WHERE run_id = %(run_id)s
        AND lease_epoch = %(epoch)s
        AND lease_holder <> ''
        AND last_seq = %(expected)s
+       AND payload_bytes <= %(room)s
        AND (NOT %(finishing)s OR finished_seq IS NULL)
  RETURNING run_id
 )
@@ -577,11 +587,13 @@ SELECT fence.run_id, %(expected)s + e.n, e.t, e.v, e.ts, e.p::json, %(epoch)s
 _PG_APPEND_ONE_PLAIN_UNCHAINED = """
 WITH fence AS (
     UPDATE reckon_run
-       SET last_seq = last_seq + 1
+       SET last_seq = last_seq + 1,
+           payload_bytes = payload_bytes + %b
      WHERE run_id = %b
        AND lease_epoch = %b
        AND lease_holder <> ''
        AND last_seq = %b
+       AND payload_bytes <= %b
  RETURNING run_id, last_seq, lease_epoch
 )
 INSERT INTO reckon_event (run_id, seq, type, v, ts, payload, epoch)
@@ -607,8 +619,8 @@ def chain_hashing(*, enabled: bool) -> Iterator[None]:
 
 _SQLITE_FENCE = """
 UPDATE reckon_run
-   SET last_seq = %s, finished_seq = COALESCE(finished_seq, %s), head = %s
- WHERE run_id = %s AND lease_epoch = %s AND lease_holder <> '' AND last_seq = %s
+   SET last_seq = %s, finished_seq = COALESCE(finished_seq, %s), head = %s, payload_bytes = payload_bytes + %s
+ WHERE run_id = %s AND lease_epoch = %s AND lease_holder <> '' AND last_seq = %s AND payload_bytes <= %s
    AND (NOT %s OR finished_seq IS NULL)
 """
 
@@ -682,6 +694,8 @@ def _events_prepare(
             finished_seq = seq
     if not proved:
         _batch_check(appended, encoded)
+    if max(map(len, encoded)) > settings.RECKON_MAX_EVENT_BYTES:
+        raise _event_too_large(expected_seq, appended, encoded)
     if ts_texted is not None:
         ts_texted.extend(ts_known if ts_known is not None and len(ts_known) == len(tss) else ts_texts(tss))
     if chained and len(appended) == 1:  # the single append: no batch to scan at once
@@ -706,6 +720,50 @@ def _events_prepare(
     return tss, encoded, canons, seals, appended, finished_seq, seq
 
 
+# The sizes (reckon/settings.py, "Sizes"): an event's payload is measured as the store writes it,
+# the UTF-8 JSON text with its keys sorted (``encoded``), which is the text the chain hashes and a
+# read returns; a run's, as the sum of those, kept on the run row (``Run.payload_bytes``). The
+# fence moves that sum in the same statement as last_seq and refuses, with everything else it
+# refuses, an append after which it would pass the limit: ``payload_bytes <= room``, where room
+# is the limit less the batch's bytes. One comparison on the row the fence locks anyway, so a run's
+# size costs the append no read and no scan; a refusal is told apart by ``_diagnose``.
+_NO_LIMIT = 2**62
+
+
+def _room(nbytes: int) -> int:
+    """The most a run may hold before an append of ``nbytes`` payload bytes is refused."""
+    limit = settings.RECKON_MAX_RUN_BYTES
+    return limit - nbytes if limit else _NO_LIMIT
+
+
+def _event_too_large(expected_seq: int, appended: list[Event], encoded: list[bytes]) -> EventTooLarge:
+    limit = settings.RECKON_MAX_EVENT_BYTES
+    i, size = next((i, len(raw)) for i, raw in enumerate(encoded) if len(raw) > limit)
+    seq = expected_seq + i + 1
+    return EventTooLarge(
+        f"event {i} (seq {seq}, {appended[i].type}): its payload is {size:,} bytes, more than the {limit:,} an event may hold (RECKON_MAX_EVENT_BYTES)",
+        seq=seq,
+        limit=limit,
+        setting="RECKON_MAX_EVENT_BYTES",
+    )
+
+
+def _run_too_large(run_id: str, expected_seq: int, stored: int, sizes: Sequence[int]) -> RunTooLarge:
+    limit = settings.RECKON_MAX_RUN_BYTES
+    total, seq = stored, expected_seq
+    for size in sizes:  # the first event that does not fit
+        total += size
+        seq += 1
+        if total > limit:
+            break
+    return RunTooLarge(
+        f"run {run_id!r} holds {stored:,} bytes of payloads; with event seq {seq} it would hold {total:,}, more than the {limit:,} a run may hold (RECKON_MAX_RUN_BYTES)",
+        seq=seq,
+        limit=limit,
+        setting="RECKON_MAX_RUN_BYTES",
+    )
+
+
 def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True, texts: list[bytes] | None = None) -> list[Event]:
     """Append ``events`` to run ``run_id`` as seqs ``expected_seq + 1 ...``, all or none.
 
@@ -713,8 +771,9 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     (runs.identity), unless ``key_secret_fill`` is false: the importer keeps a log exactly as given.
 
     Raises StaleEpoch when ``epoch`` is not the run's current (unreleased) lease epoch, SeqConflict
-    when ``expected_seq`` is not its last seq, RunFinished for a second terminal event, RunNotFound
-    and InvalidEvent; in every case nothing is written. Returns the appended events as the fold sees
+    when ``expected_seq`` is not its last seq, RunFinished for a second terminal event, RunNotFound,
+    EventTooLarge and RunTooLarge (RECKON_MAX_EVENT_BYTES, RECKON_MAX_RUN_BYTES) and InvalidEvent;
+    in every case nothing is written. Returns the appended events as the fold sees
     them. ``texts``: a list that, once the events are written, is extended with each one's payload
     as the store wrote it (UTF-8 JSON, keys sorted): decoded, it is the payload a read returns.
     """
@@ -726,6 +785,8 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     tss, encoded, canons, seals, appended, finished_seq, seq = _events_prepare(run_id, expected_seq, events, key_secret_fill, now)
     finishing = finished_seq is not None
     seqs = range(expected_seq + 1, seq + 1)
+    nbytes = sum(map(len, encoded))
+    room = _room(nbytes)
 
     projectors = _projectors_for(events)
     db = _default_db()
@@ -736,13 +797,13 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         # One event whose read models all have a statement form: one statement in autocommit.
         # False when a projector's condition (or the fence) refused: then the general path below
         # decides, and diagnoses a real fence refusal as before.
-        done = _pg_append_projected(db, run_id, epoch, expected_seq, events[0], tss[0], encoded[0], canons[0], appended[0], projectors)
+        done = _pg_append_projected(db, run_id, epoch, expected_seq, events[0], tss[0], encoded[0], canons[0], appended[0], projectors, room)
         if done:
             return _appended(db, run_id, seqs[0], seqs[-1], appended, encoded, texts)
     if postgres and not projectors and not seals:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
         # commit together or not at all, with no BEGIN/COMMIT round trips.
-        ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq)
+        ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq, nbytes, room)
     else:
         # No savepoint inside a caller's transaction: a refused fence returns normally (nothing
         # was written), and any error here must undo the caller's whole transaction anyway, since
@@ -750,12 +811,12 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         riders = _riders_for(projectors, run_id, appended) if postgres and _RIDER_FORMS and canons and not finishing else None
         with transaction.atomic(savepoint=False):
             if riders:
-                results = _pg_append_riding(db, run_id, epoch, expected_seq, events, tss, encoded, canons, riders)
+                results = _pg_append_riding(db, run_id, epoch, expected_seq, events, tss, encoded, canons, riders, nbytes, room)
                 ok = results is not None
             elif postgres:
-                ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq)
+                ok = _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq, nbytes, room)
             else:
-                ok = _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq, now)
+                ok = _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq, now, nbytes=nbytes, room=room)
             if ok and seals:
                 _seals_write(run_id, seals)
             if ok:
@@ -767,7 +828,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
                         rider.then(results[project])
     if ok:
         return _appended(db, run_id, seqs[0], seqs[-1], appended, encoded, texts)
-    raise _fence_refused(run_id, epoch, expected_seq, finishing)
+    raise _fence_refused(run_id, epoch, expected_seq, finishing, encoded)
 
 
 def _appended(db, run_id: str, first_seq: int, last_seq: int, appended: list[Event], encoded: list[bytes], texts: list[bytes] | None) -> list[Event]:
@@ -926,9 +987,9 @@ def _prepared_decoded(prepared: PreparedChunk) -> list[Event]:
     ]
 
 
-_PG_COPY_FENCE = "SELECT lease_epoch, lease_holder, last_seq, finished_seq, head FROM reckon_run WHERE run_id = %s FOR UPDATE"
+_PG_COPY_FENCE = "SELECT lease_epoch, lease_holder, last_seq, finished_seq, head, payload_bytes FROM reckon_run WHERE run_id = %s FOR UPDATE"
 _PG_COPY = "COPY reckon_event (run_id, seq, type, v, ts, payload, epoch, hash) FROM STDIN"
-_PG_COPY_MOVE = "UPDATE reckon_run SET last_seq = %s, head = %s, finished_seq = COALESCE(finished_seq, %s) WHERE run_id = %s"
+_PG_COPY_MOVE = "UPDATE reckon_run SET last_seq = %s, head = %s, finished_seq = COALESCE(finished_seq, %s), payload_bytes = payload_bytes + %s WHERE run_id = %s"
 
 
 def events_copy(
@@ -978,9 +1039,10 @@ def events_copy(
         row = cur.fetchone()
         if row is None:
             raise RunNotFound(run_id)
-        current_epoch, holder, last_seq, stored_finish, head = row
-        if current_epoch != epoch or not holder or last_seq != expected_seq or (finished_seq is not None and stored_finish is not None):
-            raise _fence_refused(run_id, epoch, expected_seq, finished_seq is not None)
+        current_epoch, holder, last_seq, stored_finish, head, stored_bytes = row
+        nbytes = sum(map(len, encoded))
+        if current_epoch != epoch or not holder or last_seq != expected_seq or (finished_seq is not None and stored_finish is not None) or stored_bytes > _room(nbytes):
+            raise _fence_refused(run_id, epoch, expected_seq, finished_seq is not None, encoded)
         # A NULL head after seq 0: a run recorded before the chain, whose appends stay unchained.
         prev = bytes(head) if head is not None else (chain_genesis(run_id) if expected_seq == 0 else None)
         rid = _copy_text(run_id.encode())
@@ -1006,7 +1068,7 @@ def events_copy(
             del rows
             if meanwhile is not None:
                 meanwhile()
-        cur.execute(_PG_COPY_MOVE, [seq, prev, finished_seq, run_id])
+        cur.execute(_PG_COPY_MOVE, [seq, prev, finished_seq, nbytes, run_id])
         _head_remember(db.alias, run_id, seq, prev)
     if seals:
         _seals_write(run_id, seals)
@@ -1035,7 +1097,7 @@ def _sqlite_times(times: list[bytes]) -> list[str] | None:
     return joined.replace(".000000Z\x00", "\x00").replace("Z\x00", "\x00").replace("T", " ")[:-1].split("\x00")
 
 
-def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, canons, finished_seq, now, prepared: PreparedChunk | None = None) -> bool:
+def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, canons, finished_seq, now, prepared: PreparedChunk | None = None, *, nbytes: int, room: int) -> bool:
     # Inside an IMMEDIATE transaction: the write lock is held from BEGIN, so the fence and the
     # inserts cannot interleave with another writer, and the head read here is the one the fence
     # moves. The chain is hashed in Python (SQLite has no sha256).
@@ -1047,7 +1109,7 @@ def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, can
             prev = chain_genesis(run_id)
         hashes = chain_links(bytes(prev), canons) if prev is not None else [None] * len(canons)
         prev = hashes[-1]
-        cur.execute(_SQLITE_FENCE, [seqs[-1], finished_seq, prev, run_id, epoch, expected_seq, finished_seq is not None])
+        cur.execute(_SQLITE_FENCE, [seqs[-1], finished_seq, prev, nbytes, run_id, epoch, expected_seq, room, finished_seq is not None])
         if cur.rowcount != 1:
             return False
         utc = connection.timezone_name == "UTC"
@@ -1079,15 +1141,18 @@ def events_append_prepared(*, run_id: str, epoch: int, expected_seq: int, prepar
         return events_append(run_id=run_id, epoch=epoch, expected_seq=expected_seq, events=_prepared_decoded(prepared), key_secret_fill=key_secret_fill, texts=texts)
     seqs = range(expected_seq + 1, expected_seq + len(appended) + 1)
     projectors = _projectors_for(appended)
+    nbytes = sum(map(len, prepared.encoded))
     with transaction.atomic(savepoint=False):  # as events_append's batch: no savepoint
-        ok = _sqlite_append(run_id, epoch, expected_seq, seqs, appended, [ev.ts for ev in appended], prepared.encoded, prepared.canons, prepared.finished_seq, datetime.now(timezone.utc), prepared)
+        ok = _sqlite_append(
+            run_id, epoch, expected_seq, seqs, appended, [ev.ts for ev in appended], prepared.encoded, prepared.canons, prepared.finished_seq, datetime.now(timezone.utc), prepared, nbytes=nbytes, room=_room(nbytes)
+        )
         if ok and prepared.seals:
             _seals_write(run_id, prepared.seals)
         if ok:
             for project in projectors:
                 project(run_id, appended, epoch)
     if not ok:
-        raise _fence_refused(run_id, epoch, expected_seq, prepared.finished_seq is not None)
+        raise _fence_refused(run_id, epoch, expected_seq, prepared.finished_seq is not None, prepared.encoded)
     return _appended(db, run_id, seqs[0], seqs[-1], appended, prepared.encoded, texts)
 
 
@@ -1260,13 +1325,13 @@ def _lean_result(conn, res) -> int:
     return res.command_tuples or 0
 
 
-def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq) -> bool:
+def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, canons, finished_seq, nbytes, room) -> bool:
     if len(seqs) == 1 and finished_seq is None:
         ev = events[0]
         if canons:
-            count = _single_execute(db, _PG_APPEND_ONE_PLAIN, [canons[0], run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()])
+            count = _single_execute(db, _PG_APPEND_ONE_PLAIN, [canons[0], nbytes, run_id, epoch, expected_seq, room, ev.type, ev.v, tss[0], encoded[0].decode()])
         else:  # chain_hashing(enabled=False): bench store only
-            count = _single_execute(db, _PG_APPEND_ONE_PLAIN_UNCHAINED, [run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()])
+            count = _single_execute(db, _PG_APPEND_ONE_PLAIN_UNCHAINED, [nbytes, run_id, epoch, expected_seq, room, ev.type, ev.v, tss[0], encoded[0].decode()])
         return count == 1
     params = {
         "new_last": seqs[-1],
@@ -1275,6 +1340,8 @@ def _pg_append(db, run_id, epoch, expected_seq, seqs, events, tss, encoded, cano
         "epoch": epoch,
         "expected": expected_seq,
         "finishing": finished_seq is not None,
+        "nbytes": nbytes,
+        "room": room,
     }
     if len(seqs) == 1:
         sql = _PG_APPEND_ONE
@@ -1329,7 +1396,7 @@ _PG_PROJECTED_EVENT = """
 )"""
 
 
-def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, encoded: bytes, canon: bytes, appended: Event, projectors) -> bool | None:
+def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, encoded: bytes, canon: bytes, appended: Event, projectors, room: int) -> bool | None:
     """The single-event append with its projectors' statement forms (``StatementPart``) in one
     statement: the fence, the insert and the read models commit together, in one round trip.
     None when a projector has no statement form for this event; False when the statement wrote
@@ -1344,11 +1411,11 @@ def _pg_append_projected(db, run_id, epoch, expected_seq, ev: NewEvent, ts, enco
     # The statement's text depends only on the parts' texts (a start, a completion, with or
     # without a tenant to record), so it is assembled once per shape.
     sql = _projected_text(tuple((part.set, part.condition, part.cte) for part in parts))
-    params = [canon]
+    params = [canon, len(encoded)]
     for part in parts:
         if part.set_params:
             params.extend(part.set_params)
-    params += [run_id, epoch, expected_seq]
+    params += [run_id, epoch, expected_seq, room]
     for part in parts:
         if part.condition_params:
             params.extend(part.condition_params)
@@ -1394,7 +1461,7 @@ def _riders_for(projectors, run_id: str, appended: list[Event]) -> dict[Projecto
 _PG_APPEND_EV = _PG_APPEND.replace("\nINSERT INTO reckon_event", ", ev AS (\nINSERT INTO reckon_event") + " RETURNING run_id, seq, epoch\n)"
 
 
-def _pg_append_riding(db, run_id, epoch, expected_seq, events, tss, encoded, canons, riders: dict[Projector, Rider]) -> dict | None:
+def _pg_append_riding(db, run_id, epoch, expected_seq, events, tss, encoded, canons, riders: dict[Projector, Rider], nbytes: int, room: int) -> dict | None:
     """The fenced append (no terminal event) with its riders' ctes in the same statement, inside
     the append's transaction; each rider's result by projector, or None when the fence refused."""
     n = len(events)
@@ -1402,10 +1469,10 @@ def _pg_append_riding(db, run_id, epoch, expected_seq, events, tss, encoded, can
         # The single append's statement, positional parameters.
         ev = events[0]
         sql = [_PG_PROJECTED_HEAD, _PG_PROJECTED_EVENT]
-        params: list | dict = [canons[0], run_id, epoch, expected_seq, ev.type, ev.v, tss[0], encoded[0].decode()]
+        params: list | dict = [canons[0], nbytes, run_id, epoch, expected_seq, room, ev.type, ev.v, tss[0], encoded[0].decode()]
     else:
         sql = [_PG_APPEND_EV]
-        params = {"new_last": expected_seq + n, "finished_seq": None, "run_id": run_id, "epoch": epoch, "expected": expected_seq, "finishing": False, "count": n}
+        params = {"new_last": expected_seq + n, "finished_seq": None, "run_id": run_id, "epoch": epoch, "expected": expected_seq, "finishing": False, "count": n, "nbytes": nbytes, "room": room}
         params.update(binary_arrays(events, tss, encoded), canons=bytea_array(canon_list(canons)))
     texts = []
     for i, rider in enumerate(riders.values()):
@@ -1436,35 +1503,40 @@ def _pg_append_riding(db, run_id, epoch, expected_seq, events, tss, encoded, can
     return dict(zip(riders, row[1:]))
 
 
-def _fence_refused(run_id: str, epoch: int, expected_seq: int, finishing: bool) -> Exception:
+def _fence_refused(run_id: str, epoch: int, expected_seq: int, finishing: bool, encoded: Sequence[bytes]) -> Exception:
     """What a refused fence means (``_diagnose``), recorded (``_record_fenced``): the error an
-    append that wrote nothing raises."""
-    error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing)
+    append that wrote nothing raises. ``encoded``: the batch's payload texts, for the run's size."""
+    error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing, sizes=[len(raw) for raw in encoded])
     _record_fenced(run_id, epoch, error)
     return error
 
 
-def _diagnose(*, cur_run_id: str, epoch: int, expected_seq: int, finishing: bool) -> Exception:
+def _diagnose(*, cur_run_id: str, epoch: int, expected_seq: int, finishing: bool, sizes: Sequence[int] = ()) -> Exception:
     with connection.cursor() as cur:
         cur.execute(
-            "SELECT lease_epoch, lease_holder, last_seq, finished_seq FROM reckon_run WHERE run_id = %s",
+            "SELECT lease_epoch, lease_holder, last_seq, finished_seq, payload_bytes FROM reckon_run WHERE run_id = %s",
             [cur_run_id],
         )
         row = cur.fetchone()
     if row is None:
         return RunNotFound(cur_run_id)
-    current_epoch, holder, last_seq, finished_seq = row
+    current_epoch, holder, last_seq, finished_seq, stored_bytes = row
     if current_epoch != epoch or not holder:
         return StaleEpoch(run_id=cur_run_id, epoch=epoch, current_epoch=current_epoch, last_seq=last_seq, released=current_epoch == epoch)
     if last_seq != expected_seq:
         return SeqConflict(run_id=cur_run_id, expected_seq=expected_seq, last_seq=last_seq, current_epoch=current_epoch)
     if finishing and finished_seq is not None:
         return RunFinished(run_id=cur_run_id, finished_seq=finished_seq, current_epoch=current_epoch, last_seq=last_seq)
+    if stored_bytes > _room(sum(sizes)):
+        return _run_too_large(cur_run_id, expected_seq, stored_bytes, sizes)
     # The fence moved between the append and this look: report it as the conflict it was.
     return SeqConflict(run_id=cur_run_id, expected_seq=expected_seq, last_seq=last_seq, current_epoch=current_epoch)
 
 
 def _record_fenced(run_id: str, epoch: int, error: Exception) -> None:
+    if isinstance(error, RunTooLarge):  # the run is full, not fenced: no lease record
+        log.warning("append refused: run too large", extra={"run_id": run_id, "epoch": epoch, "reason": str(error)})
+        return
     if isinstance(error, RunNotFound):
         return
     from runs.leases import lease_record

@@ -189,3 +189,39 @@ def test_masking_a_megabyte_of_brackets_takes_a_few_reads_of_it_and_still_masks_
     assert slow == [] and leaked == []
     # An ordinary text with several JSON values is still read whole.
     assert value_mask({"content": '[1] {"a": 2} ' + tail}, fields)["content"] == '[1] {"a": 2} {"account":"' + MASK + '"}'
+
+
+# --- the oversized event (issue 31, finding 7) --------------------------------------------------
+
+
+def test_an_oversized_event_is_refused_with_a_413_naming_the_limit_and_the_run_screen_stays_bounded(seeded):
+    from django.conf import settings
+    from django.contrib.auth.models import User
+
+    from runs.store import events_read
+
+    _, secret = seeded
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+
+    def post(path, body):
+        return client.post(path, json.dumps(body), content_type="application/json")
+
+    lease = post("/api/runs/run-oversized/lease", {"holder": "hostile"}).json()
+    assert post("/api/runs/run-oversized/events", {"epoch": lease["epoch"], "expected_seq": 0, "events": [{"type": "run_started", "payload": {"run_id": "run-oversized"}}]}).status_code == 201
+    limit = settings.RECKON_MAX_EVENT_BYTES
+    # The finding's 2.4 MB event, and one just over the event's limit, pass the request body's
+    # limit and are refused by the store, naming its limit; a body over its own limit is refused first.
+    body_limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    for content, code in (("x" * (body_limit + 1), "too_large"), ("x" * 2_400_000, "event_too_large"), ("x" * (limit + 1), "event_too_large")):
+        r = post("/api/runs/run-oversized/events", {"epoch": lease["epoch"], "expected_seq": 1, "events": [{"type": "user_message", "payload": {"content": content}}]})
+        assert r.status_code == 413 and r.json()["code"] == code, r.content
+    assert "RECKON_MAX_EVENT_BYTES" in r.json()["detail"]
+    assert [e.seq for e in events_read(run_id="run-oversized")] == [1]
+    # The largest allowed events, many of them: the run screen at a seq stays bounded.
+    for seq in range(1, 21):
+        r = post("/api/runs/run-oversized/events", {"epoch": lease["epoch"], "expected_seq": seq, "events": [{"type": "user_message", "payload": {"content": "y" * (limit - 20)}}]})
+        assert r.status_code == 201, r.content
+    console = Client()
+    console.force_login(User.objects.create_superuser("ada.oversized", password="x" * 20))
+    r = console.get("/runs/run-oversized/?at=21&expand=all")
+    assert r.status_code == 200 and len(r.content) < 1_000_000, len(r.content)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from contextvars import ContextVar
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
@@ -10,6 +9,7 @@ from zoneinfo import ZoneInfo
 from django import template
 from django.utils.html import format_html
 
+from access.shown import cut_note, json_shown
 from runs.fold import format_ts
 from recovery.consequences import span
 
@@ -87,9 +87,9 @@ def money(value, currency: str = "") -> str:
 
 @register.filter
 def pretty(value) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    """``value`` as indented JSON, cut at ``access.shown.SHOWN_CHARS`` with a note saying so."""
+    text, cut = json_shown(value)
+    return text + cut_note() if cut else text
 
 
 @register.filter

@@ -27,6 +27,7 @@ from reckon_client.errors import (
     ServerUnavailable,
     StaleEpoch,
     ToolFailed,
+    TooLarge,
 )
 from reckon_client.http import HttpTransport, api_base
 from reckon_client.identity import call_key, idempotency_key, refresh_operation_id, signature
@@ -53,6 +54,7 @@ __all__ = [
     "StaleEpoch",
     "ToolCall",
     "ToolFailed",
+    "TooLarge",
     "ToolResult",
     "api_base",
     "call_key",

@@ -38,6 +38,18 @@ class InvalidEvent(ReckonError):
     """The server refused an event's content (422): the message names what and where."""
 
 
+class TooLarge(InvalidEvent):
+    """The server refused an append for its size (413): an event's payload over the server's
+    RECKON_MAX_EVENT_BYTES, a run's payloads together over RECKON_MAX_RUN_BYTES, or the request body
+    over RECKON_MAX_REQUEST_BYTES. ``limit`` (bytes) and ``setting`` name the limit (None for a body);
+    ``seq`` is the first event that does not fit. Sending it again cannot succeed; a smaller batch
+    may, for a body over its limit."""
+
+    def __init__(self, message: str, *, limit: int | None = None, setting: str | None = None, seq: int | None = None):
+        self.limit, self.setting, self.seq = limit, setting, seq
+        super().__init__(message)
+
+
 class LeaseHeld(ReckonError):
     """Another holder's lease on the run has not expired yet."""
 

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit
 
-from reckon_client.errors import BadResponse, ClientError, FenceError, InvalidEvent, LeaseHeld, ReckonError, RunFinished, RunNotFound, SeqConflict, ServerUnavailable, StaleEpoch
+from reckon_client.errors import BadResponse, ClientError, FenceError, InvalidEvent, LeaseHeld, ReckonError, RunFinished, RunNotFound, SeqConflict, ServerUnavailable, StaleEpoch, TooLarge
 
 log = logging.getLogger("reckon_client")
 
@@ -160,6 +160,8 @@ class HttpTransport:
             raise cls(detail, run_id=run_id, current_epoch=cur, last_seq=last)
         if status == 404:
             raise RunNotFound(f"{what}: {detail or 'not found'}")
+        if status == 413:
+            raise TooLarge(f"{what}: {detail or 'too large'}", limit=doc.get("limit") if isinstance(doc, dict) else None, setting=doc.get("setting") if isinstance(doc, dict) else None, seq=doc.get("seq") if isinstance(doc, dict) else None)
         if status == 422:
             raise InvalidEvent(detail)
         raise ClientError(f"{what}: HTTP {status}: {detail}")
