@@ -21,6 +21,7 @@ from django.db.models.functions import Cast, Coalesce
 from access.selectors import run_access_records
 from django.utils import timezone
 
+from recovery.adapters import evidence_shortened
 from recovery.consequences import CallFacts, call_wording, status_words
 from recovery.masking import MASK, masked_paths, run_sensitive_values, sensitive_fields, value_mask
 from recovery.models import PolicyChange, ToolPolicy, UncertainCall
@@ -554,7 +555,7 @@ def calls_matching(filters: dict, *, limit: int) -> list[UncertainCall]:
 def _attempt_shown(a: dict, fields: frozenset[str], values: frozenset[str]) -> dict:
     return {
         **a,
-        "shown_evidence": value_mask(a["evidence"], fields, values),
+        "shown_evidence": evidence_shortened(value_mask(a["evidence"], fields, values)),
         "shown_error": value_mask(a["error"], fields, values),  # an error may quote the receiver's JSON
         "shown_rule": value_mask(a.get("rule"), fields, values),
         "comparison": [
