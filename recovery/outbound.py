@@ -87,7 +87,7 @@ def _problem(address: str) -> str | None:
     mapped = getattr(ip, "ipv4_mapped", None)
     if mapped is not None:
         ip = mapped  # ::ffff:127.0.0.1 is 127.0.0.1
-    for kind in ("loopback", "link_local", "private", "multicast", "unspecified", "reserved"):
+    for kind in ("unspecified", "loopback", "link_local", "multicast", "reserved", "private"):  # the narrowest first: most are private too
         if getattr(ip, f"is_{kind}"):
             return kind.replace("_", "-")
     if not ip.is_global:
