@@ -157,7 +157,6 @@ def test_a_url_reaching_an_internal_address_or_carrying_credentials_is_refused_f
     for kind, extra in (("slack", ""), ("pagerduty", 'routing_key = "R0UT1NG"\n')):
         with pytest.raises(NotifyConfigError, match=f"channels.x: url .*{_re(why)}"):
             notifications_load(text=f'[channels.x]\nkind = "{kind}"\nurl = "{url}"\n{extra}', by="admin")
-    assert "hunter2" not in why  # and the message never repeats the password:
     with pytest.raises(OutboundRefused) as refused:
         url_check(url)
     assert "hunter2" not in str(refused.value)
