@@ -26,6 +26,7 @@ from api.errors import Forbidden, NotFound, Unprocessable
 from api.idempotency import idempotent
 from api.schemas import clean_name, request_route, responses
 from recovery import selectors
+from recovery.adapters import evidence_shortened
 from recovery.decisions import call_claim, decision_record
 from recovery.errors import InvalidDecision, NotDecidable
 from recovery.masking import run_sensitive_values, sensitive_fields
@@ -226,7 +227,7 @@ def call_view(request: HttpRequest, pk: int = Path(..., ge=1, le=2**63 - 1)):
     values = run_sensitive_values(run_ids=[doc["call"].run_id], fields=mask)
     out = {
         "call": _call_out(doc["call"], mask, values),
-        "attempts": [{**a, "evidence": masked(a["evidence"], mask, values), "error": masked(a["error"], mask, values), "rule": masked(a.get("rule"), mask, values)} for a in doc["attempts"]],
+        "attempts": [{**a, "evidence": evidence_shortened(masked(a["evidence"], mask, values)), "error": masked(a["error"], mask, values), "rule": masked(a.get("rule"), mask, values)} for a in doc["attempts"]],
         "history": [{**h, "payload": masked(h["payload"], mask, values)} for h in doc["history"]],
     }
     unmasked_reads_record(who=principal, mask=mask, route=request_route(request), shown=[_call_shown(out["call"], value=out)])

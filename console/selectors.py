@@ -22,6 +22,7 @@ from access.selectors import run_access_records
 from access.shown import json_shown
 from django.utils import timezone
 
+from recovery.adapters import evidence_shortened
 from recovery.consequences import CallFacts, call_wording, status_words
 from recovery.masking import MASK, key_shown, masked_paths, run_sensitive_values, sensitive_fields, text_mask, value_mask
 from recovery.models import PolicyChange, ToolPolicy, UncertainCall
@@ -574,7 +575,7 @@ def calls_matching(filters: dict, *, limit: int) -> list[UncertainCall]:
 def _attempt_shown(a: dict, fields: frozenset[str], values: frozenset[str]) -> dict:
     return {
         **a,
-        "shown_evidence": value_mask(a["evidence"], fields, values),
+        "shown_evidence": evidence_shortened(value_mask(a["evidence"], fields, values)),
         "shown_error": value_mask(a["error"], fields, values),  # an error may quote the receiver's JSON
         "shown_rule": value_mask(a.get("rule"), fields, values),
         "comparison": [

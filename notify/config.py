@@ -22,6 +22,7 @@ from django.db import transaction
 from notify.models import CHANNEL_KINDS, Channel, ConfigChange, Route
 from notify.outbox import routes_forget
 from recovery.models import RISK_CLASSES
+from recovery.outbound import OutboundRefused, url_check
 from recovery.policies import PolicyError, duration_parse
 
 SECRET_KEYS = ("secret", "routing_key")
@@ -44,7 +45,10 @@ class Parsed:
 def _url(where: str, value: Any) -> str:
     if not isinstance(value, str) or not re.match(r"^https?://[^\s/]+", value):
         raise NotifyConfigError(f"{where}: url must be an http:// or https:// URL, got {value!r}")
-    return value
+    try:
+        return url_check(value)  # and again at every delivery (notify.delivery through recovery.adapters)
+    except OutboundRefused as exc:
+        raise NotifyConfigError(f"{where}: url {exc}") from None
 
 
 def _channel(name: str, table: Any) -> dict:

@@ -68,6 +68,22 @@ def envfloat(name: str, default: float, *, minimum: float | None = None) -> floa
     return number
 
 
+def envlist(name: str, default: tuple[str, ...] = (), *, pattern: str | None = None, what: str = "an entry") -> tuple[str, ...]:
+    """A comma-separated list (blanks around entries ignored); with ``pattern``, every entry must match
+    it whole, or ImproperlyConfigured names the variable and the entry (``what`` says what one is)."""
+    value = envstr(name)
+    if value is None:
+        return tuple(default)
+    items = tuple(item.strip() for item in value.split(",") if item.strip())
+    if pattern is not None:
+        import re
+
+        for item in items:
+            if not re.fullmatch(pattern, item):
+                raise ImproperlyConfigured(f"{name}: {item!r} is not {what}")
+    return items
+
+
 def database_url() -> str:
     """A DATABASE_URL naming the database this process uses now (a test or benchmark database
     included), so a child process (gunicorn, a Celery worker, a command) reaches the same one."""

@@ -9,6 +9,8 @@ RECKON_LOGIN_*, RECKON_API_*   sign-in lockout and API rate limits (docs/configu
 STATIC_ROOT    default: var/static in the checkout; where `collectstatic` (run by `make install`) puts the files
 RECKON_HTTPS, RECKON_TLS_PROXY, RECKON_HSTS_*, CSRF_TRUSTED_ORIGINS: see "Served over HTTPS" below
 RECKON_MAX_EVENT_BYTES, RECKON_MAX_RUN_BYTES, RECKON_MAX_REQUEST_BYTES   size limits: see "Sizes" below
+RECKON_OUTBOUND_ALLOW   default: none; hosts (or host:port) on this machine or a private network that lookups and notifications may call
+RECKON_LOOKUP_MODULES   default: none; the modules whose functions the python adapter may call
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from reckon.env import envbool, envint, envstr
+from reckon.env import envbool, envint, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("RECKON_VAR_DIR", str(BASE_DIR / "var")))
@@ -317,6 +319,17 @@ RECKON_RECOVERY_BACKOFF_S = envint("RECKON_RECOVERY_BACKOFF_S", 10, minimum=0)
 RECKON_RECOVERY_BACKOFF_MAX_S = envint("RECKON_RECOVERY_BACKOFF_MAX_S", 900, minimum=1)
 RECKON_RECOVERY_SCAN_S = envint("RECKON_RECOVERY_SCAN_S", 15, minimum=1)
 CELERY_BEAT_SCHEDULE["recovery-scan"] = {"task": "recovery.tasks.reconcile_scan", "schedule": float(RECKON_RECOVERY_SCAN_S)}
+# Outbound calls (recovery/outbound.py, docs/security.md): lookups, retries, webhooks, Slack and
+# PagerDuty reach http(s) URLs without credentials whose host resolves to public addresses only; a
+# loopback, link-local (169.254.169.254 among them), private, multicast, unspecified or reserved
+# address is refused, when the URL is configured and again when it is called. The hosts listed here
+# (a name or an address, alone for every port or as host:port) are called whatever they resolve to:
+# a receiver the operator runs on this machine or the private network. Comma-separated.
+RECKON_OUTBOUND_ALLOW = envlist("RECKON_OUTBOUND_ALLOW", pattern=r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?", what="a host or host:port")
+# The python adapter (recovery/adapters.py) calls functions only from these modules and the modules
+# inside them (dotted names, comma-separated): a policy names code to run, so the operator says which
+# code may be named. The demo needs none (its tools use the built-in demo ledger).
+RECKON_LOOKUP_MODULES = envlist("RECKON_LOOKUP_MODULES", pattern=r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", what="a dotted module name")
 
 # Evidence (runs/chain.py, runs/signing.py, docs/evidence.md): the Ed25519 key that signs chain
 # checkpoints and evidence bundles (PEM, PKCS#8; or RECKON_SIGNING_KEY_FILE). Absent with DEBUG on:

@@ -6,10 +6,14 @@ An adapter never turns a transport problem into "absent": only an authoritative 
 (CONTRACTS section 5). Execute transmits the call's idempotency key to the receiver, so a retry of an
 effect that did happen returns the receiver's stored result instead of doing it twice.
 
-Built in: ``http`` (CONTRACTS section 5), ``python`` (a function named by dotted path, called as
-``fn(call=CallRef, spec=dict, kind="lookup"|"execute"|"compensate")`` and returning Evidence,
-Execution or a dict with the same keys) and ``demo_ledger`` (an in-database ledger for the
-quickstart).
+Built in: ``http`` (CONTRACTS section 5; every URL passes ``recovery.outbound``'s check when the
+policy is written and again at each call), ``python`` (a function named by dotted path in a module
+``RECKON_LOOKUP_MODULES`` lists, called as ``fn(call=CallRef, spec=dict,
+kind="lookup"|"execute"|"compensate")`` and returning Evidence, Execution or a dict with the same
+keys) and ``demo_ledger`` (an in-database ledger for the quickstart).
+
+A receiver's answer is kept in the evidence only as far as it is needed: decoded, as ``observed``,
+and as text (``raw``) cut to RAW_LIMIT characters, which is what a reader is shown, masked.
 """
 
 from __future__ import annotations
@@ -23,10 +27,18 @@ from dataclasses import dataclass, field, fields
 from importlib import import_module
 from typing import Any
 
+from django.conf import settings
+
+from recovery import outbound
 from recovery.models import DemoLedgerEntry
+from recovery.outbound import OutboundRefused
 
 OUTCOMES = ("match", "absent", "conflict", "unavailable")
-_RAW_LIMIT = 4000
+# A receiver's answer as text, kept in the log and shown (masked) to every reader of the call: enough
+# to tell an error page from another, not a copy of whatever the receiver serves.
+RAW_LIMIT = 300
+# An answer longer than this is not read (nor decoded): a lookup's answer is one operation's record.
+ANSWER_MAX_BYTES = 1 << 20
 
 
 class AdapterError(Exception):
@@ -148,8 +160,7 @@ def _connection(scheme: str, netloc: str, timeout: float, fresh: bool):
     key = (scheme, netloc)
     conn = None if fresh else pool.get(key)
     if conn is None:
-        cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-        conn = cls(netloc, timeout=timeout)
+        conn = outbound.connection(scheme, netloc, timeout=timeout)  # connects only where the check allows
         pool[key] = conn
     conn.timeout = timeout
     if conn.sock is not None:
@@ -163,8 +174,15 @@ def _drop(scheme: str, netloc: str) -> None:
         conn.close()
 
 
+class AnswerTooLong(http.client.HTTPException):
+    """The receiver's answer is longer than ANSWER_MAX_BYTES: not read, a transport failure."""
+
+
 def http_request(method: str, url: str, *, body: bytes | None = None, headers: dict | None = None, timeout: float = 5.0) -> tuple[int, bytes]:
-    """One request over a kept-alive connection per thread; raises OSError/HTTPException on transport failure."""
+    """One request over a kept-alive connection per thread; raises OSError/HTTPException on transport
+    failure, OutboundRefused for a URL Reckon must not call (``recovery.outbound``). No redirect is
+    followed: a 3xx answer is returned as it is."""
+    outbound.url_target(url)
     parts = urllib.parse.urlsplit(url)
     path = parts.path or "/"
     if parts.query:
@@ -177,7 +195,10 @@ def http_request(method: str, url: str, *, body: bytes | None = None, headers: d
         try:
             conn.request(method, path, body=body, headers=hdrs)
             resp = conn.getresponse()
-            data = resp.read()
+            data = resp.read(ANSWER_MAX_BYTES + 1)
+            if len(data) > ANSWER_MAX_BYTES:
+                _drop(parts.scheme, parts.netloc)  # the rest is never read: the connection cannot be reused
+                raise AnswerTooLong(f"the answer is longer than {ANSWER_MAX_BYTES} bytes")
             if resp.getheader("Connection", "").lower() == "close":
                 _drop(parts.scheme, parts.netloc)
             return resp.status, data
@@ -193,6 +214,20 @@ def http_request(method: str, url: str, *, body: bytes | None = None, headers: d
     raise AssertionError("unreachable")
 
 
+def raw_text(data: bytes | str) -> str:
+    """A receiver's answer as the evidence keeps it: text, at most RAW_LIMIT characters."""
+    text = data if isinstance(data, str) else data[: RAW_LIMIT * 4].decode("utf-8", "replace")
+    return text if len(text) <= RAW_LIMIT else text[: RAW_LIMIT - 1] + "…"
+
+
+def evidence_shortened(evidence: Any) -> Any:
+    """Evidence as a reader is shown it, after masking: its raw answer at most RAW_LIMIT characters
+    (evidence recorded before the limit kept up to 4,000)."""
+    if isinstance(evidence, dict) and isinstance(evidence.get("raw"), str) and len(evidence["raw"]) > RAW_LIMIT:
+        return {**evidence, "raw": raw_text(evidence["raw"])}
+    return evidence
+
+
 def _decode(data: bytes) -> Any:
     # Numbers keep their literal text, so 840.00 compares equal to "840.00" and never to "840.0".
     return json.loads(data.decode("utf-8"), parse_float=str, parse_int=str)
@@ -203,9 +238,11 @@ def http_lookup(call: CallRef, spec: dict, semantic_fields) -> Evidence:
     # The URL as errors quote it (``url_shown``) is made only for an error: most lookups answer.
     try:
         status, data = http_request(spec.get("method", "GET"), url, timeout=float(spec.get("timeout_s", 5.0)))
+    except OutboundRefused as exc:
+        raise AdapterError(f"GET {url_shown(spec['url'], call)}: {exc}") from None
     except (OSError, http.client.HTTPException, socket.timeout) as exc:
         return Evidence("unavailable", error=f"GET {url_shown(spec['url'], call)}: {type(exc).__name__}: {exc}")
-    raw = data[:_RAW_LIMIT].decode("utf-8", "replace")
+    raw = raw_text(data)
     try:
         body = _decode(data)
     except ValueError:
@@ -230,9 +267,11 @@ def http_execute(call: CallRef, spec: dict) -> Execution:
     headers = {"Content-Type": "application/json", "Idempotency-Key": call.idempotency_key}
     try:
         status, data = http_request(method, url, body=body, headers=headers, timeout=float(spec.get("timeout_s", 5.0)))
+    except OutboundRefused as exc:
+        raise AdapterError(f"{method} {shown}: {exc}") from None
     except (OSError, http.client.HTTPException, socket.timeout) as exc:
         return Execution("uncertain", error=f"{method} {shown}: {type(exc).__name__}: {exc}")
-    raw = data[:_RAW_LIMIT].decode("utf-8", "replace")
+    raw = raw_text(data)
     try:
         result = json.loads(data.decode("utf-8")) if data else None
     except ValueError:
@@ -247,12 +286,27 @@ def http_execute(call: CallRef, spec: dict) -> Execution:
 # --- Python -----------------------------------------------------------------------------------
 
 
-def _function(path: str):
+def python_path_check(path: str) -> tuple[str, str]:
+    """(module, function name) of a python adapter's dotted path, if its module is one
+    RECKON_LOOKUP_MODULES lists or inside one; AdapterError naming the path and the setting otherwise.
+    Checked before anything is imported: importing a module runs its code."""
     module, _, name = path.replace(":", ".").rpartition(".")
+    listed = settings.RECKON_LOOKUP_MODULES
+    if not any(module == m or module.startswith(m + ".") for m in listed):
+        allowed = f"it lists {', '.join(listed)}" if listed else "it lists none"
+        raise AdapterError(f"python adapter {path!r}: module {module!r} is not one RECKON_LOOKUP_MODULES lists ({allowed})")
+    return module, name
+
+
+def _function(path: str):
+    module, name = python_path_check(path)
     try:
-        return getattr(import_module(module), name)
+        fn = getattr(import_module(module), name)
     except (ImportError, AttributeError) as exc:
         raise AdapterError(f"python adapter {path!r} cannot be imported: {exc}") from None
+    if not callable(fn):
+        raise AdapterError(f"python adapter {path!r} is not a function")
+    return fn
 
 
 def _python(kind: str, call: CallRef, spec: dict):

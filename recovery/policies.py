@@ -14,7 +14,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from recovery.adapters import AdapterError, python_path_check
 from recovery.models import RISK_CLASSES, STRATEGIES
+from recovery.outbound import OutboundRefused, url_check
 
 RISK_ORDER = {name: i for i, name in enumerate(RISK_CLASSES)}
 # Risk classes whose results may be read again when stale: reading again repeats no effect.
@@ -108,6 +110,10 @@ def _adapter(tool: str, name: str, spec: Any) -> dict | None:
         url = spec.get("url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise PolicyError(f"{where}: url {url!r} must be an http:// or https:// URL")
+        try:
+            url_check(url)
+        except OutboundRefused as exc:
+            raise PolicyError(f"{where}: url {exc}") from None
         method = str(spec.get("method", "GET" if name == "lookup" else "POST")).upper()
         if method not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
             raise PolicyError(f"{where}: method {spec.get('method')!r} is not an HTTP method")
@@ -117,6 +123,10 @@ def _adapter(tool: str, name: str, spec: Any) -> dict | None:
         path = spec.get("path") or spec.get("function")
         if not isinstance(path, str) or not re.match(r"^[A-Za-z_][\w.]*[.:][A-Za-z_]\w*$", path):
             raise PolicyError(f"{where}: path {path!r} must be a dotted path like \"package.module.function\"")
+        try:
+            python_path_check(path)
+        except AdapterError as exc:
+            raise PolicyError(f"{where}: {exc}") from None
         out["path"] = path
     return out
 

@@ -225,3 +225,50 @@ def test_an_oversized_event_is_refused_with_a_413_naming_the_limit_and_the_run_s
     console.force_login(User.objects.create_superuser("ada.oversized", password="x" * 20))
     r = console.get("/runs/run-oversized/?at=21&expand=all")
     assert r.status_code == 200 and len(r.content) < 1_000_000, len(r.content)
+
+
+# --- issue 31: outbound URLs and python adapter paths an administrator might be tricked into ---
+
+INTERNAL_URLS = [
+    "http://127.0.0.1:8200/api/openapi.json",  # Reckon's own API
+    "http://127.0.0.1:5432/",  # PostgreSQL
+    "http://localhost:6379/",  # Redis
+    "http://169.254.169.254/latest/meta-data/",  # a cloud's metadata service
+    "http://[::1]:8000/",
+    "http://admin:pw@ledger.example/",
+    "file:///etc/passwd",
+]
+
+
+def test_a_lookup_url_or_channel_url_reaching_an_internal_service_is_refused_by_the_api_and_the_console_with_a_4xx(settings):
+    from django.contrib.auth.models import User
+
+    from notify.models import Channel
+    from recovery.models import ToolPolicy
+
+    settings.RECKON_OUTBOUND_ALLOW = ()
+    client = Client()
+    client.force_login(User.objects.create_superuser("ada.admin", password="x" * 20))
+    seen = []
+    for url in INTERNAL_URLS:
+        body = json.dumps({"fields": {"risk_class": "idempotent", "strategy": "escalate", "lookup": {"adapter": "http", "url": url}}})
+        r = client.patch("/api/policies/hostile_tool", body, content_type="application/json")
+        seen.append(("PATCH /api/policies", url, r))
+        assert r.status_code == 422 and "tool 'hostile_tool': lookup: url" in r.json()["detail"], (url, r.content)
+        r = client.post("/notifications/config/channel/", {"name": "hostile", "kind": "slack", "url": url}, follow=True)
+        seen.append(("POST /notifications/config/channel/", url, r))
+        assert r.status_code == 200 and b"Channel not saved: channels.hostile: url" in r.content, (url, r.content[:300])
+    assert _failures(seen) == []
+    assert not ToolPolicy.objects.filter(tool="hostile_tool").exists() and not Channel.objects.filter(name="hostile").exists()
+
+
+def test_a_python_adapter_path_outside_the_listed_modules_is_refused_by_the_api_with_a_422(settings):
+    from django.contrib.auth.models import User
+
+    settings.RECKON_LOOKUP_MODULES = ("tests",)
+    client = Client()
+    client.force_login(User.objects.create_superuser("ada.admin", password="x" * 20))
+    for path in ("os.getcwd", "subprocess.run", "builtins.eval", "django.core.management.call_command", "testsuite.x"):
+        body = json.dumps({"fields": {"risk_class": "idempotent", "strategy": "escalate", "lookup": {"adapter": "python", "path": path}}})
+        r = client.patch("/api/policies/hostile_tool", body, content_type="application/json")
+        assert r.status_code == 422 and "is not one RECKON_LOOKUP_MODULES lists" in r.json()["detail"], (path, r.content)

@@ -31,12 +31,14 @@ from django.utils import timezone
 
 from access.roles import roles_ensure
 from recovery.models import DemoLedgerEntry
+from recovery.outbound import outbound_allow
 from runs.identity import idempotency_key, key_secret_new, signature
 from runs.importer import paths_import
 from runs.signing import fingerprint, signing_key_load
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
 
+DEMO_LEDGER = "127.0.0.1:9000"
 ROLE_USERS = (("oncall", "oncall"), ("compliance", "compliance"), ("manager", "manager"), ("admin", None))
 
 
@@ -54,6 +56,10 @@ class Command(BaseCommand):
             raise CommandError(f"--interval must be positive, got {interval}")
         call_command("migrate", verbosity=0, interactive=False)
         self.stdout.write("database: migrated")
+        # The example ledger (examples/ledger.py on 127.0.0.1:9000), which fixtures/policies.toml's
+        # lookups call, runs on this machine: named, as an operator names their own receivers, for
+        # the reconciliation loop here and the workers it starts (recovery/outbound.py).
+        outbound_allow(DEMO_LEDGER)
         # The key that signs chain checkpoints and evidence bundles (docs/evidence.md): with DEBUG on
         # and none configured, generated into var/signing_key.pem on first use, which is now.
         try:
