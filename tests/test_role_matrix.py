@@ -24,7 +24,8 @@ from django.urls import get_resolver, reverse
 
 from access.models import AccessRecord
 from access.roles import roles_ensure
-from access.tokens import token_create
+from access.services import run_writer_note
+from access.tokens import principal_for_token, token_create
 from api.instance import api
 from tests.access.seed import runs_shown, seed_runs
 from tests.console.conftest import _user, client_for
@@ -99,12 +100,16 @@ def world(db):
     people = {"oncall": _user("olivia", "oncall"), "compliance": _user("colin", "compliance"), "manager": _user("mandy", "manager")}
     people |= {"outsider": _user("otto"), "admin": _user("ada", is_staff=True, is_superuser=True)}
     clients = {"anonymous": client_for(None)} | {name: client_for(u) for name, u in people.items()}
+    tokens = {}
     for name, (scopes, tenants) in TOKENS.items():
-        _, secret = token_create(name=name, scopes=scopes, tenants=tenants)
+        tokens[name], secret = token_create(name=name, scopes=scopes, tenants=tenants)
         clients[name] = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
     lease = clients["agent"].post("/api/runs/run-acme/lease", json.dumps({"holder": "agent:1"}), content_type="application/json")
     assert lease.status_code == 200, lease.content
     clients["agent"].post("/api/runs/run-acme/lease/release", json.dumps({"epoch": lease.json()["epoch"]}), content_type="application/json")
+    # seed_runs plays run-acme's agent through the store; the agent token is the one that began it
+    # (a lease of a run someone else began makes no token its writer: finding 5 below).
+    run_writer_note(who=principal_for_token(tokens["agent"]), run_id="run-acme")
     return seeded, clients
 
 

@@ -27,6 +27,7 @@ from reckon_client.errors import (
     ServerUnavailable,
     StaleEpoch,
     ToolFailed,
+    WriterRefused,
 )
 from reckon_client.http import HttpTransport, api_base
 from reckon_client.identity import call_key, idempotency_key, refresh_operation_id, signature
@@ -54,6 +55,7 @@ __all__ = [
     "ToolCall",
     "ToolFailed",
     "ToolResult",
+    "WriterRefused",
     "api_base",
     "call_key",
     "current_idempotency_key",
