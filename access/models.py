@@ -94,11 +94,12 @@ class AccessRecord(models.Model):
 
 
 class RunWriter(models.Model):
-    """A token that has held a run's lease: the run is its agent's own.
+    """A token whose lease began a run: the run is its agent's own.
 
     An agent's token reads back exactly what it wrote (access.masking), and that is not a showing of
     sensitive values to anyone new; the same token reading another run's values is, and is recorded.
-    Written when a token acquires a lease (api.runs), once per token and run.
+    Written when a token's lease acquisition creates the run (api.runs), once per run; taking the
+    lease of a run that already exists makes no token its writer.
     """
 
     token_id = models.BigIntegerField()

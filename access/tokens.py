@@ -50,6 +50,16 @@ class Principal:
     def may_see(self, tenants: Iterable[str]) -> bool:
         return self.tenants is None or set(tenants) <= self.tenants
 
+    def may_see_run(self, run_id: str) -> bool:
+        """The one rule for a run and everything in it (its events, state, uncertain calls): every
+        tenant of the run is one of the caller's (access.tenancy says why). A list of runs or calls
+        applies the same rule with ``access.tenancy.runs_visible``."""
+        if self.tenants is None:
+            return True
+        from runs.tenants import run_tenants
+
+        return self.may_see(run_tenants(run_id=run_id))
+
 
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
@@ -105,6 +115,21 @@ def principal_for_token(token: ApiToken) -> Principal:
         scopes=frozenset(token.scopes),
         tenants=frozenset(token.tenants) if token.tenants else None,
     )
+
+
+def owner_name(owner: str) -> str:
+    """Who a stable caller key (``Principal.owner``) names, for an answer to someone else: a token's
+    name or a person's user name, never a secret; "" is Reckon itself."""
+    kind, _, ident = (owner or "").partition(":")
+    if kind == "token" and ident.isdigit():
+        name = ApiToken.objects.filter(pk=int(ident)).values_list("name", flat=True).first()
+        return f"token {name!r}" if name is not None else "a token that no longer exists"
+    if kind == "user" and ident.isdigit():
+        from django.contrib.auth import get_user_model
+
+        user = get_user_model().objects.filter(pk=int(ident)).first()
+        return f"user {user.get_username()!r}" if user is not None else "a user who no longer exists"
+    return "Reckon"
 
 
 def principal_for_user(user) -> Principal:

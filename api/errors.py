@@ -23,7 +23,9 @@ from access.assignment import NotAssignable
 from recovery.errors import CallNotFound, InvalidDecision, NotDecidable, RecoveryError, RunBusy, StaleDecision
 from recovery.policies import PolicyError
 from recovery.selectors import QueryError
-from runs.errors import EventTooLarge, FenceError, InvalidEvent, LeaseHeld, RunNotFound, RunTooLarge, TooLarge
+from access.tokens import owner_name
+from runs.errors import EventTooLarge, FenceError, InvalidEvent, LeaseHeld, RunNotFound, RunTooLarge, StaleEpoch, TooLarge, WriterRefused
+from runs.leases import lease_owner_of
 from runs.fold import FoldError
 from runs.json_strict import JsonRefused
 from runs.upcasters import UnsupportedVersion
@@ -52,12 +54,26 @@ class Conflicted(Exception):
         super().__init__(message)
 
 
-def _fence_fields(exc: FenceError) -> dict:
-    return {"run_id": exc.run_id, "current_epoch": exc.current_epoch, "last_seq": exc.last_seq}
+def _fence_fields(exc: FenceError, request: HttpRequest) -> dict:
+    # The current epoch is its owner's to write with: an answer shows it to the caller that
+    # acquired it (a seq conflict, or a writer that holds a newer epoch of its own), to nobody else.
+    doc = {"run_id": exc.run_id, "last_seq": exc.last_seq}
+    owner = getattr(getattr(request, "auth", None), "owner", None)
+    if owner is not None and lease_owner_of(run_id=exc.run_id, epoch=exc.current_epoch) == owner:
+        doc["current_epoch"] = exc.current_epoch
+    return doc
 
 
-def _lease_fields(exc: LeaseHeld) -> dict:
-    return {"run_id": exc.run_id, "current_epoch": exc.epoch, "holder": exc.holder, "expires_at": exc.expires_at}
+def _lease_fields(exc: LeaseHeld, request: HttpRequest) -> dict:
+    # Who holds it and until when, never the epoch (runs.errors.LeaseHeld).
+    return {"run_id": exc.run_id, "holder": exc.holder, "held_by": owner_name(exc.owner), "expires_at": exc.expires_at}
+
+
+def _fence_detail(exc: FenceError) -> str:
+    # A stale epoch is named without the current one (_fence_fields says to whom that is shown).
+    if isinstance(exc, StaleEpoch):
+        return f"stale epoch for run {exc.run_id!r}: epoch {exc.epoch} " + ("was released" if exc.current_epoch == exc.epoch else "is no longer the run's lease")
+    return str(exc)
 
 
 def _fence_code(exc: FenceError) -> str:
@@ -74,7 +90,7 @@ def _validation_detail(exc: ValidationError) -> str:
     return f"invalid request: {where}"
 
 
-def _validation_fields(exc: ValidationError) -> dict:
+def _validation_fields(exc: ValidationError, request: HttpRequest) -> dict:
     return {"errors": [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors]}
 
 
@@ -99,18 +115,19 @@ Code = str | Callable[[Exception], str]
 # exception -> (status, code or a function of the exception, detail function, extra fields function).
 # A subclass listed after its base still gets its own entry: handlers are looked up by the
 # exception's class first (django-ninja walks the MRO).
-TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Callable[[Any], dict] | None]] = [
+TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Callable[[Any, HttpRequest], dict] | None]] = [
     (AuthenticationError, 401, "unauthenticated", lambda e: "authentication required: a Bearer token or a signed-in session", None),
     (Forbidden, 403, "forbidden", None, None),
+    (WriterRefused, 403, "forbidden", None, lambda e, r: {"type": e.type_name}),
     (RunNotFound, 404, "not_found", None, None),
     (NotFound, 404, "not_found", None, None),
     (CallNotFound, 404, "not_found", None, None),
     (Http404, 404, "not_found", lambda e: str(e) or "not found", None),
-    (FenceError, 409, _fence_code, None, _fence_fields),
-    (LeaseHeld, 409, "lease_held", None, _lease_fields),
+    (FenceError, 409, _fence_code, _fence_detail, _fence_fields),
+    (LeaseHeld, 409, "lease_held", lambda e: f"{e} (acquired by {owner_name(e.owner)})", _lease_fields),
     (Conflicted, 409, lambda e: e.code, None, None),
     (StaleDecision, 409, "stale_decision", None, None),
-    (NotDecidable, 409, "not_decidable", None, lambda e: {"state": e.state}),
+    (NotDecidable, 409, "not_decidable", None, lambda e, r: {"state": e.state}),
     (RunBusy, 409, "run_busy", None, None),
     # Over a size limit (runs/store.py): 413, naming the limit in bytes and the setting that holds it.
     (EventTooLarge, 413, "event_too_large", None, lambda e: _size_fields(e)),
@@ -125,7 +142,7 @@ TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Calla
     (PolicyError, 422, "invalid_policy", None, None),
     (QueryError, 422, "invalid", None, None),
     (ValidationError, 422, "invalid", _validation_detail, _validation_fields),
-    (Throttled, 429, "throttled", lambda e: getattr(e, "reason", "too many requests: retry after the number of seconds in Retry-After"), lambda e: {"retry_after": math.ceil(e.wait) if e.wait is not None else None}),
+    (Throttled, 429, "throttled", lambda e: getattr(e, "reason", "too many requests: retry after the number of seconds in Retry-After"), lambda e, r: {"retry_after": math.ceil(e.wait) if e.wait is not None else None}),
     (HttpError, None, _http_code, _http_detail, None),  # its own status (e.g. 400 for a body that is not JSON)
     (RequestDataTooBig, 413, "too_large", lambda e: too_large_detail(), None),
     (OperationalError, 503, "unavailable", lambda e: UNAVAILABLE, None),
@@ -156,7 +173,7 @@ def errors_register(api: NinjaAPI) -> None:
             doc = {
                 "detail": detail(exc) if detail else str(exc),
                 "code": code(exc) if callable(code) else code,
-                **(extra(exc) if extra else {}),
+                **(extra(exc, request) if extra else {}),
             }
             if status == 503:
                 log.warning("api answered 503: %s: %s", type(exc).__name__, exc)

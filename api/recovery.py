@@ -20,6 +20,7 @@ from access.assignment import call_escalate
 from access.masking import mask_fields, masked
 from access.roles import perm
 from access.services import Shown, unmasked_reads_record
+from access.tenancy import runs_visible
 from access.tokens import Principal
 from api.auth import caller
 from api.errors import Forbidden, NotFound, Unprocessable
@@ -181,7 +182,9 @@ def _call_shown(call: dict, value: Any = None) -> Shown:
 
 def _visible_call(principal: Principal, pk: int) -> UncertainCall:
     row = selectors.uncertain_call_get(pk=pk)
-    if not principal.may_see({row.tenant}):
+    # The run's rule, not the call's own tenant: a call of a run that also touched another tenant
+    # is as invisible as the run (access.tenancy).
+    if not principal.may_see_run(row.run_id):
         raise NotFound(f"uncertain call {pk} does not exist")
     return row
 
@@ -209,6 +212,7 @@ def calls_list_view(request: HttpRequest, filters: Query[CallFilters]):
         possible_duplicate=filters.possible_duplicate,
         after=filters.after,
         limit=filters.limit,
+        scope=lambda qs: runs_visible(qs, principal.tenants),
     )
     mask = mask_fields(principal)
     values = run_sensitive_values(run_ids={r.run_id for r in page.items}, fields=mask)

@@ -26,15 +26,15 @@ from access.services import Shown, run_writer_note, unmasked_reads_record
 from access.tenancy import runs_visible
 from access.tokens import Principal
 from api.auth import caller
-from api.errors import Forbidden, Unprocessable
+from api.errors import Conflicted, Forbidden, Unprocessable
 from api.schemas import clean_name, request_route, require_tenants, responses
 from recovery.masking import run_sensitive_values
 from runs.errors import RunNotFound
-from runs.events import CURRENT_SCHEMA_VERSION
+from runs.events import CURRENT_SCHEMA_VERSION, agent_events_check
 from runs.fold import Event
 from runs.freshness import stale_observations
 from runs.identity import KEY_SECRET_FIELD
-from runs.leases import Lease, lease_acquire, lease_release, lease_renew
+from runs.leases import Lease, lease_acquire, lease_owner_check, lease_release, lease_renew
 from runs.models import Run
 from runs.paging import CursorError, cursor_decode, cursor_encode
 from runs.selectors import run_state, runs_filter
@@ -121,7 +121,7 @@ class RunOut(Schema):
     last_seq: int
     finished: bool
     finished_seq: int | None
-    lease_epoch: int
+    lease_epoch: int | None = Field(None, description="the lease's epoch, for the caller that acquired it; null for everyone else")
     lease_holder: str
     lease_expires_at: datetime | None
     tenants: list[str]
@@ -176,7 +176,7 @@ def _visible_run(principal: Principal, run_id: str) -> Run:
     """The run, or 404 when it does not exist or lies outside the caller's tenants."""
     clean_name(run_id, "run id")
     run = Run.objects.filter(run_id=run_id).first()
-    if run is None or not principal.may_see(run_tenants(run_id=run_id)):
+    if run is None or not principal.may_see_run(run_id):
         raise RunNotFound(run_id)
     return run
 
@@ -194,7 +194,7 @@ def _utc(ts: datetime | None, where: str) -> datetime | None:
         raise Unprocessable(f"{where}: timestamp {ts.isoformat()} is out of range") from None
 
 
-def _run_out(run: Run, tenants: set[str]) -> dict:
+def _run_out(run: Run, tenants: set[str], principal: Principal) -> dict:
     return {
         "run_id": run.run_id,
         "origin": run.origin,
@@ -203,7 +203,7 @@ def _run_out(run: Run, tenants: set[str]) -> dict:
         "last_seq": run.last_seq,
         "finished": run.finished_seq is not None,
         "finished_seq": run.finished_seq,
-        "lease_epoch": run.lease_epoch,
+        "lease_epoch": run.lease_epoch if run.lease_owner == principal.owner else None,
         "lease_holder": run.lease_holder,
         "lease_expires_at": run.lease_expires_at,
         "tenants": sorted(tenants),
@@ -226,15 +226,22 @@ def _cursor_decode(cursor: str) -> tuple[datetime, str]:
 
 @router.post("/runs/{run_id}/lease", response=responses({200: LeaseOut}), auth=caller("append"), summary="Acquire a run's lease")
 def lease_acquire_view(request: HttpRequest, run_id: str, body: LeaseAcquireIn):
-    """Take the run's lease with a new epoch, creating the run if it does not exist yet. 409 while
-    another holder's lease is live (with its holder, epoch and expiry)."""
+    """Take the run's lease with a new epoch, creating the run if it does not exist yet; the lease
+    belongs to the caller (token or person) from now on. 409 ``lease_held`` while another holder's
+    lease is live, naming the holder, who acquired it and until when (never its epoch); 409
+    ``run_imported`` for a run imported from a file."""
     principal: Principal = request.auth
     clean_name(run_id, "run id")
     clean_name(body.holder, "holder")
     tenant = clean_name(body.tenant, "tenant") if body.tenant else None
-    exists = Run.objects.filter(run_id=run_id).exists()
+    existing = Run.objects.filter(run_id=run_id).first()
+    exists = existing is not None
     if exists:
         _visible_run(principal, run_id)
+        if existing.origin == Run.Origin.IMPORT:
+            # An imported log is history: Reckon itself writes its recovery facts under its own
+            # lease, and no agent continues it (nor takes its lease to read it back unrecorded).
+            raise Conflicted(f"run {run_id!r} was imported from a file: its log is history, and no agent takes its lease", code="run_imported")
     else:
         if tenant is None and principal.tenants is not None:
             if len(principal.tenants) != 1:
@@ -242,24 +249,31 @@ def lease_acquire_view(request: HttpRequest, run_id: str, body: LeaseAcquireIn):
             tenant = next(iter(principal.tenants))
         if tenant is not None:
             require_tenants(principal, {tenant}, "the new run")
-    lease = lease_acquire(run_id=run_id, holder=body.holder, ttl_seconds=body.ttl_seconds)
+    lease = lease_acquire(run_id=run_id, holder=body.holder, ttl_seconds=body.ttl_seconds, owner=principal.owner)
     if not exists and tenant is not None:
         run_tenant_claim(run_id=run_id, tenant=tenant)
-    run_writer_note(who=principal, run_id=run_id)  # its agent's own run: reading it back is no disclosure
+    if not exists:
+        # The token whose lease began the run is its writer: reading the run back is no disclosure.
+        # Taking the lease of a run someone else began makes no token its writer (access.services).
+        run_writer_note(who=principal, run_id=run_id)
     return _lease_out(lease)
 
 
 @router.post("/runs/{run_id}/lease/renew", response=responses({200: LeaseOut}), auth=caller("append"), summary="Renew a run's lease")
 def lease_renew_view(request: HttpRequest, run_id: str, body: LeaseRenewIn):
-    """Extend the lease of ``epoch`` from now; 409 with the current epoch if it is no longer current."""
+    """Extend the lease of ``epoch`` from now; 409 ``stale_epoch`` if it is no longer current, 409
+    ``lease_held`` if someone else acquired it."""
     _visible_run(request.auth, run_id)
+    lease_owner_check(run_id=run_id, epoch=body.epoch, owner=request.auth.owner)
     return _lease_out(lease_renew(run_id=run_id, epoch=body.epoch, ttl_seconds=body.ttl_seconds))
 
 
 @router.post("/runs/{run_id}/lease/release", response=responses({204: None}), auth=caller("append"), summary="Release a run's lease")
 def lease_release_view(request: HttpRequest, run_id: str, body: LeaseReleaseIn):
-    """Give the lease up so the next writer need not wait for it to expire."""
+    """Give the lease up so the next writer need not wait for it to expire; 409 ``lease_held`` if
+    someone else acquired it."""
     _visible_run(request.auth, run_id)
+    lease_owner_check(run_id=run_id, epoch=body.epoch, owner=request.auth.owner)
     lease_release(run_id=run_id, epoch=body.epoch)
     return Status(204, None)
 
@@ -271,14 +285,21 @@ def lease_release_view(request: HttpRequest, run_id: str, body: LeaseReleaseIn):
 def events_append_view(request: HttpRequest, run_id: str, body: AppendIn):
     """Append a batch of events as seqs ``expected_seq + 1 ...``, all or none, under lease ``epoch``.
 
-    409 on a stale epoch, a seq conflict or a second ``run_finished``, with ``current_epoch`` and
-    ``last_seq``; 422 for an event the store cannot hold (unknown type, missing field, bad version).
+    403 for an event of a type agents do not write (a person's decision, claim or note, or one of
+    Reckon's recovery facts: runs.events.WRITER), naming it; 409 on a stale epoch, a seq conflict or a second ``run_finished``, with ``last_seq`` (and
+    ``current_epoch`` when the caller holds it); 409 ``lease_held`` under an epoch someone else
+    acquired; 422 for an event the store cannot hold (unknown type, missing field, bad version).
     """
     principal: Principal = request.auth
     if principal.tenants is None:
         clean_name(run_id, "run id")  # the append itself answers RunNotFound: no extra query
     else:
         _visible_run(principal, run_id)
+    # Agents write agent facts: a person's decision, claim or note, or Reckon's own recovery fact,
+    # is refused with 403 naming its type (runs.events.WRITER).
+    agent_events_check((e.type, e.payload) for e in body.events)
+    # The lease is its owner's: one primary-key read of the run row per request, not per event.
+    lease_owner_check(run_id=run_id, epoch=body.epoch, owner=principal.owner)
     events = [NewEvent(e.type, e.payload, _utc(e.ts, f"event {i}"), e.v) for i, e in enumerate(body.events)]
     if principal.tenants is not None:
         named = tenants_named(run_id, [Event(0, e.type, e.payload, e.ts, e.v) for e in events if e.v <= CURRENT_SCHEMA_VERSION])
@@ -361,7 +382,7 @@ def runs_list_view(request: HttpRequest, filters: Query[RunFilters]):
         scope=lambda qs: runs_visible(qs, principal.tenants),
     )
     return {
-        "runs": [_run_out(r, page.tenants[r.run_id]) for r in page.runs],
+        "runs": [_run_out(r, page.tenants[r.run_id], principal) for r in page.runs],
         "next_cursor": _cursor_encode(page.runs[-1]) if page.more else None,
     }
 
@@ -369,7 +390,7 @@ def runs_list_view(request: HttpRequest, filters: Query[RunFilters]):
 @router.get("/runs/{run_id}", response=responses({200: RunOut}), auth=caller("read"), summary="One run")
 def run_view(request: HttpRequest, run_id: str):
     run = _visible_run(request.auth, run_id)
-    return _run_out(run, run_tenants(run_id=run_id))
+    return _run_out(run, run_tenants(run_id=run_id), request.auth)
 
 
 @router.get("/runs/{run_id}/state", response=responses({200: RunStateOut}), auth=caller("read"), summary="A run's folded state")

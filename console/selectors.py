@@ -29,7 +29,7 @@ from recovery.models import PolicyChange, ToolPolicy, UncertainCall
 from recovery.selectors import edges_bucket, policy_for, uncertain_call_evidence, uncertain_calls_filter, unresolved_tally
 from runs.events import RECORD_ONLY, EventType
 from runs.fold import format_ts
-from runs.models import Event, Run
+from runs.models import Event, Run, RunImport
 from runs.paging import CursorError, Page, cursor_decode, cursor_encode
 from runs.selectors import run_state
 from runs.store import events_stream
@@ -124,7 +124,7 @@ def run_events_page(*, run_id: str, types: Iterable[str] = (), before: int | Non
     Long runs are read from the newest end so the first screen costs one index range scan on
     (run, seq) however long the run is; "load older" passes the last seq shown as ``before``.
     """
-    qs = Event.objects.filter(run_id=run_id).order_by("-seq").only("seq", "type", "v", "ts", "payload", "recorded_at")
+    qs = Event.objects.filter(run_id=run_id).order_by("-seq").only("seq", "type", "v", "ts", "payload", "recorded_at", "epoch")
     types = [t for t in types if t]
     if types:
         qs = qs.filter(type__in=types)
@@ -133,6 +133,10 @@ def run_events_page(*, run_id: str, types: Iterable[str] = (), before: int | Non
     rows = list(qs[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
+    # Events written under an importer's epoch arrived by import (runs.models.RunImport).
+    imported = set(RunImport.objects.filter(run_id=run_id).values_list("epoch", flat=True)) if rows else set()
+    for e in rows:
+        e.imported = e.epoch in imported
     return Page(rows, rows[-1].seq if more and rows else None)
 
 

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Case, Count, IntegerField, Min, Q, Value, When
+from django.db.models import Case, Count, IntegerField, Min, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone as djtz
 
 from recovery.models import UNRESOLVED_STATES, InFlightCall, ToolPolicy, UncertainCall, overdue_q
 from recovery.policies import Policy, policy_from_row, unclassified_policy
 from recovery.projection import in_flight_call_get, in_flight_calls_list
+from runs.models import Run
 from runs.paging import CursorError, Page, cursor_decode, cursor_encode
 from runs.store import events_load
 
@@ -132,12 +134,15 @@ def uncertain_calls_filter(
     unclaimed: bool | None = None,
     after: str | None = None,
     limit: int = 50,
+    scope: Callable[[QuerySet], QuerySet] | None = None,
 ) -> Page:
     """The queue, most dangerous first: possible duplicates, then overdue irreversible calls, then age.
 
     ``state`` defaults to the unresolved states (open, reconciling, escalated); pass "all" or a list.
     ``tool`` and ``tenant`` are exact values or lists of them; ``claimed_by_name`` keeps the calls a
-    person holds, ``unclaimed`` those nobody holds.
+    person holds, ``unclaimed`` those nobody holds. ``scope`` narrows a queryset of rows with a
+    ``run_id`` to the runs the caller may see (``access.tenancy.runs_visible``): a call is listed
+    only when its run would be.
     Keyset pagination: pass the returned ``next`` as ``after``. Each item carries ``danger`` (0, 1, 2)
     and ``overdue`` attributes.
     """
@@ -147,6 +152,8 @@ def uncertain_calls_filter(
     qs, states, tools, tenants = _calls_query(
         risk_class=risk_class, tool=tool, tenant=tenant, state=state, min_age_s=min_age_s, possible_duplicate=possible_duplicate, claimed_by_name=claimed_by_name, unclaimed=unclaimed, now=now
     )
+    if scope is not None:
+        qs = scope(qs)
     d, ts, pk = _cursor_decode(after) if after else (-1, None, None)
     parts = []
     for rank, part in _danger_branches(qs, now):
@@ -172,6 +179,9 @@ def uncertain_calls_filter(
         # claimed, so rank 2, merged into the page in (started_at, id) order.
         flying = in_flight_calls_list(tool=tools, tenant=tenants, started_before=now - timedelta(seconds=float(min_age_s)) if min_age_s is not None else None)
         flying = [r for r in flying if (not risk_class or r.risk_class == risk_class) and (d < 2 or (r.started_at, r.pk) > (ts, pk))]
+        if scope is not None and flying:
+            seen = set(scope(Run.objects.filter(run_id__in={r.run_id for r in flying})).values_list("run_id", flat=True))
+            flying = [r for r in flying if r.run_id in seen]
         for r in flying:
             r.danger = 2
         items = sorted([*items, *flying], key=lambda r: (r.danger, r.started_at, r.pk))[: limit + 1]

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from runs.errors import LeaseHeld, StaleEpoch
+from runs.events import agent_events_check
 from runs.fold import Event, RunState, apply, fold
 from runs.identity import idempotency_key, refresh_operation_id, signature
 from runs.run_ids import run_id_check
@@ -209,6 +210,9 @@ class AgentRun:
         return self._append_docs([{"type": t, "payload": p} for t, p in events])
 
     def _append_docs(self, docs: list[dict]) -> list[Event]:
+        # An agent writes agent facts only (runs.events.WRITER): the HTTP API refuses the rest with
+        # 403, and this client, which writes to the store directly, by the same table.
+        agent_events_check((d["type"], d["payload"]) for d in docs)
         with self._lock:
             appended = self.transport.append(self.run_id, self.epoch, self.state.last_seq, docs)
             for ev in appended:

@@ -18,6 +18,15 @@ class InvalidEvent(StoreError, ValueError):
     """An event that cannot be stored as given: unknown type, missing field, wrong shape."""
 
 
+class WriterRefused(StoreError):
+    """An event of a type its writer may not write (runs.events.WRITER): an agent writing a
+    person's decision, say. Nothing was written."""
+
+    def __init__(self, message: str, *, type_name: str):
+        self.type_name = type_name
+        super().__init__(message)
+
+
 class FenceError(StoreError):
     """An append or renewal refused by the fence; nothing was written."""
 
@@ -63,12 +72,17 @@ class RunFinished(FenceError):
 
 
 class LeaseHeld(StoreError):
-    def __init__(self, *, run_id: str, holder: str, epoch: int, expires_at):
+    """Someone else holds the run's lease. The message names the holder and the expiry, never the
+    epoch: the epoch is the holder's to write with, and an API answer shows it to nobody else."""
+
+    def __init__(self, *, run_id: str, holder: str, epoch: int, expires_at, owner: str = ""):
         self.run_id = run_id
         self.holder = holder
         self.epoch = epoch
         self.expires_at = expires_at
-        super().__init__(f"run {run_id!r} is leased to {holder!r} (epoch {epoch}) until {expires_at:%Y-%m-%dT%H:%M:%S.%fZ}")
+        self.owner = owner  # runs.models.Run.lease_owner of the live lease
+        until = f"{expires_at:%Y-%m-%dT%H:%M:%S.%fZ}" if expires_at is not None else "it is released"
+        super().__init__(f"run {run_id!r} is leased to {holder!r} until {until}")
 
 
 class TooLarge(InvalidEvent):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Iterable
 
+from runs.errors import WriterRefused
 from runs.identity import key_secret_problem
 
 # The newest event schema version this release can read and the one it writes.
@@ -86,6 +87,62 @@ RECORD_ONLY: frozenset[EventType] = frozenset(
         EventType.OPERATOR_NOTE,  # a person's note on a call, kept in the run's history for audit
     }
 )
+
+# Who writes each type. Agents write what happened in their run, through the append endpoint and the
+# client; a person's decisions, claims and notes are written only by the decision services
+# (recovery.decisions, access.assignment), with the signed-in person (or the deciding token) as
+# ``by``; Reckon's own recovery facts (detection, reconciliation, its resolutions and pauses) only by
+# Reckon. The append endpoint (api.runs) and the in-process client (runs.client) refuse every type
+# that is not an agent's, by this table; the importer keeps every type, a recorded history.
+AGENT, PERSON, RECKON = "agent", "person", "reckon"
+WRITER: dict[EventType, str] = {
+    EventType.RUN_STARTED: AGENT,
+    EventType.USER_MESSAGE: AGENT,
+    EventType.MODEL_TURN: AGENT,
+    EventType.TOOL_CALL_STARTED: AGENT,
+    EventType.TOOL_CALL_COMPLETED: AGENT,  # source "live" only: see AGENT_COMPLETION_SOURCES
+    EventType.APPROVAL_REQUESTED: AGENT,  # an agent asks; Reckon asks too when it escalates a call
+    EventType.APPROVAL_DECIDED: PERSON,
+    EventType.GUARDRAIL_TRIGGERED: AGENT,
+    EventType.CONTEXT_COMPACTED: AGENT,
+    EventType.MEMORY_WRITTEN: AGENT,
+    EventType.RUN_FINISHED: AGENT,
+    EventType.RUN_RESUMED: AGENT,  # the agent that opens the run again (runs.client.open_run)
+    EventType.TOOL_CALL_UNCERTAIN: RECKON,
+    EventType.RECONCILIATION_ATTEMPTED: RECKON,
+    EventType.TOOL_CALL_RESOLVED: RECKON,  # for a person's decision or for reconciliation's finding
+    EventType.RUN_PAUSED: RECKON,
+    EventType.OPERATOR_NOTE: PERSON,  # notes, claims, assignments, releases
+}
+# A completion an agent writes is its own call's live result; the other sources are what recovery
+# found (reconciliation, retry) or what a person recorded (operator).
+AGENT_COMPLETION_SOURCES = ("live",)
+AGENT_TYPES: frozenset[str] = frozenset(t.value for t, w in WRITER.items() if w == AGENT)
+
+
+def agent_write_problem(type_name: object, payload: object) -> str | None:
+    """Why an agent may not write an event of ``type_name`` with ``payload``, or None when it may.
+    An unknown type is the store's to refuse (422), not this rule's."""
+    if type_name in AGENT_TYPES:
+        if type_name == EventType.TOOL_CALL_COMPLETED.value and isinstance(payload, dict):
+            source = payload.get("source", "live")
+            if source not in AGENT_COMPLETION_SOURCES:
+                return f"a tool_call_completed with source {source!r} is recovery's or a person's record, not an agent's: an agent writes source 'live'"
+        return None
+    if not isinstance(type_name, str) or type_name not in _BY_NAME:
+        return None
+    writer = WRITER[_BY_NAME[type_name]]
+    how = "a person's fact, written only through the decision endpoints (/api/uncertain-calls/{pk}/decisions, /claim) or the console, as the signed-in person" if writer == PERSON else "written only by Reckon itself"
+    return f"{type_name} is {how}, never through the append endpoint"
+
+
+def agent_events_check(events: Iterable[tuple[object, object]]) -> None:
+    """WriterRefused naming the first of ``events`` ((type, payload) pairs) an agent may not write."""
+    for i, (type_name, payload) in enumerate(events):
+        problem = agent_write_problem(type_name, payload)
+        if problem is not None:
+            raise WriterRefused(f"event {i}: {problem}", type_name=str(type_name))
+
 
 # The version that introduced each type: an event cannot claim an older version than its type.
 INTRODUCED_IN: dict[EventType, int] = {
@@ -199,14 +256,17 @@ def rule_table(name: str, rules: dict, ignored: Iterable[EventType]) -> dict:
     return {t.value: fn for t, fn in rules.items()}
 
 
-def registry_complete(state_changing: frozenset, record_only: frozenset, required: dict) -> None:
-    """Every type is classified exactly once and declares its required fields."""
+def registry_complete(state_changing: frozenset, record_only: frozenset, required: dict, writer: dict | None = None) -> None:
+    """Every type is classified exactly once and declares its required fields and its writer."""
     every = set(EventType)
     unclassified = every - state_changing - record_only
     both = state_changing & record_only
     registry_check(not unclassified, f"event types neither state-changing nor record-only: {sorted(unclassified)}")
     registry_check(not both, f"event types declared both state-changing and record-only: {sorted(both)}")
     registry_check(set(required) == every, f"event types without required fields: {sorted(every - set(required))}")
+    if writer is not None:
+        registry_check(set(writer) == every, f"event types without a writer: {sorted(t.value for t in every - set(writer))}")
+        registry_check(set(writer.values()) <= {AGENT, PERSON, RECKON}, f"writers must be {AGENT}, {PERSON} or {RECKON}")
 
 
-registry_complete(STATE_CHANGING, RECORD_ONLY, REQUIRED_FIELDS)
+registry_complete(STATE_CHANGING, RECORD_ONLY, REQUIRED_FIELDS, WRITER)

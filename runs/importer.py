@@ -40,7 +40,7 @@ from runs.fold import Event, gc_paused
 from runs.identity import KEY_SECRET_FIELD, KEY_SECRET_WITHHELD
 from runs.leases import lease_acquire, lease_release
 from runs.json_strict import JsonRefused, json_loads_strict_bytes
-from runs.models import Run
+from runs.models import Run, RunImport
 from runs.run_ids import run_id_problem
 from runs.snapshots import SnapshotFoldAside, snapshot_first_due
 from runs.canonical import sealing_now
@@ -584,6 +584,8 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
                             "the run's keys could not be computed again; import it where the run is stored, or restore the run from a database backup"
                         )
                     lease = lease_acquire(run_id=run_id, holder=IMPORT_HOLDER, origin=Run.Origin.IMPORT)
+                    # The events of this epoch arrived by import: the run screen marks them.
+                    RunImport.objects.create(run_id=run_id, epoch=lease.epoch, source_file=str(path)[:500])
                     # COPY once the file is known to hold more than one chunk: a small file goes
                     # through the ordinary append, one statement.
                     copy = connection.vendor == "postgresql" and len(events) >= size

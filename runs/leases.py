@@ -6,6 +6,12 @@ clock, never the caller's: two workers with skewed clocks still agree on who own
 is the fence: ``runs.store.events_append`` accepts only the current epoch, so a worker that paused
 past its lease and wakes up cannot append even if it still believes it owns the run.
 
+A lease belongs to its holder: ``owner`` (the API caller's stable key, "" for Reckon's own writers)
+is written with the epoch it acquired, and ``lease_owner_check`` refuses renewal, release and
+append under an epoch to anyone else (api.runs asks it before each). An epoch is acquired once and
+belongs to one owner for good, so a check made before the write cannot be overtaken: a newer epoch
+fences the write itself.
+
 The conditional UPDATE is the whole protocol (healthchecks' ``num_updated != 1`` pattern): whoever
 updates the row owns the run. The SELECT before it only explains a refusal. Every acquisition,
 takeover, release, refusal and fencing rejection is written to ``LeaseRecord``; renewals are not
@@ -53,12 +59,12 @@ def _check(run_id: str, holder: str, ttl_seconds: float) -> None:
         raise InvalidEvent(f"lease length must be between 0 and 86400 seconds, got {ttl_seconds!r}")
 
 
-def lease_acquire(*, run_id: str, holder: str, ttl_seconds: float | None = None, create: bool = True, origin: str = Run.Origin.LIVE, lazily: bool = False) -> Lease:
+def lease_acquire(*, run_id: str, holder: str, ttl_seconds: float | None = None, create: bool = True, origin: str = Run.Origin.LIVE, lazily: bool = False, owner: str = "") -> Lease:
     """Take the run's lease with a new epoch, creating the run when ``create`` is set.
 
     Succeeds when nobody holds the lease or the holder's lease has expired by the database clock
     (recorded as a takeover); raises LeaseHeld otherwise, and RunNotFound for a missing run when
-    ``create`` is off.
+    ``create`` is off. ``owner``: who the new epoch belongs to (``Run.lease_owner``).
 
     ``lazily``: on PostgreSQL, an acquisition that commits on its own (no transaction open) commits
     without waiting for its WAL flush, set by its own statement (``recovery.ownership.commit_lazily``
@@ -68,7 +74,7 @@ def lease_acquire(*, run_id: str, holder: str, ttl_seconds: float | None = None,
     ttl = float(ttl_seconds if ttl_seconds is not None else settings.RECKON_LEASE_SECONDS)
     _check(run_id, holder, ttl)
     if connection.vendor == "postgresql":
-        return _pg_acquire(run_id, holder, ttl, create, origin, lazily and connection.get_autocommit())
+        return _pg_acquire(run_id, holder, ttl, create, origin, lazily and connection.get_autocommit(), owner)
     if create and not Run.objects.filter(run_id=run_id).exists():
         try:
             with transaction.atomic():
@@ -86,12 +92,12 @@ def lease_acquire(*, run_id: str, holder: str, ttl_seconds: float | None = None,
         if before is None:
             raise RunNotFound(run_id)
         updated = Run.objects.filter(run_id=run_id, lease_epoch=before["lease_epoch"]).filter(free).update(
-            lease_epoch=F("lease_epoch") + 1, lease_holder=holder, lease_expires_at=_expiry(ttl)
+            lease_epoch=F("lease_epoch") + 1, lease_holder=holder, lease_expires_at=_expiry(ttl), lease_owner=owner
         )
         if updated != 1:
-            current = Run.objects.filter(run_id=run_id).values("lease_epoch", "lease_holder", "lease_expires_at").get()
+            current = Run.objects.filter(run_id=run_id).values("lease_epoch", "lease_holder", "lease_expires_at", "lease_owner").get()
             refused = LeaseHeld(
-                run_id=run_id, holder=current["lease_holder"], epoch=current["lease_epoch"], expires_at=current["lease_expires_at"]
+                run_id=run_id, holder=current["lease_holder"], epoch=current["lease_epoch"], expires_at=current["lease_expires_at"], owner=current["lease_owner"]
             )
         else:
             refused = None
@@ -109,22 +115,24 @@ def lease_acquire(*, run_id: str, holder: str, ttl_seconds: float | None = None,
 # here and then sees the committed holder), ``upd`` takes the lease only when it is free by the
 # database clock, and ``rec`` writes the acquisition or takeover record in the same statement, so a
 # lease change and its record commit together with one round trip.
-def lease_acquire_ctes(*, run: str = "%(run_id)s", when: str = "") -> str:
+def lease_acquire_ctes(*, run: str = "%(run_id)s", when: str = "", owned: bool = False) -> str:
     """The acquisition's common table expressions (``prev``, ``upd``, ``rec``; no ``WITH``), for
     ``lease_acquire`` and for a statement that finds the run itself: ``run`` is an SQL expression
     naming the run id, ``when`` (may be empty) a condition under which the lease is tried at all.
     When ``when`` is false, or no run is named, ``prev`` is empty and nothing is written, not even a
-    refusal. Parameters: ``%(holder)s`` and ``%(ttl)s``. The caller's result reads ``upd`` (the new
+    refusal. Parameters: ``%(holder)s`` and ``%(ttl)s``, and ``%(owner)s`` when ``owned`` (else the
+    lease is Reckon's own, owner ""). The caller's result reads ``upd`` (the new
     epoch, expiry and the run's last seq; empty when refused) and ``prev`` (who held it before)."""
     guard = f" AND ({when})" if when else ""
+    owner = "%(owner)s" if owned else "''"
     return f"""prev AS (
-    SELECT run_id, lease_epoch, lease_holder, lease_expires_at,
+    SELECT run_id, lease_epoch, lease_holder, lease_expires_at, lease_owner,
            (lease_holder = '' OR lease_expires_at IS NULL OR lease_expires_at <= now()) AS free
       FROM reckon_run WHERE run_id = {run}{guard} FOR UPDATE
 ), upd AS (
     UPDATE reckon_run r
        SET lease_epoch = r.lease_epoch + 1, lease_holder = %(holder)s,
-           lease_expires_at = now() + make_interval(secs => %(ttl)s)
+           lease_expires_at = now() + make_interval(secs => %(ttl)s), lease_owner = {owner}
       FROM prev
      WHERE r.run_id = prev.run_id AND prev.free
  RETURNING r.lease_epoch, r.lease_expires_at, r.last_seq
@@ -147,8 +155,8 @@ LEASE_RESULT = "upd.lease_epoch, upd.lease_expires_at, upd.last_seq, prev.lease_
 LAZY_COMMIT = "set_config('synchronous_commit', 'off', true)"
 
 _PG_ACQUIRE_RESULT = f"SELECT {LEASE_RESULT}{{lazily}}\n  FROM prev LEFT JOIN upd ON true\n"
-_PG_ACQUIRE = "WITH " + lease_acquire_ctes() + "\n" + _PG_ACQUIRE_RESULT.format(lazily="")
-_PG_ACQUIRE_LAZILY = "WITH " + lease_acquire_ctes() + "\n" + _PG_ACQUIRE_RESULT.format(lazily=", " + LAZY_COMMIT)
+_PG_ACQUIRE = "WITH " + lease_acquire_ctes(owned=True) + "\n" + _PG_ACQUIRE_RESULT.format(lazily=", prev.lease_owner")
+_PG_ACQUIRE_LAZILY = "WITH " + lease_acquire_ctes(owned=True) + "\n" + _PG_ACQUIRE_RESULT.format(lazily=", prev.lease_owner, " + LAZY_COMMIT)
 
 _PG_CREATE = """
 INSERT INTO reckon_run (run_id, origin, source_file, created_at, last_seq, lease_epoch, lease_holder)
@@ -162,8 +170,8 @@ def _pg(sql: str, params: dict) -> list[tuple]:
         return cur.fetchall() if cur.description else [(cur.rowcount,)]
 
 
-def _pg_acquire(run_id: str, holder: str, ttl: float, create: bool, origin: str, lazily: bool = False) -> Lease:
-    params = {"run_id": run_id, "holder": holder, "ttl": ttl, "origin": str(origin)}
+def _pg_acquire(run_id: str, holder: str, ttl: float, create: bool, origin: str, lazily: bool = False, owner: str = "") -> Lease:
+    params = {"run_id": run_id, "holder": holder, "ttl": ttl, "origin": str(origin), "owner": owner}
     sql = _PG_ACQUIRE_LAZILY if lazily else _PG_ACQUIRE
     rows = _pg(sql, params)
     if not rows and create:
@@ -171,19 +179,34 @@ def _pg_acquire(run_id: str, holder: str, ttl: float, create: bool, origin: str,
         rows = _pg(sql, params)
     if not rows:
         raise RunNotFound(run_id)
-    return lease_outcome(run_id, holder, rows[0][:6])
+    return lease_outcome(run_id, holder, rows[0][:6], held_owner=rows[0][6])
 
 
-def lease_outcome(run_id: str, holder: str, values) -> Lease:
+def lease_outcome(run_id: str, holder: str, values, held_owner: str = "") -> Lease:
     """The lease a statement built on ``lease_acquire_ctes`` took (``values``: its ``LEASE_RESULT``
     columns); a refusal is recorded (a statement of its own, as every refusal is) and raised as
     LeaseHeld."""
     epoch, expires_at, last_seq, held_epoch, held_by, held_until = values
     if epoch is None:
-        refused = LeaseHeld(run_id=run_id, holder=held_by, epoch=held_epoch, expires_at=held_until)
+        refused = LeaseHeld(run_id=run_id, holder=held_by, epoch=held_epoch, expires_at=held_until, owner=held_owner)
         lease_record(run_id=run_id, kind="refused", epoch=held_epoch, holder=holder, detail=str(refused))
         raise refused
     return Lease(run_id, epoch, holder, expires_at, last_seq)
+
+
+def lease_owner_check(*, run_id: str, epoch: int, owner: str) -> None:
+    """LeaseHeld when ``epoch`` is the run's live lease and ``owner`` did not acquire it: renewal,
+    release and append under it are its owner's alone. Any other case is left to the write itself,
+    which refuses a stale or released epoch (StaleEpoch) and a missing run (RunNotFound)."""
+    row = Run.objects.filter(run_id=run_id).values("lease_epoch", "lease_holder", "lease_expires_at", "lease_owner").first()
+    if row is not None and row["lease_epoch"] == epoch and row["lease_holder"] and row["lease_owner"] != owner:
+        raise LeaseHeld(run_id=run_id, holder=row["lease_holder"], epoch=epoch, expires_at=row["lease_expires_at"], owner=row["lease_owner"])
+
+
+def lease_owner_of(*, run_id: str, epoch: int) -> str | None:
+    """Who acquired ``epoch`` if it is the run's current epoch, else None."""
+    row = Run.objects.filter(run_id=run_id, lease_epoch=epoch).values_list("lease_owner", flat=True).first()
+    return row
 
 
 def lease_renew(*, run_id: str, epoch: int, ttl_seconds: float | None = None) -> Lease:

@@ -27,6 +27,11 @@ class Run(models.Model):
     lease_epoch = models.BigIntegerField(default=0)
     lease_holder = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Who acquired the current epoch (runs.leases): the API caller's stable key ("token:<id>" or
+    # "user:<id>", access.tokens.Principal.owner), "" for Reckon's own writers (recovery, the
+    # importer, commands). Kept when the lease is released, so an epoch always names its owner;
+    # renewal, release and append through the API are refused to anyone else.
+    lease_owner = models.CharField(max_length=200, blank=True, default="", db_default="")
     # The hash chain's head (runs/chain.py): the hash of event ``last_seq``, moved by the append's
     # fence in the same statement. NULL with last_seq > 0: a run recorded before the chain existed,
     # until ``manage.py chain_backfill`` has chained it (appends leave it NULL until then).
@@ -256,3 +261,19 @@ class RunTenant(models.Model):
         db_table = "reckon_run_tenant"
         constraints = [models.UniqueConstraint(fields=["run_id", "tenant"], name="reckon_run_tenant_uniq")]
         indexes = [models.Index(fields=["tenant", "run_id"], name="reckon_run_tenant_by_tenant")]
+
+
+class RunImport(models.Model):
+    """An epoch under which the importer wrote a run's events (runs.importer): the events of that
+    epoch arrived by import, a recorded history, not by its agent or by Reckon. The run screen marks
+    them. Written in the import's own transaction, never changed; not operational telemetry like
+    ``LeaseRecord``, so it has no retention of its own."""
+
+    pk = models.CompositePrimaryKey("run_id", "epoch")
+    run_id = models.CharField(max_length=200)
+    epoch = models.BigIntegerField()
+    source_file = models.CharField(max_length=500, blank=True, default="")
+    at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "reckon_run_import"

@@ -24,7 +24,8 @@ from django.urls import get_resolver, reverse
 
 from access.models import AccessRecord
 from access.roles import roles_ensure
-from access.tokens import token_create
+from access.services import run_writer_note
+from access.tokens import principal_for_token, token_create
 from api.instance import api
 from tests.access.seed import runs_shown, seed_runs
 from tests.console.conftest import _user, client_for
@@ -99,12 +100,16 @@ def world(db):
     people = {"oncall": _user("olivia", "oncall"), "compliance": _user("colin", "compliance"), "manager": _user("mandy", "manager")}
     people |= {"outsider": _user("otto"), "admin": _user("ada", is_staff=True, is_superuser=True)}
     clients = {"anonymous": client_for(None)} | {name: client_for(u) for name, u in people.items()}
+    tokens = {}
     for name, (scopes, tenants) in TOKENS.items():
-        _, secret = token_create(name=name, scopes=scopes, tenants=tenants)
+        tokens[name], secret = token_create(name=name, scopes=scopes, tenants=tenants)
         clients[name] = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
     lease = clients["agent"].post("/api/runs/run-acme/lease", json.dumps({"holder": "agent:1"}), content_type="application/json")
     assert lease.status_code == 200, lease.content
     clients["agent"].post("/api/runs/run-acme/lease/release", json.dumps({"epoch": lease.json()["epoch"]}), content_type="application/json")
+    # seed_runs plays run-acme's agent through the store; the agent token is the one that began it
+    # (a lease of a run someone else began makes no token its writer: finding 5 below).
+    run_writer_note(who=principal_for_token(tokens["agent"]), run_id="run-acme")
     return seeded, clients
 
 
@@ -285,3 +290,176 @@ def test_a_legacy_key_is_masked_for_whoever_may_not_see_the_value_and_recorded_w
     # A run that keys its calls with a secret gives nothing away: its key is shown to a manager.
     acme = seeded["call"]
     assert acme.idempotency_key in clients["manager"].get(f"/calls/{acme.pk}/").content.decode()
+
+
+# --- issue 31: who writes what, whose lease it is, whose run it is, one tenant rule -------------
+
+FORGED = {  # a person's facts and Reckon's own, as an agent would forge them
+    "approval_decided": {"call_id": "call_1", "approved": False, "decision": "not_happened", "by": "admin", "reason": "forged"},
+    "tool_call_resolved": {"idempotency_key": "k", "disposition": "not_happened", "by": "admin"},
+    "operator_note": {"by": "compliance", "text": "forged", "action": "note"},
+    "run_paused": {"reason": "forged"},
+    "tool_call_uncertain": {"call_id": "call_1", "idempotency_key": "k", "start_seq": 4, "reason": "forged"},
+    "reconciliation_attempted": {"idempotency_key": "k", "attempt": 1, "outcome": "absent"},
+}
+
+
+def _post(client: Client, url: str, body: dict):
+    return client.post(url, json.dumps(body), content_type="application/json")
+
+
+def _lease(client: Client, run_id: str, holder: str = "agent:1", tenant: str | None = "acme"):
+    return _post(client, f"/api/runs/{run_id}/lease", {"holder": holder, **({"tenant": tenant} if tenant else {})})
+
+
+@pytest.mark.parametrize("actor", ["append token", "append token (acme)", "agent", "admin"])
+def test_an_agent_cannot_write_a_persons_decision_or_reckons_facts(world, actor):
+    """Finding 1: each writer with the append scope, tenant-limited or not, on its own new run and on
+    the demo's escalated conflict (run-acme): 403 naming the type, nothing written, the call unchanged."""
+    from runs.models import Run
+
+    seeded, clients = world
+    client = clients[actor]
+    call = seeded["call"]
+    for run_id in ("run-own-" + re.sub(r"[^A-Za-z0-9]+", "-", actor).strip("-"), "run-acme"):
+        lease = _lease(client, run_id)
+        assert lease.status_code == 200, (run_id, lease.content)
+        epoch, last = lease.json()["epoch"], lease.json()["last_seq"]
+        forged = [*FORGED.items(), ("tool_call_completed", {"call_id": "call_1", "name": "post_correction", "content": "ok", "source": "operator"})]
+        for type_, payload in forged:
+            r = _post(client, f"/api/runs/{run_id}/events", {"epoch": epoch, "expected_seq": last, "events": [{"type": type_, "payload": payload}]})
+            assert r.status_code == 403, (actor, run_id, type_, r.status_code, r.content)
+            assert r.json()["code"] == "forbidden" and type_ in r.json()["detail"] and r.json()["type"] == type_, r.json()
+        assert Run.objects.get(run_id=run_id).last_seq == last
+        _post(client, f"/api/runs/{run_id}/lease/release", {"epoch": epoch})
+    call.refresh_from_db()
+    assert call.state == "escalated" and call.disposition != "not_happened"
+
+
+@pytest.mark.parametrize("actor", ["read token", "decide token", "decide token (acme)", "oncall"])
+def test_callers_without_the_append_scope_cannot_append_a_decision_either(world, actor):
+    _, clients = world
+    r = _post(clients[actor], "/api/runs/run-acme/events", {"epoch": 1, "expected_seq": 4, "events": [{"type": "approval_decided", "payload": FORGED["approval_decided"]}]})
+    assert r.status_code == 403, r.content
+
+
+def test_the_in_process_client_refuses_a_persons_decision(world):
+    from runs.client import StoreTransport, open_run
+    from runs.errors import WriterRefused
+
+    run = open_run("run-client-forge", transport=StoreTransport(), ttl=30, tenant="acme")
+    with pytest.raises(WriterRefused, match="approval_decided"):
+        run.append("approval_decided", **FORGED["approval_decided"])
+    assert run.state.last_seq == 1  # its run_started only
+    run.close()
+
+
+def test_a_lease_belongs_to_its_holder(world):
+    """Finding 2: a second token learns who holds the lease and until when, never the epoch, and
+    cannot append, renew or release under the holder's epoch even when it knows it."""
+    from runs.models import Run
+
+    _, clients = world
+    owner, thief = clients["append token"], clients["append token (acme)"]
+    mine = _lease(owner, "run-leased")
+    assert mine.status_code == 200
+    epoch = mine.json()["epoch"]
+    assert _post(owner, "/api/runs/run-leased/events", {"epoch": epoch, "expected_seq": 0, "events": [{"type": "run_started", "payload": {"run_id": "run-leased", "tenant": "acme"}}]}).status_code == 201
+    held = _lease(thief, "run-leased", holder="thief:1")
+    body = held.json()
+    assert held.status_code == 409 and body["code"] == "lease_held", body
+    assert body["holder"] == "agent:1" and body["held_by"] == "token 'append token'" and body["expires_at"]
+    assert "current_epoch" not in body and "epoch" not in body["detail"], body
+    for guess in (epoch, epoch + 1, 0):
+        appended = _post(thief, "/api/runs/run-leased/events", {"epoch": guess, "expected_seq": 1, "events": [{"type": "user_message", "payload": {"content": "stolen"}}]})
+        assert appended.status_code == 409 and "current_epoch" not in appended.json(), appended.content
+        renewed = _post(thief, "/api/runs/run-leased/lease/renew", {"epoch": guess, "ttl_seconds": 86400})
+        assert renewed.status_code == 409 and "current_epoch" not in renewed.json(), renewed.content
+        released = _post(thief, "/api/runs/run-leased/lease/release", {"epoch": guess})
+        assert released.status_code == 409 and "current_epoch" not in released.json(), released.content
+    assert appended.json()["code"] == "stale_epoch"
+    assert Run.objects.get(run_id="run-leased").last_seq == 1
+    # Nothing else gives the epoch away to a non-holder; its holder reads it, and keeps writing.
+    assert clients["read token"].get("/api/runs/run-leased").json()["lease_epoch"] is None
+    assert owner.get("/api/runs/run-leased").status_code == 403  # no read scope: the answer above is the reader's
+    assert _post(owner, "/api/runs/run-leased/lease/renew", {"epoch": epoch}).status_code == 200
+    assert _post(owner, "/api/runs/run-leased/events", {"epoch": epoch, "expected_seq": 1, "events": [{"type": "user_message", "payload": {"content": "mine"}}]}).status_code == 201
+    assert _post(owner, "/api/runs/run-leased/lease/release", {"epoch": epoch}).status_code == 204
+
+
+def test_a_lease_does_not_make_someone_elses_run_yours_to_read_unrecorded(world):
+    """Finding 5: a token with append and read that takes the lease of a run it did not begin reads
+    it recorded, like anyone; an imported run's lease is refused."""
+    from pathlib import Path
+
+    from runs.importer import paths_import
+
+    _, clients = world
+    _, secret = token_create(name="curious agent", scopes=["append", "read"])
+    curious = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    lease = _lease(curious, "run-globex", tenant=None)
+    assert lease.status_code == 200, lease.content
+    assert _post(curious, "/api/runs/run-globex/lease/release", {"epoch": lease.json()["epoch"]}).status_code == 204
+    before = AccessRecord.objects.count()
+    page = curious.get("/api/runs/run-globex/events")
+    assert page.status_code == 200 and runs_shown(page.content) == {"run-globex"}
+    assert AccessRecord.objects.count() == before + 1
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "events" / "v2" / "run-c772-conflict.jsonl"
+    assert paths_import([str(fixture)])[0].outcome == "imported"
+    refused = _lease(curious, "run-c772-conflict", tenant=None)
+    assert refused.status_code == 409 and refused.json()["code"] == "run_imported", refused.content
+
+
+def test_the_run_screen_marks_imported_events(world):
+    from pathlib import Path
+
+    from runs.importer import paths_import
+
+    _, clients = world
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "events" / "v2" / "run-c772-conflict.jsonl"
+    assert paths_import([str(fixture)])[0].outcome == "imported"
+    imported = clients["admin"].get(reverse("console:run", args=["run-c772-conflict"]))
+    live = clients["admin"].get(reverse("console:run", args=["run-acme"]))
+    assert imported.status_code == live.status_code == 200
+    assert b">imported</span>" in imported.content and b">imported</span>" not in live.content
+
+
+def test_a_tenant_limited_token_cannot_list_or_decide_a_call_of_a_run_outside_its_tenants(world):
+    """Finding 8: a run that touched acme and globex is invisible to a token of acme alone, and so
+    is its acme call: not listed, not shown, not decidable."""
+    from console.management.commands.demo import scenario_run_create
+    from recovery.models import UncertainCall
+    from recovery.reconcile import reconcile_pass
+    from runs.leases import lease_acquire, lease_release
+    from runs.store import NewEvent, events_append
+    from tests.access.seed import ARGS
+
+    _, clients = world
+    scenario_run_create(run_id="run-both", tool="post_correction", arguments={**ARGS, "reference": "C-921"}, started_minutes_ago=50, ledger={**ARGS, "amount": "1.00"})
+    lease = lease_acquire(run_id="run-both", holder="agent-both")
+    events_append(run_id="run-both", epoch=lease.epoch, expected_seq=lease.last_seq, events=[
+        NewEvent("tool_call_started", {"call_id": "call_2", "name": "lookup", "arguments": {"tenant": "globex"}, "tenant": "globex"}),
+        NewEvent("tool_call_completed", {"call_id": "call_2", "name": "lookup", "content": "ok"}),
+    ])
+    lease_release(run_id="run-both", epoch=lease.epoch)
+    reconcile_pass(due_only=False)
+    call = UncertainCall.objects.get(run_id="run-both")
+    assert call.tenant == "acme" and call.state == "escalated"
+    from runs.tenants import run_tenants
+
+    assert run_tenants(run_id="run-both") == {"acme", "globex"}
+    for actor in ("read token (acme)", "decide token (acme)", "agent"):
+        client = clients[actor]
+        if "read" in TOKENS[actor][0]:
+            assert client.get("/api/runs/run-both").status_code == 404
+            listed = client.get("/api/uncertain-calls", {"state": "all", "limit": 500}).json()["calls"]
+            assert call.pk not in {c["id"] for c in listed}, actor
+            assert client.get(f"/api/uncertain-calls/{call.pk}").status_code == 404
+        decided = _post(client, f"/api/uncertain-calls/{call.pk}/decisions", {"decision": "not_happened", "reason": "acme only", "seen_version": call.version})
+        assert decided.status_code in (403, 404), (actor, decided.status_code)
+        assert _post(client, f"/api/uncertain-calls/{call.pk}/claim", {"seen_version": call.version}).status_code in (403, 404)
+    assert _post(clients["decide token (acme)"], f"/api/uncertain-calls/{call.pk}/decisions", {"decision": "not_happened", "reason": "acme only", "seen_version": call.version}).status_code == 404
+    call.refresh_from_db()
+    assert call.state == "escalated"
+    # Unlimited callers still see and decide it.
+    assert call.pk in {c["id"] for c in clients["read token"].get("/api/uncertain-calls", {"state": "all", "limit": 500}).json()["calls"]}

@@ -107,12 +107,18 @@ def test_masked_readers_and_runs_without_sensitive_values_write_nothing(seeded):
 
 def test_an_agent_token_reading_back_its_own_run_is_not_recorded_but_another_run_is(seeded):
     agent = _token("append", "read")
-    lease = agent.post("/api/runs/run-acme/lease", {"holder": "agent:1"})
+    lease = agent.post("/api/runs/run-agent-own/lease", {"holder": "agent:1", "tenant": "acme"})
     assert lease.status_code == 200, lease.content
+    args = {"tenant": "acme", "account": SECRET, "amount": "1.00", "currency": "EUR", "period": "2026-Q3", "reference": "C-1"}
+    events = [{"type": "run_started", "payload": {"run_id": "run-agent-own", "tenant": "acme"}}, {"type": "tool_call_started", "payload": {"call_id": "c1", "name": "post_correction", "arguments": args, "tenant": "acme"}}]
+    assert agent.post("/api/runs/run-agent-own/events", {"epoch": lease.json()["epoch"], "expected_seq": 0, "events": events}).status_code == 201
     before = _last_id()
-    assert SECRET in agent.get("/api/runs/run-acme/events").content.decode()  # what it wrote, as written
-    assert SECRET in agent.get("/api/runs/run-acme/state").content.decode()
+    assert SECRET in agent.get("/api/runs/run-agent-own/events").content.decode()  # what it wrote, as written
+    assert SECRET in agent.get("/api/runs/run-agent-own/state").content.decode()
     assert _new_records(before) == []
+    # Taking the lease of a run it did not begin does not make that run its own (issue 31, 5).
+    taken = agent.post("/api/runs/run-globex/lease", {"holder": "agent:1"})
+    assert taken.status_code == 200, taken.content
     other = agent.get("/api/runs/run-globex/events")
     assert "ACCT-SECRET-0815" in other.content.decode()
     [rec] = _new_records(before)

@@ -50,10 +50,12 @@ def test_a_second_finish_is_409_not_500(agent):
     assert r.status_code == 409 and r.json()["code"] == "run_finished"
 
 
-def test_a_held_lease_is_409_with_its_holder(agent):
+def test_a_held_lease_is_409_with_its_holder_and_expiry_never_its_epoch(agent):
     _start(agent)
     r = agent.post("/api/runs/run-api-1/lease", {"holder": "intruder"})
-    assert r.status_code == 409 and r.json()["holder"] == "agent-1" and r.json()["current_epoch"] == 1
+    body = r.json()
+    assert r.status_code == 409 and body["holder"] == "agent-1" and body["held_by"] == "token 'billing agent'" and body["expires_at"]
+    assert "current_epoch" not in body and "epoch" not in body["detail"]
 
 
 def test_an_unknown_event_type_is_422_naming_it(agent):

@@ -28,6 +28,7 @@ from reckon_client.errors import (
     StaleEpoch,
     ToolFailed,
     TooLarge,
+    WriterRefused,
 )
 from reckon_client.http import HttpTransport, api_base
 from reckon_client.identity import call_key, idempotency_key, refresh_operation_id, signature
@@ -56,6 +57,7 @@ __all__ = [
     "ToolFailed",
     "TooLarge",
     "ToolResult",
+    "WriterRefused",
     "api_base",
     "call_key",
     "current_idempotency_key",

@@ -30,6 +30,11 @@ class ServerUnavailable(BadResponse):
     run's lease would expire: retrying longer could only be fenced."""
 
 
+class WriterRefused(ClientError):
+    """The server refused an event of a type agents do not write (a person's decision, claim or
+    note, or one of Reckon's recovery facts): 403, the message naming the type."""
+
+
 class RunNotFound(ReckonError):
     """The run does not exist, or lies outside the token's tenants (the server answers alike)."""
 
@@ -51,11 +56,12 @@ class TooLarge(InvalidEvent):
 
 
 class LeaseHeld(ReckonError):
-    """Another holder's lease on the run has not expired yet."""
+    """Another holder's lease on the run has not expired yet (the server names the holder and the
+    expiry, never the epoch: ``epoch`` is 0)."""
 
     def __init__(self, message: str = "", *, run_id: str, holder: str, epoch: int, expires_at: datetime | None):
         self.run_id, self.holder, self.epoch, self.expires_at = run_id, holder, epoch, expires_at
-        super().__init__(message or f"run {run_id} is leased by {holder!r} (epoch {epoch}) until {expires_at}")
+        super().__init__(message or f"run {run_id} is leased by {holder!r} until {expires_at}")
 
 
 class FenceError(ReckonError):

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit
 
-from reckon_client.errors import BadResponse, ClientError, FenceError, InvalidEvent, LeaseHeld, ReckonError, RunFinished, RunNotFound, SeqConflict, ServerUnavailable, StaleEpoch, TooLarge
+from reckon_client.errors import BadResponse, ClientError, FenceError, InvalidEvent, LeaseHeld, ReckonError, RunFinished, RunNotFound, SeqConflict, ServerUnavailable, StaleEpoch, TooLarge, WriterRefused
 
 log = logging.getLogger("reckon_client")
 
@@ -158,6 +158,8 @@ class HttpTransport:
             cur, last = doc.get("current_epoch") or 0, doc.get("last_seq") or 0
             cls = {"stale_epoch": StaleEpoch, "seq_conflict": SeqConflict, "run_finished": RunFinished}.get(code, FenceError)
             raise cls(detail, run_id=run_id, current_epoch=cur, last_seq=last)
+        if status == 403 and isinstance(doc, dict) and doc.get("type"):
+            raise WriterRefused(f"{what}: {detail}")
         if status == 404:
             raise RunNotFound(f"{what}: {detail or 'not found'}")
         if status == 413:

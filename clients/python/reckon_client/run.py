@@ -228,6 +228,13 @@ class Run:
             return appended
 
     def append(self, type: str, **payload: Any) -> Event:
+        """Append one event of an agent's type (``run_started``, ``user_message``, ``model_turn``,
+        ``tool_call_started``, ``tool_call_completed`` with source ``live``, ``approval_requested``,
+        ``guardrail_triggered``, ``context_compacted``, ``memory_written``, ``run_resumed``,
+        ``run_finished``). A person's decision, claim or note (``approval_decided``,
+        ``operator_note``) and Reckon's recovery facts (``tool_call_uncertain``,
+        ``reconciliation_attempted``, ``tool_call_resolved``, ``run_paused``) are not an agent's to
+        write: the server refuses them with 403 naming the type (``WriterRefused``), nothing written."""
         return self.append_many([(type, payload)])[0]
 
     # invoking ----------------------------------------------------------------------------------
