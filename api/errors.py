@@ -130,8 +130,8 @@ TABLE: list[tuple[type[Exception], int, Code, Callable[[Any], str] | None, Calla
     (NotDecidable, 409, "not_decidable", None, lambda e, r: {"state": e.state}),
     (RunBusy, 409, "run_busy", None, None),
     # Over a size limit (runs/store.py): 413, naming the limit in bytes and the setting that holds it.
-    (EventTooLarge, 413, "event_too_large", None, lambda e: _size_fields(e)),
-    (RunTooLarge, 413, "run_too_large", None, lambda e: _size_fields(e)),
+    (EventTooLarge, 413, "event_too_large", None, lambda e, r: _size_fields(e)),
+    (RunTooLarge, 413, "run_too_large", None, lambda e, r: _size_fields(e)),
     (InvalidEvent, 422, "invalid", None, None),
     (Unprocessable, 422, "invalid", None, None),
     (UnsupportedVersion, 422, "unsupported_version", None, None),

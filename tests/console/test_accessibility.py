@@ -27,6 +27,8 @@ NOT_A_PAGE = {
     "run_state": "an htmx fragment of the run page (without htmx it redirects there)",
     "run_export": "a JSONL or CSV file",
     "run_export_digest": "a text digest",
+    "run_event_json": "a JSON file: one event's whole payload, where the run screen cut it",
+    "run_state_json": "a JSON file: the whole state document, where the run screen cut it",
     "call_claim": "redirects to the call",
     "call_release": "redirects to the call",
     "call_assign": "redirects to the call",

@@ -25,6 +25,8 @@ MATRIX = [
     ("get", "console:runs", (), None, everyone_who_reads()),
     ("get", "console:run", (RUN,), None, everyone_who_reads()),
     ("get", "console:run_state", (RUN,), {"at": 3}, everyone_who_reads(302)),
+    ("get", "console:run_event_json", (RUN, 3), None, everyone_who_reads()),
+    ("get", "console:run_state_json", (RUN,), {"at": 3}, everyone_who_reads()),
     ("get", "console:run_export", (RUN, "jsonl"), None, only("compliance", "admin")),
     ("get", "console:run_export", (RUN, "csv"), None, only("compliance", "admin")),
     ("get", "console:run_export_digest", (RUN, "jsonl"), None, only("compliance", "admin")),
