@@ -172,14 +172,21 @@ def _run_screen_context(request, run, *, at: int | None, fields: frozenset[str])
     }
 
 
+def _run_at(request, run_id: str):
+    """The run and the ``at`` it is asked at (None: its last event); 404 for an unknown run,
+    BadParam for an ``at`` that is not a seq."""
+    try:
+        run = run_get(run_id=run_id)
+    except RunNotFound as exc:
+        raise Http404(str(exc))
+    return run, _int(request, "at", default=None, minimum=1)
+
+
 @requires("view_console")
 @require_GET
 def run_state_view(request, run_id: str):
     try:
-        run = run_get(run_id=run_id)
-        at = _int(request, "at", default=None, minimum=1)
-    except RunNotFound as exc:
-        raise Http404(str(exc))
+        run, at = _run_at(request, run_id)
     except BadParam as exc:
         return _bad(request, exc)
     state, error = selectors.run_state_shown(run=run, at=at or run.last_seq, fields=masking.sensitive_fields()) if run.last_seq else (None, "the run has no events")
@@ -208,10 +215,7 @@ def run_state_json(request, run_id: str):
     """The folded state after ``at`` (default: the last event) as JSON, masked as the run screen
     masks it: the rest of the state document the screen cuts."""
     try:
-        run = run_get(run_id=run_id)
-        at = _int(request, "at", default=None, minimum=1)
-    except RunNotFound as exc:
-        raise Http404(str(exc))
+        run, at = _run_at(request, run_id)
     except BadParam as exc:
         return _bad(request, exc)
     if not run.last_seq:
