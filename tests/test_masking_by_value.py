@@ -227,14 +227,16 @@ def test_refusing_a_decision_on_a_call_a_rule_resolved_does_not_quote_the_rules_
 
 # --- issue 31 finding 4: every JSON value in a text, not only the first ------------------------------------
 
-TWO_JSON = 'receiver said [1] {"account": "6543"}'  # the first JSON value ([1]) names nothing
+TWO_JSON = 'receiver said [1] {"account": "K-6543"}'  # the first JSON value ([1]) names nothing
+# The accounts carry letters no hex digest has: a bundle's manifest is full of digests, and "6543" alone
+# turns up in one now and then.
 
 
 def test_a_sensitive_field_in_the_second_json_value_of_a_text_is_masked():
     fields = frozenset({"account"})
-    assert sensitive_values({"content": TWO_JSON}, fields) == {"6543"}
+    assert sensitive_values({"content": TWO_JSON}, fields) == {"K-6543"}
     shown = value_mask({"content": TWO_JSON}, fields)
-    assert "6543" not in json.dumps(shown), shown
+    assert "K-6543" not in json.dumps(shown), shown
     assert shown["content"].startswith("receiver said [1] ") and json.loads(shown["content"].removeprefix("receiver said [1] ")) == {"account": MASK}
     # Several values, an escaped key among them, the text between them kept.
     text = 'a {"x": 1} b [2, {"\\u0061ccount": "7777"}] c {"account": 8888} d'
@@ -254,7 +256,7 @@ def test_two_json_values_in_a_message_are_masked_for_a_read_token_a_manager_and_
     roles_ensure()
     policies_load(text=_policies("http://127.0.0.1:9"), by="test")
     lease = lease_acquire(run_id="run-two-json", holder="agent")
-    events = [NewEvent("run_started", {"run_id": "run-two-json"}), NewEvent("user_message", {"content": TWO_JSON}), NewEvent("user_message", {"content": '{"account":"6544"}'})]
+    events = [NewEvent("run_started", {"run_id": "run-two-json"}), NewEvent("user_message", {"content": TWO_JSON}), NewEvent("user_message", {"content": '{"account":"K-6544"}'})]
     events_append(run_id="run-two-json", epoch=lease.epoch, expected_seq=0, events=events)
     lease_release(run_id="run-two-json", epoch=lease.epoch)
     _, secret = token_create(name="dashboard", scopes=["read"])
@@ -268,4 +270,4 @@ def test_two_json_values_in_a_message_are_masked_for_a_read_token_a_manager_and_
     files, result = evidence_build(run_id="run-two-json", masked=True, who=principal_for_user(manager))
     assert result.startswith("verified"), result
     bodies |= {f"bundle {name}": data for name, data in files.items()}
-    assert [k for k, body in bodies.items() if b"6543" in body or b"6544" in body] == []
+    assert [k for k, body in bodies.items() if b"K-6543" in body or b"K-6544" in body] == []
