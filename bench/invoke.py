@@ -27,7 +27,8 @@ from django.test.utils import override_settings
 from access.tokens import token_create
 from bench.api import gunicorn_start
 from bench.store import _raw_insert, rates_in_turn
-from runs.client import StoreTransport, ToolCall, open_run
+from reckon_client import ToolCall, open_run
+from runs.client import StoreTransport
 from runs.pg import round_trips_count
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from locust import FastHttpUser, HttpUser, between, events, task
 
-from runs.identity import idempotency_key, signature
+from reckon_client.identity import idempotency_key, signature
 
 CONFIG = json.loads(Path(os.environ["RECKON_LOAD_CONFIG"]).read_text(encoding="utf-8"))
 

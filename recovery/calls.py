@@ -11,7 +11,7 @@ from recovery.errors import CallNotFound, RecoveryError
 from recovery.models import UncertainCall
 from recovery.projection import in_flight_call_get
 from runs.fold import format_ts
-from runs.identity import signature
+from reckon_client.identity import signature
 from runs.store import NewEvent
 
 AUTOMATIC = "reckon-recovery"
@@ -45,8 +45,8 @@ def call_about(row: UncertainCall) -> dict:
     return {"call_id": row.call_id, "idempotency_key": row.idempotency_key, "start_seq": row.start_seq}
 
 def escalation_event(row: UncertainCall, *, reason: str, question: str, evidence: dict | None = None, last_error: str = "") -> NewEvent:
-    # What a person needs to decide without guessing (seed 5.6): the intended payload, when it
-    # started, its key, and the last transport error. "Try again?" would hide that "again" may be "twice".
+    # What a person needs to decide without guessing (docs/recovery.md, "The rules"): the intended
+    # payload, when it started, its key, and the last transport error. "Try again?" would hide that "again" may be "twice".
     return NewEvent(
         "approval_requested",
         {

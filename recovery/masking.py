@@ -11,7 +11,7 @@ the sensitive-data permission goes through ``value_mask``, which hides sensitive
   receiver's HTML page saying ``account 4020-7777-SECRET is locked`` is masked too.
 
 - a call's key, in a run without a key secret (schema versions 1 and 2, and their imports), when
-  its arguments hold a sensitive value: such a key is ``sha256(run_id | signature)`` (runs.identity),
+  its arguments hold a sensitive value: such a key is ``sha256(run_id | signature)`` (reckon_client.identity),
   so whoever sees it and the masked arguments could test guesses of the value against it. It counts
   as one of the run's sensitive values, masked wherever it occurs (a prefix too, see
   ``key_shown``), recorded when shown whole. A run with a key secret keys its calls with it, and

@@ -26,7 +26,7 @@ from recovery.rows import CALL_COLUMNS, POLICY_COLUMNS, rows_fetch
 from recovery.selectors import policy_for
 from runs.errors import FenceError, LeaseHeld
 from runs.faults import fault_point
-from runs.identity import signature
+from reckon_client.identity import signature
 from runs.leases import LAZY_COMMIT, LEASE_RESULT, Lease, lease_acquire_ctes, lease_outcome
 from runs.store import NewEvent
 

@@ -7,8 +7,10 @@ person works from cannot disagree about a call.
 
 - A start's key is the one recorded in the log; only a writer that recorded none gets one computed
   from the run's key secret (when its log has one), the run, the call's signature and the start's
-  operation id (CONTRACTS section 2, runs/identity.py).
-- A completion closes the earliest open start with its call id, else the earliest with its key.
+  operation id (``reckon_client.identity``; docs/schema-versions.md states the formula).
+- A completion closes the earliest open start with its call id, else the earliest with its key
+  (``completion_pair``: the agent client's rule, imported from ``reckon_client.identity`` so the
+  client's own state of a run pairs as the server does).
 - A completion completes the key it records; one that records none (the field absent, not null)
   completes its start's key; a proven failure (``is_error`` with no key) occupies no key.
 - A completion that pairs with one start by call id but records the key of another call still open
@@ -18,17 +20,11 @@ person works from cannot disagree about a call.
 
 from __future__ import annotations
 
-from typing import Callable, Collection, Iterable, Protocol, TypeVar
+from typing import Callable, Iterable
 
-from runs.identity import idempotency_key, signature
+from reckon_client.identity import Start, completion_pair, idempotency_key, signature
 
-
-class Start(Protocol):
-    call_id: str
-    idempotency_key: str
-
-
-S = TypeVar("S", bound=Start)
+__all__ = ["completion_key", "completion_pair", "start_key", "start_signature"]
 
 
 def start_signature(payload: dict) -> str:
@@ -39,8 +35,8 @@ def start_signature(payload: dict) -> str:
 def start_key(run_id: str, payload: dict, sig: str | None = None, *, secret: str | Callable[[], str | None] | None = None) -> str:
     """The idempotency key of a ``tool_call_started`` payload: recorded, else computed (from
     ``sig`` when the caller has the signature already) with the run's key secret and the start's
-    operation id (runs.identity). ``secret`` may be a function, called only when the key must be
-    computed: a reader that does not hold the run's first event looks it up only then."""
+    operation id (reckon_client.identity). ``secret`` may be a function, called only when the key
+    must be computed: a reader that does not hold the run's first event looks it up only then."""
     recorded = payload.get("idempotency_key")
     if recorded:
         return recorded
@@ -48,18 +44,6 @@ def start_key(run_id: str, payload: dict, sig: str | None = None, *, secret: str
         secret = secret()
     op = payload.get("operation_id") if secret else None
     return idempotency_key(run_id, sig or start_signature(payload), secret, op if isinstance(op, str) and op else None)
-
-
-def completion_pair(open_starts: Collection[S], call_id, key: str | None) -> S | None:
-    """The open start a completion closes (``open_starts`` in log order, read up to twice), or None."""
-    for s in open_starts:
-        if s.call_id == call_id:
-            return s
-    if key:
-        for s in open_starts:
-            if s.idempotency_key == key:
-                return s
-    return None
 
 
 def completion_key(payload: dict, start: Start | None, others: Iterable[Start]) -> tuple[str | None, str | None]:

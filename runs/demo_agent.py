@@ -19,7 +19,7 @@ import urllib.request
 import uuid
 from typing import Any
 
-from runs.client import AgentRun, CallUncertain, ToolCall, ToolFailed, open_run
+from reckon_client import CallUncertain, Run, ToolCall, ToolFailed, open_run
 from runs.faults import fault_point
 
 PAUSE_POINTS = ("model_call", "tool_execution", "after_effect")
@@ -63,7 +63,7 @@ def http_tool(url: str, timeout: float = 5.0):
     return post_correction
 
 
-def _unanswered_calls(run: AgentRun) -> list[dict]:
+def _unanswered_calls(run: Run) -> list[dict]:
     """Tool calls of the last model turn that have no tool message yet."""
     msgs = run.state.messages
     for i in range(len(msgs) - 1, -1, -1):
@@ -73,7 +73,7 @@ def _unanswered_calls(run: AgentRun) -> list[dict]:
     return []
 
 
-def scripted_model(run: AgentRun) -> dict:
+def scripted_model(run: Run) -> dict:
     """The next model turn, decided by the folded state alone (so a resumed run gets the same one)."""
     fault_point("model_call")
     if not any(m.role == "tool" for m in run.state.messages):
@@ -82,7 +82,7 @@ def scripted_model(run: AgentRun) -> dict:
     return {"text": "The correction is posted.", "tool_calls": [], "usage": {"input_tokens": 160, "output_tokens": 12}, "cost_usd": 0.001}
 
 
-def agent_run(*, run: AgentRun, tool, retry_uncertain: bool = False) -> dict:
+def agent_run(*, run: Run, tool, retry_uncertain: bool = False) -> dict:
     """Drive the run to its end. Returns a summary; an uncertain call stops the run for recovery."""
     try:
         while run.state.status != "finished":

@@ -89,8 +89,12 @@ class RunState:
         """Starts with no matching completion, in log order."""
         return list(self.open_calls.values())
 
+    def apply(self, ev: Event) -> None:
+        """``apply(self, ev)``: the agent client folds each event it appends (reckon_client.Run)."""
+        apply(self, ev)
+
     def to_dict(self) -> dict:
-        """The replay document of CONTRACTS section 6 (plus outcome, pending approvals and memory)."""
+        """The replay document (docs/api.md, the state endpoint), with outcome, pending approvals and memory."""
         return {
             "run_id": self.run_id,
             "last_seq": self.last_seq,

@@ -5,7 +5,7 @@ reason over it as if it were now, so a tool's policy may say how long its result
 (``fresh_for``, only for read-only and idempotent tools). When a run is opened, every completed call
 of such a tool whose completion is older than that is a *stale observation*: the agent client does
 not return it from the log but reads again, as a new operation with its own identity
-(``runs.identity.refresh_operation_id``), and ``run_resumed`` lists what was found stale.
+(``reckon_client.identity.refresh_operation_id``), and ``run_resumed`` lists what was found stale.
 
 The policies live in ``recovery``, above this layer; it registers where to read each tool's
 ``fresh_for`` (``fresh_for_register``), as it registers its projection with the store.

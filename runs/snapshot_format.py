@@ -3,7 +3,7 @@
 Split from ``runs.snapshots`` (which reads, writes, checks and repairs snapshots) because this is
 what a snapshot *means*: ``FOLD_CODE`` is a digest of this module together with the modules that
 define the fold, so any change to the body format or the fold is an unknown version on load, a
-cache miss, never a state the current code would not produce (seed 5.9).
+cache miss, never a state the current code would not produce (docs/schema-versions.md, "Snapshots").
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import reckon_client.identity as _identity_mod
+
 from runs import calls as _calls_mod
 from runs import events as _events_mod
 from runs import fold as _fold_mod
-from runs import identity as _identity_mod
 from runs import upcasters as _upcasters_mod
 from runs.events import registry_check
 from runs.fold import Message, OpenCall, RunState

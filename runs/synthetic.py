@@ -9,7 +9,7 @@ model could be given.
 
 from __future__ import annotations
 
-from runs.identity import call_key, idempotency_key, signature
+from reckon_client.identity import call_key, idempotency_key, signature
 from runs.leases import Lease, lease_acquire
 from runs.store import NewEvent, events_append
 

@@ -13,7 +13,7 @@ values into a wrong context; it needs a data migration, not an upcaster (docs/sc
 The same defaults fill a current-version event that a writer sent without them, so every stored
 version 2 or 3 event carries source, tenant and operation_id. Version 3 changed no field of an
 older event: a version 2 event reads as version 3 unchanged (no upcaster), and a run whose log has
-no key secret keeps the secret-less key formula (runs/identity.py). What version 3 changed is only
+no key secret keeps the secret-less key formula (reckon_client/identity.py). What version 3 changed is only
 the defaults of a new event: its operation id is the recorded key or null, never computed.
 """
 
@@ -26,7 +26,7 @@ import orjson
 
 from runs.events import CURRENT_SCHEMA_VERSION, EventType
 from runs.fold import Event
-from runs.identity import idempotency_key, signature
+from reckon_client.identity import idempotency_key, signature
 
 DEFAULT_TENANT = "default"
 
@@ -106,7 +106,8 @@ def upcast_tool_call_completed_v1_v2(payload: dict, run_id: str) -> dict:
         # The business identity of the operation, which a proven failure has too: its recorded key is
         # null (it must not occupy the key in completed_calls), but the operation it failed to perform
         # is the one its start named, so the key is computed again from the signature exactly as the
-        # start's was (CONTRACTS section 2). Without a signature there is nothing to bind it to.
+        # start's was (docs/schema-versions.md, version 3). Without a signature there is nothing to
+        # bind it to.
         key = payload.get("idempotency_key")
         if not key and isinstance(sig, str) and sig:
             key = idempotency_key(run_id, sig)

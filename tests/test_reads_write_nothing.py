@@ -112,9 +112,9 @@ def test_no_get_writes_and_a_bad_snapshot_is_repaired_by_the_queued_task(sample,
         if writes:
             wrote[url] = writes
     with CaptureQueriesContext(connection) as ctx:  # an agent resuming through the store directly
-        assert StoreTransport().state(sample["run_id"]).to_dict() == run_state(run_id=sample["run_id"]).to_dict()
-    if writes_of("StoreTransport.state", ctx.captured_queries):
-        wrote["StoreTransport.state"] = writes_of("StoreTransport.state", ctx.captured_queries)
+        assert StoreTransport().opened(sample["run_id"])[0].to_dict() == run_state(run_id=sample["run_id"]).to_dict()
+    if writes_of("StoreTransport.opened", ctx.captured_queries):
+        wrote["StoreTransport.opened"] = writes_of("StoreTransport.opened", ctx.captured_queries)
 
     assert not wrote, "GETs that wrote:\n" + "\n".join(f"{u}: {sql}" for u, sql in wrote.items())
     assert not [u for u, s in answered.items() if s >= 500], answered

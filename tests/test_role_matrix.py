@@ -245,7 +245,7 @@ def test_a_legacy_key_is_masked_for_whoever_may_not_see_the_value_and_recorded_w
     from access.tokens import principal_for_user
     from recovery.detection import uncertain_calls_detect
     from recovery.models import UncertainCall
-    from runs.identity import call_key
+    from reckon_client.identity import call_key
     from runs.leases import lease_acquire, lease_release
     from runs.store import NewEvent, events_append
 
@@ -344,7 +344,8 @@ def test_callers_without_the_append_scope_cannot_append_a_decision_either(world,
 
 
 def test_the_in_process_client_refuses_a_persons_decision(world):
-    from runs.client import StoreTransport, open_run
+    from reckon_client import open_run
+    from runs.client import StoreTransport
     from runs.errors import WriterRefused
 
     run = open_run("run-client-forge", transport=StoreTransport(), ttl=30, tenant="acme")

@@ -22,7 +22,7 @@ from django.test import Client
 from access.tokens import token_create
 from recovery.detection import uncertain_calls_detect
 from recovery.models import ToolPolicy
-from runs.identity import idempotency_key, signature
+from reckon_client.identity import idempotency_key, signature
 from tests.api.conftest import Api
 
 pytestmark = pytest.mark.django_db

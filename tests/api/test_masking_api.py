@@ -12,7 +12,7 @@ from django.test import Client
 from access.roles import roles_ensure
 from recovery.detection import uncertain_calls_detect
 from recovery.models import ToolPolicy
-from runs.identity import call_key, signature
+from reckon_client.identity import call_key, signature
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
 from tests.api.conftest import Api

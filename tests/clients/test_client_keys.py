@@ -6,16 +6,15 @@ served by gunicorn on 127.0.0.1."""
 from __future__ import annotations
 
 import pytest
-from reckon_client import HttpTransport
+from reckon_client import HttpTransport, ToolCall, open_run
 
 from access.tokens import token_create
-from runs.client import StoreTransport, ToolCall
-from runs.identity import call_key, signature
+from runs.client import StoreTransport
+from reckon_client.identity import call_key, signature
 from runs.selectors import run_key_secret
 from runs.store import events_read
 from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
 from tests.clients.test_pins_client import CountingTool
-from tests.clients.transports import open_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -71,7 +70,7 @@ def test_an_operation_id_gives_an_intentional_repeat_its_own_key_and_its_own_eff
     assert tool.calls == 2 and replay.replayed
     secret = run_key_secret(run_id=run_id)
     sig = signature("send_reminder", {"to": "ops"})
-    from runs.identity import idempotency_key
+    from reckon_client.identity import idempotency_key
 
     assert _recorded_keys(run_id) == [idempotency_key(run_id, sig, secret, "reminder-1"), idempotency_key(run_id, sig, secret, "reminder-2")]
     starts = [e.payload for e in events_read(run_id=run_id) if e.type == "tool_call_started"]

@@ -14,12 +14,11 @@ from django.core.management.base import CommandError
 from access.tokens import token_create
 from recovery.policies import PolicyError, policies_parse
 from recovery.policy_changes import policies_load
-from reckon_client import HttpTransport
-from runs.client import StoreTransport, ToolCall
-from runs.identity import idempotency_key, refresh_operation_id, signature
+from reckon_client import HttpTransport, ToolCall, open_run
+from runs.client import StoreTransport
+from reckon_client.identity import idempotency_key, refresh_operation_id, signature
 from runs.store import events_read
 from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
-from tests.clients.transports import open_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,16 +7,15 @@ Both transports: the store in-process, and Reckon's HTTP API served by gunicorn 
 from __future__ import annotations
 
 import pytest
-from reckon_client import HttpTransport
+from reckon_client import HttpTransport, ToolCall, open_run
 
 from access.tokens import token_create
-from runs.client import StoreTransport, ToolCall
-from runs.identity import call_key
+from runs.client import StoreTransport
+from reckon_client.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append, events_read
 from runs.synthetic import calls_started
 from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
-from tests.clients.transports import open_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

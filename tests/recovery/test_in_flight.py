@@ -13,7 +13,8 @@ from recovery.detection import uncertain_calls_detect
 from recovery.models import InFlightCall, UncertainCall
 from recovery.rebuild import projections_rebuild
 from recovery.selectors import uncertain_call_get, uncertain_calls_filter
-from runs.client import StoreTransport, ToolCall, open_run
+from reckon_client import ToolCall, open_run
+from runs.client import StoreTransport
 from runs.leases import lease_acquire
 from runs.models import Run
 from runs.store import NewEvent, events_append
@@ -112,7 +113,7 @@ def test_a_start_and_its_completion_are_one_round_trip_each_on_postgresql():
 def test_a_start_that_records_no_key_is_held_in_flight_under_the_key_the_fold_computes_from_the_runs_secret():
     # A writer other than the client may leave the key out; on a v3 run the key is then derived from
     # the run's secret, in the one-statement start (PostgreSQL) as in the general path and the fold.
-    from runs.identity import idempotency_key, signature
+    from reckon_client.identity import idempotency_key, signature
     from runs.selectors import run_key_secret, run_state
 
     lease = lease_acquire(run_id="run-keyless", holder="agent", ttl_seconds=300)

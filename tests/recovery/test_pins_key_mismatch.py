@@ -13,8 +13,9 @@ from recovery.decisions import decision_record
 from recovery.detection import uncertain_calls_detect
 from recovery.models import UncertainCall
 from recovery.rebuild import projections_rebuild
-from runs.client import CallUncertain, StoreTransport, ToolCall, open_run
-from runs.identity import call_key
+from reckon_client import CallUncertain, ToolCall, open_run
+from runs.client import StoreTransport
+from reckon_client.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.selectors import run_state
 from runs.store import NewEvent, events_append

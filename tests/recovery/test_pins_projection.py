@@ -10,7 +10,7 @@ from recovery.detection import uncertain_calls_detect
 from recovery.models import UncertainCall
 from recovery.rebuild import projections_rebuild
 from recovery.reconcile import call_reconcile
-from runs.identity import call_key
+from reckon_client.identity import call_key
 from runs.leases import lease_release
 from runs.selectors import run_state
 from runs.synthetic import calls_started

@@ -15,7 +15,7 @@ from recovery.policy_changes import policies_load
 from recovery.rebuild import projections_rebuild
 from recovery.reconcile import call_reconcile
 from recovery.selectors import uncertain_call_get
-from runs.identity import call_key
+from reckon_client.identity import call_key
 from runs.importer import paths_import
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append

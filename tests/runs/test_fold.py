@@ -11,7 +11,7 @@ import pytest
 from runs import events as registry
 from runs.events import EventType, UnknownEventType
 from runs.fold import RULES, Event, FoldError, fold
-from runs.identity import call_key, idempotency_key, signature
+from reckon_client.identity import call_key, idempotency_key, signature
 from tests.golden import fixture_logs
 
 RUN = "run-t"

@@ -12,7 +12,7 @@ from recovery.detection import uncertain_calls_detect
 from recovery.models import UncertainCall
 from runs.fold import Event as FoldEvent
 from runs.fold import fold
-from runs.identity import idempotency_key, signature
+from reckon_client.identity import idempotency_key, signature
 from runs.importer import log_import
 from runs.leases import lease_acquire, lease_release
 from runs.models import Event

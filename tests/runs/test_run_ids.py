@@ -2,7 +2,8 @@
 
 import pytest
 
-from runs.client import StoreTransport, new_run_id, open_run
+from reckon_client import new_run_id, open_run
+from runs.client import StoreTransport
 from runs.run_ids import InvalidRunId, run_id_problem
 
 BAD = ["", "..", ".hidden", "-rf", "run x", "run\nx", "run'x", 'run"x', "run/x", "run%2Fx", "é", "r" * 201]

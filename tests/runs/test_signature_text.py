@@ -1,8 +1,7 @@
 """A call's signature is json.dumps's text (sorted keys, no spaces, raw UTF-8), whichever encoder
-writes it: ``runs.identity.signature`` takes orjson for the values it writes identically, and the
-agent client fills in the tenant the store would, without reading the signature back. Both are
-checked here against the definitions they stand in for, on generated values and on the cases
-where the two encoders differ."""
+writes it: ``reckon_client.identity.signature`` takes orjson, where it is installed, for the values
+it writes identically. Checked here against the definition it stands in for, on generated values
+and on the cases where the two encoders differ."""
 
 from __future__ import annotations
 
@@ -15,9 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runs.client import _completion_tenant
-from runs.identity import signature
-from runs.upcasters import complete_tool_call_completed_v3
+from reckon_client.identity import signature
 
 
 def _defined(name, arguments) -> str:
@@ -110,21 +107,3 @@ def _deep(n):
 )
 def test_the_signature_is_json_dumps_text_where_the_encoders_differ(arguments):
     assert _outcome(signature, "tool", arguments) == _outcome(_defined, "tool", arguments)
-
-
-_tenants = st.none() | st.text(max_size=4) | st.integers() | st.builds(Tag, st.text(max_size=4)) | st.lists(st.text(max_size=2), max_size=2)
-_arguments = st.dictionaries(st.text(max_size=4), _leaves, max_size=3) | st.builds(lambda rest, t: {**rest, "tenant": t}, st.dictionaries(st.text(max_size=4), _leaves, max_size=3), _tenants) | _values
-
-
-@settings(max_examples=600, deadline=None)
-@given(arguments=_arguments)
-def test_the_tenant_the_client_gives_a_completion_is_the_one_the_store_would_fill_in(arguments):
-    given_tenant = _completion_tenant(arguments)
-    try:
-        sig = signature("tool", arguments)
-    except (TypeError, ValueError):
-        return  # no call with these arguments reaches the store
-    filled = complete_tool_call_completed_v3({"call_id": "c", "name": "tool", "idempotency_key": "k", "signature": sig, "source": "live"})
-    if given_tenant is not None:
-        assert given_tenant == filled["tenant"]
-        assert type(given_tenant) is str

@@ -10,7 +10,8 @@ from django.db import transaction
 from django.test import override_settings
 
 from runs import store
-from runs.client import StoreTransport, open_run
+from reckon_client import open_run
+from runs.client import StoreTransport
 from runs.leases import lease_acquire
 from runs.models import Snapshot
 from runs.selectors import run_state

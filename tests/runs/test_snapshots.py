@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from runs.events import COMPLETION_SOURCES, RESOLUTION_DISPOSITIONS, EventType
 from runs.fold import Event, RunState, apply, fold
-from runs.identity import call_key
+from reckon_client.identity import call_key
 from runs.leases import lease_acquire
 from runs.models import Snapshot, SnapshotPointer
 from runs.selectors import run_state

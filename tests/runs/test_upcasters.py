@@ -10,7 +10,7 @@ from django.db import connection
 
 from runs.events import CURRENT_SCHEMA_VERSION
 from runs.fold import Event as FoldEvent
-from runs.identity import call_key
+from reckon_client.identity import call_key
 from runs.importer import log_import
 from runs.models import Event, Run
 from runs.selectors import run_state

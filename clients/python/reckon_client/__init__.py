@@ -31,8 +31,8 @@ from reckon_client.errors import (
     WriterRefused,
 )
 from reckon_client.http import HttpTransport, api_base
-from reckon_client.identity import call_key, idempotency_key, refresh_operation_id, signature
-from reckon_client.run import OpenCall, Run, RunState, ToolCall, ToolResult, current_idempotency_key, new_run_id, open_run, tool
+from reckon_client.identity import call_key, completion_pair, idempotency_key, refresh_operation_id, signature
+from reckon_client.run import OpenCall, Run, RunState, ToolCall, ToolResult, Transport, current_idempotency_key, new_run_id, open_run, tool
 
 __version__ = "0.1.0"
 
@@ -57,9 +57,11 @@ __all__ = [
     "ToolFailed",
     "TooLarge",
     "ToolResult",
+    "Transport",
     "WriterRefused",
     "api_base",
     "call_key",
+    "completion_pair",
     "current_idempotency_key",
     "idempotency_key",
     "new_run_id",

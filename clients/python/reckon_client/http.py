@@ -21,10 +21,11 @@ from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit
 
 from reckon_client.errors import BadResponse, ClientError, FenceError, InvalidEvent, LeaseHeld, ReckonError, RunFinished, RunNotFound, SeqConflict, ServerUnavailable, StaleEpoch, TooLarge, WriterRefused
+from reckon_client.identity import KEY_SECRET_FIELD
+from reckon_client.state import RunState
 
 log = logging.getLogger("reckon_client")
 
-KEY_SECRET_FIELD = "key_secret"
 # Payload fields the server fills in when a writer leaves them out.
 STORE_FILLED = frozenset({"tenant", "source", "operation_id", KEY_SECRET_FIELD})
 _ABSENT = object()
@@ -206,6 +207,11 @@ class HttpTransport:
         if not isinstance(doc, dict) or not isinstance(doc.get("last_seq"), int):
             raise BadResponse(f"state of {run_id}: not a run state", status=status, body=json.dumps(doc).encode())
         return doc
+
+    def opened(self, run_id: str) -> tuple[RunState, list[dict]]:
+        """What ``open_run`` starts from: the state above and the stale observations it lists."""
+        state = RunState.from_document(run_id, self.state(run_id))
+        return state, state.stale_observations
 
     def append(self, run_id: str, epoch: int, expected_seq: int, events: list[dict]) -> list[Event]:
         body = {"epoch": epoch, "expected_seq": expected_seq, "events": events}

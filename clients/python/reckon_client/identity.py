@@ -1,27 +1,66 @@
-"""Identity of a logical action: the one part the client shares with the server.
+"""Identity of a logical action, and which start a completion closes: the rules the client and the
+server share. Reckon's server imports them from here (its fold, read models and in-process client),
+so there is one copy; docs/schema-versions.md states them.
 
 A call's signature is its tool name and canonical arguments; its idempotency key binds the
-signature to the run. Two formulas, chosen by the run:
+signature to the run. Two formulas, chosen by the run, never by the reader:
 
-- a run that began with a per-run key secret (every run Reckon starts since schema version 3; the
-  server returns the secret only to the run's append tokens):
-  ``sha256(secret | run_id | signature [| operation_id])``, first 24 hex digits;
-- a run without one (older logs): ``sha256(run_id | signature)``, first 24 hex digits; an
-  operation id plays no part.
+- a run that began with a per-run key secret (``key_secret`` in its ``run_started``: every run
+  Reckon starts since schema version 3; the server returns the secret only to the run's own
+  agents): ``sha256(secret | run_id | signature [| operation_id])``, first 24 hex digits, so a
+  person who sees the masked arguments and the key cannot recompute the key from guesses;
+- a run without one (logs of schema versions 1 and 2): ``sha256(run_id | signature)``, first 24
+  hex digits; an operation id plays no part.
 
-A key the log recorded always wins over one computed again. The server computes the same keys; a
-contract test holds the two to the recorded fixtures and to each other.
+A key the log recorded always wins over one computed again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Collection, Protocol, TypeVar
+
+try:  # optional: the same text, ten times faster, where orjson is installed (Reckon's server)
+    import orjson
+except ImportError:  # pragma: no cover - the agent client's own environment
+    orjson = None
+
+# The run_started payload field that holds the run's key secret (schema version 3 and later).
+KEY_SECRET_FIELD = "key_secret"
+
+# Values whose orjson text (keys sorted) is exactly json.dumps's below: strings (orjson refuses a
+# lone surrogate, which json would write), integers (orjson refuses one beyond 64 bits), true,
+# false and null, and dicts (string keys only: orjson refuses others, which json turns into
+# strings), lists and tuples of them. Anything else, a float above all (the two write some
+# differently: 1e16 against 1e+16, NaN against null), takes json itself.
+_EXACT_LEAVES = frozenset((str, int, bool, type(None)))
+
+
+def _json_text_same(value: Any, depth: int = 0) -> bool:
+    t = type(value)
+    if t in _EXACT_LEAVES:
+        return True
+    if depth > 20:  # deep or circular: json decides (and names a circular reference)
+        return False
+    if t is dict:
+        items = value.values()
+    elif t is list or t is tuple:
+        items = value
+    else:
+        return False
+    return all(type(v) in _EXACT_LEAVES or _json_text_same(v, depth + 1) for v in items)
 
 
 def signature(name: str, arguments: Any) -> str:
     """``name:`` followed by the arguments as canonical JSON (sorted keys, no spaces, raw UTF-8)."""
+    # json.dumps defines the text. It runs on every tool call, where it costs about 4 us; orjson
+    # writes the same text for the values ``_json_text_same`` admits, in a tenth of that.
+    if orjson is not None and _json_text_same(arguments):
+        try:
+            return name + ":" + orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:  # a non-string key, a lone surrogate, an integer beyond 64 bits
+            pass
     return name + ":" + json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -42,3 +81,24 @@ def refresh_operation_id(operation_id: str | None, stale_seq: int) -> str:
     its tool's ``fresh_for`` (schema version 4): a new operation with its own key, the same in every
     process that resumes the run, and different for each stale completion it replaces."""
     return f"refresh@{stale_seq}" if operation_id is None else f"{operation_id}|refresh@{stale_seq}"
+
+
+class Start(Protocol):
+    call_id: str
+    idempotency_key: str
+
+
+S = TypeVar("S", bound=Start)
+
+
+def completion_pair(open_starts: Collection[S], call_id: Any, key: str | None) -> S | None:
+    """The open start a completion closes: the earliest with its call id, else the earliest with its
+    key (``open_starts`` in log order, read up to twice), or None."""
+    for s in open_starts:
+        if s.call_id == call_id:
+            return s
+    if key:
+        for s in open_starts:
+            if s.idempotency_key == key:
+                return s
+    return None

@@ -28,6 +28,11 @@ A read whose tool's policy has ``fresh_for`` and whose completion was older than
 was opened (the state lists it in ``stale_observations``) is not answered from the log: it runs
 again as a new operation, ``operation_id = refresh@<seq of the stale completion>``, the same in
 every process that resumes the run (Reckon's docs/schema-versions.md, version 4).
+
+This is the one agent client. A transport carries its requests (``Transport``): ``HttpTransport``
+over Reckon's HTTP API, and, inside Reckon, the server's in-process transport (``runs.client``),
+which calls the store directly. The run, the invoke path, the lease's renewal and the close are
+written here once, for both; the server depends on this package, never the reverse.
 """
 
 from __future__ import annotations
@@ -41,11 +46,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from reckon_client.errors import CallUncertain, LeaseHeld, StaleEpoch, ToolFailed
-from reckon_client.http import KEY_SECRET_FIELD, Event, HttpTransport
+from reckon_client.http import Event, HttpTransport
 from reckon_client.identity import idempotency_key, refresh_operation_id, signature
+from reckon_client.state import OpenCall, RunState
+
+__all__ = ["OpenCall", "Run", "RunState", "ToolCall", "ToolResult", "Transport", "current_idempotency_key", "new_run_id", "open_run", "tool"]
 
 log = logging.getLogger("reckon_client")
 
@@ -66,82 +74,18 @@ def current_idempotency_key() -> str:
     return key
 
 
-# --- what the client knows of a run ----------------------------------------------------------
+class Transport(Protocol):
+    """What a run needs of its way to Reckon. ``acquire`` raises ``LeaseHeld`` while another holder's
+    lease lasts and ``renew`` raises ``StaleEpoch`` once another holds the run; ``opened`` gives the
+    state ``invoke`` starts from (any object with ``RunState``'s fields and ``apply``) and the
+    completed reads too old to trust (the state's ``stale_observations``). A transport may also
+    have ``close_thread()``, called by the renewal thread as it ends."""
 
-
-@dataclass
-class OpenCall:
-    """A tool call that started and has no completion (yet)."""
-
-    call_id: str
-    name: str
-    arguments: Any
-    idempotency_key: str
-    start_seq: int
-
-
-@dataclass
-class RunState:
-    """What ``invoke`` needs of a run: the server's folded state when the run was opened, plus the
-    events this client appended since (applied here, the way the server's fold applies them).
-
-    ``document`` is the full state Reckon returned on open (messages, trajectory, memory...)."""
-
-    run_id: str
-    last_seq: int = 0
-    status: str = "empty"
-    key_secret: str | None = None
-    completed_calls: dict[str, Any] = field(default_factory=dict)
-    open_calls: dict[int, OpenCall] = field(default_factory=dict)  # by start seq, in log order
-    document: dict = field(default_factory=dict)
-    # Completed reads the server found older than their tool's fresh_for when the run was opened:
-    # ``{idempotency_key, name, call_id, seq, completed_at, fresh_for_s}`` each.
-    stale_observations: list[dict] = field(default_factory=list)
-
-    @classmethod
-    def from_document(cls, run_id: str, doc: dict | None) -> RunState:
-        if not doc:
-            return cls(run_id)
-        calls = {}
-        for c in doc.get("uncertain_calls") or []:
-            calls[c["start_seq"]] = OpenCall(c["call_id"], c.get("name", ""), c.get("arguments"), c["idempotency_key"], c["start_seq"])
-        return cls(
-            run_id,
-            last_seq=doc["last_seq"],
-            status=doc.get("status", "running"),
-            key_secret=doc.get(KEY_SECRET_FIELD),
-            completed_calls=dict(doc.get("completed_calls") or {}),
-            open_calls=calls,
-            document=doc,
-            stale_observations=list(doc.get("stale_observations") or []),
-        )
-
-    @property
-    def uncertain_calls(self) -> list[OpenCall]:
-        return list(self.open_calls.values())
-
-    def apply(self, ev: Event) -> None:
-        """Fold one event this client appended (its seq is the next one)."""
-        self.last_seq = ev.seq
-        p = ev.payload
-        if ev.type == "run_started":
-            self.status = "running"
-            self.key_secret = p.get(KEY_SECRET_FIELD) or self.key_secret
-        elif ev.type == "run_resumed":
-            self.status = "running"
-        elif ev.type == "run_finished":
-            self.status = "finished"
-        elif ev.type == "tool_call_started":
-            self.open_calls[ev.seq] = OpenCall(p["call_id"], p["name"], p.get("arguments"), p["idempotency_key"], ev.seq)
-        elif ev.type == "tool_call_completed":
-            # Paired with its start by call_id first, then by key (as the server pairs them).
-            seq = next((s for s, c in self.open_calls.items() if c.call_id == p.get("call_id")), None)
-            if seq is None and p.get("idempotency_key"):
-                seq = next((s for s, c in self.open_calls.items() if c.idempotency_key == p["idempotency_key"]), None)
-            if seq is not None:
-                self.open_calls.pop(seq)
-            if not p.get("is_error") and p.get("idempotency_key"):
-                self.completed_calls[p["idempotency_key"]] = p.get("content")
+    def acquire(self, run_id: str, holder: str, ttl: float, tenant: str | None) -> Any: ...
+    def renew(self, run_id: str, epoch: int, ttl: float) -> Any: ...
+    def release(self, run_id: str, epoch: int) -> None: ...
+    def append(self, run_id: str, epoch: int, expected_seq: int, events: list[dict]) -> list[Event]: ...
+    def opened(self, run_id: str) -> tuple[Any, list[dict]]: ...
 
 
 def json_ready(value: Any) -> Any:
@@ -204,14 +148,15 @@ class Run:
     """A run this process holds the lease of. Use it as a context manager (``with``), or call
     ``finish``/``close``; ``AsyncRun`` offers the same with ``await``."""
 
-    def __init__(self, run_id: str, transport: Any, epoch: int, holder: str, ttl: float, state: RunState, tenant: str | None = None):
+    def __init__(self, run_id: str, transport: Transport, epoch: int, holder: str, ttl: float, state: Any, tenant: str | None = None, stale: list[dict] = ()):
         self.run_id, self.transport, self.epoch, self.holder, self.ttl, self.state, self.tenant = run_id, transport, epoch, holder, ttl, state, tenant
         self.lease_lost = threading.Event()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._lock = threading.Lock()
         self._token: contextvars.Token | None = None
-        self.stale = {o["idempotency_key"]: o["seq"] for o in state.stale_observations}
+        # Keys of completed reads found stale when the run was opened -> the seq of that completion.
+        self.stale = {o["idempotency_key"]: o["seq"] for o in stale}
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} epoch {self.epoch} seq {self.state.last_seq}>"
@@ -239,22 +184,23 @@ class Run:
 
     # invoking ----------------------------------------------------------------------------------
 
-    def key_for(self, call: ToolCall) -> str:
-        """The call's idempotency key in this run (``reckon_client.identity``)."""
+    def key_for(self, call: ToolCall, sig: str | None = None) -> str:
+        """The call's idempotency key in this run (``reckon_client.identity``), from ``sig`` when
+        the caller has the call's signature already."""
         if call.operation_id is not None and not isinstance(call.operation_id, str):
             raise TypeError(f"operation_id must be a string, got {type(call.operation_id).__name__}")
-        return idempotency_key(self.run_id, call.signature(), self.state.key_secret, call.operation_id)
+        return idempotency_key(self.run_id, sig or call.signature(), self.state.key_secret, call.operation_id)
 
     def _begin(self, call: ToolCall, retry_uncertain: bool) -> ToolResult | _Pending:
         sig = call.signature()
-        key = self.key_for(call)
+        key = self.key_for(call, sig)
         refreshes = None
         while key in self.stale:
             # A read whose result was too old when the run was opened is done again, as a new
             # operation whose identity derives from the stale completion's seq (as on the server).
             refreshes = {"idempotency_key": key, "seq": self.stale[key]}
             call = replace(call, operation_id=refresh_operation_id(call.operation_id, self.stale[key]))
-            key = self.key_for(call)
+            key = self.key_for(call, sig)
         if key in self.state.completed_calls:
             # Replayed after a crash, or the model asked twice: the effect already happened, and
             # returning the stored result is the only safe answer.
@@ -468,12 +414,11 @@ def open_run(
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.1)
-    state = RunState.from_document(rid, transport.state(rid))
-    run = Run(rid, transport, lease.epoch, holder, ttl, state, tenant=tenant)
+    state, stale = transport.opened(rid)
+    run = Run(rid, transport, lease.epoch, holder, ttl, state, tenant=tenant, stale=stale)
     if state.last_seq == 0:
         run.append("run_started", run_id=rid, **({"tenant": tenant} if tenant else {}))
     elif state.status != "finished":  # a finished run has nothing to resume; the caller sees its state
-        stale = state.stale_observations
         run.append("run_resumed", epoch=lease.epoch, holder=holder, after_seq=state.last_seq, **({"stale_observations": stale} if stale else {}))
     if renew:
         run._start_renewing()

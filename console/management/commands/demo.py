@@ -32,7 +32,8 @@ from django.utils import timezone
 from access.roles import roles_ensure
 from recovery.models import DemoLedgerEntry
 from recovery.outbound import outbound_allow
-from runs.identity import idempotency_key, key_secret_new, signature
+from reckon_client.identity import idempotency_key, signature
+from runs.identity import key_secret_new
 from runs.importer import paths_import
 from runs.signing import fingerprint, signing_key_load
 from runs.leases import lease_acquire, lease_release
