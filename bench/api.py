@@ -2,7 +2,7 @@
 
 gunicorn serves Reckon on 127.0.0.1 (a free port, 2 sync workers) against the benchmark database
 the bench command created; one client appends over a keep-alive connection with a Bearer token,
-exactly as ``runs.client.HttpTransport`` does. Side by side: single-event appends and 100-event
+exactly as ``reckon_client.HttpTransport`` does. Side by side: single-event appends and 100-event
 batches, through the API and through ``runs.store.events_append`` in this process, as events/s
 (the median of several timed windows), plus the p50/p95 latency of the append endpoint. The target
 is a batched API append of at least half the direct batched rate: the API adds one HTTP round

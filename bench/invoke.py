@@ -2,7 +2,7 @@
 
 Every tool call an agent makes through Reckon is two durable appends: ``tool_call_started`` before
 the tool runs and ``tool_call_completed`` after. Here a tool that returns at once is invoked
-through ``runs.client.open_run`` with the in-process transport (one process, one run), and through
+through ``reckon_client.open_run`` with the in-process transport (one process, one run), and through
 the HTTP transport against gunicorn (several workers, several agents each on its own run and thread),
 side by side with the raw single-row INSERT commit rate measured in the same run: the physical
 reference, since a recorded call cannot be cheaper than two commits. The target is an in-process

@@ -1,6 +1,6 @@
 """The load test's users, run by Locust in its own process (``bench/load.py`` starts it).
 
-Agents append through Reckon's HTTP API with their own append tokens, as ``runs.client`` does: a
+Agents append through Reckon's HTTP API with their own append tokens, as ``reckon_client`` does: a
 lease, ``run_started``, then model turns whose tool calls are recorded as a start and a completion
 in small batches, a renewal now and then, ``run_finished`` and a release. Some of their calls are
 corrections and refunds executed on the receiver with the call's idempotency key; now and then an

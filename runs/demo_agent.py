@@ -1,11 +1,11 @@
-"""A scripted agent that uses runs.client against a side-effecting tool.
+"""A scripted agent that uses the agent client (reckon_client) against a side-effecting tool.
 
 The "model" is a script that reads the folded state, so a resumed process continues exactly where
 the log says the run is: before its first model turn, with a tool call asked for but unanswered, or
 done. The tool posts a ledger correction, either into a counter file (one line per effect) or to an
 HTTP receiver with the ``Idempotency-Key`` header.
 
-For crash tests the agent can pause at the seed's three points (5.5 hands-on, step 5), named by
+For crash tests the agent can pause at three points (docs/api.md, the demo agent), named by
 ``RECKON_FAULT_AT`` (runs.faults): ``model_call`` (while the model is "thinking"), ``tool_execution`` (the start
 is recorded, the effect not yet made) and ``after_effect`` (the effect is made, its completion not yet
 recorded). On reaching it the agent says so and waits until the test kills it.

@@ -23,7 +23,7 @@ from runs.identity import key_secret_problem
 #      reads version 1 as version 2. A change of meaning (not a new field with a default) is not an
 #      upcast: it needs a data migration and a new version, see docs/schema-versions.md.
 #   3: run_started carries the run's key secret (``key_secret``, filled by the store when a writer
-#      leaves it out), and a key is computed from it (runs/identity.py); an operation id a writer
+#      leaves it out), and a key is computed from it (reckon_client/identity.py); an operation id a writer
 #      gives is part of the key. Older versions read as version 3 unchanged: a run without a secret
 #      keeps the version 1 formula.
 #   4: freshness: run_resumed may list ``stale_observations`` (completed reads older than their
@@ -92,7 +92,7 @@ RECORD_ONLY: frozenset[EventType] = frozenset(
 # client; a person's decisions, claims and notes are written only by the decision services
 # (recovery.decisions, access.assignment), with the signed-in person (or the deciding token) as
 # ``by``; Reckon's own recovery facts (detection, reconciliation, its resolutions and pauses) only by
-# Reckon. The append endpoint (api.runs) and the in-process client (runs.client) refuse every type
+# Reckon. The append endpoint (api.runs) and the in-process transport (runs.client) refuse every type
 # that is not an agent's, by this table; the importer keeps every type, a recorded history.
 AGENT, PERSON, RECKON = "agent", "person", "reckon"
 WRITER: dict[EventType, str] = {
@@ -107,7 +107,7 @@ WRITER: dict[EventType, str] = {
     EventType.CONTEXT_COMPACTED: AGENT,
     EventType.MEMORY_WRITTEN: AGENT,
     EventType.RUN_FINISHED: AGENT,
-    EventType.RUN_RESUMED: AGENT,  # the agent that opens the run again (runs.client.open_run)
+    EventType.RUN_RESUMED: AGENT,  # the agent that opens the run again (reckon_client.open_run)
     EventType.TOOL_CALL_UNCERTAIN: RECKON,
     EventType.RECONCILIATION_ATTEMPTED: RECKON,
     EventType.TOOL_CALL_RESOLVED: RECKON,  # for a person's decision or for reconciliation's finding

@@ -7,6 +7,8 @@
     recovery  projection, policies, adapters, reconciliation, decisions
     runs      event registry, store, fold, leases, snapshots, importer
     bench     benchmarks: may import anything; nothing imports them
+    reckon_client  the agent client (clients/python), below them all: the server imports its
+              identity formula, pairing rule and run; it imports no module of the server, nor Django
 
 Imports are read with ``ast`` from every module of the project (migrations and management
 commands included, and imports inside functions too: a lazy import is still a dependency).
@@ -132,6 +134,33 @@ def test_every_import_points_down_the_layers():
 def test_no_modules_import_each_other_in_a_circle():
     cycles = import_cycles(import_graph())
     assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def server_imports_of_the_client(root: Path = ROOT) -> list[str]:
+    """Imports of a server app or of Django by the agent client's modules."""
+    client, bad = root / "clients" / "python" / "reckon_client", []
+    for path in sorted(client.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                targets = [node.module or ""]
+            else:
+                continue
+            bad += [f"{path.relative_to(root)} imports {t}" for t in targets if t.split(".")[0] in {*APPS, "django"}]
+    return bad
+
+
+def test_the_agent_client_imports_nothing_of_the_server():
+    assert (ROOT / "clients" / "python" / "reckon_client" / "run.py").exists()
+    bad = server_imports_of_the_client()
+    assert not bad, "the agent client must not depend on the server:\n" + "\n".join(bad)
+
+
+def test_a_client_module_importing_the_server_is_caught(tmp_path):
+    (tmp_path / "clients" / "python" / "reckon_client").mkdir(parents=True)
+    (tmp_path / "clients" / "python" / "reckon_client" / "run.py").write_text("import json\ndef f():\n    from runs.store import x\n")
+    assert server_imports_of_the_client(tmp_path) == ["clients/python/reckon_client/run.py imports runs.store"]
 
 
 def test_the_project_has_every_layer_and_reads_their_imports():

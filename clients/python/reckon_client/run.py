@@ -46,7 +46,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from reckon_client.errors import CallUncertain, LeaseHeld, StaleEpoch, ToolFailed
 from reckon_client.http import Event, HttpTransport
@@ -148,7 +148,7 @@ class Run:
     """A run this process holds the lease of. Use it as a context manager (``with``), or call
     ``finish``/``close``; ``AsyncRun`` offers the same with ``await``."""
 
-    def __init__(self, run_id: str, transport: Transport, epoch: int, holder: str, ttl: float, state: Any, tenant: str | None = None, stale: list[dict] = ()):
+    def __init__(self, run_id: str, transport: Transport, epoch: int, holder: str, ttl: float, state: Any, tenant: str | None = None, stale: Iterable[dict] = ()):
         self.run_id, self.transport, self.epoch, self.holder, self.ttl, self.state, self.tenant = run_id, transport, epoch, holder, ttl, state, tenant
         self.lease_lost = threading.Event()
         self._stop = threading.Event()

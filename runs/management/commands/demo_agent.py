@@ -10,6 +10,7 @@ import json
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
+from reckon_client import ReckonError
 
 from runs.client import StoreTransport
 from runs.demo_agent import demo_main
@@ -30,7 +31,7 @@ class Command(BaseCommand):
         transport = StoreTransport()
         try:
             result = demo_main(run_id=run_id, transport=transport, effect_file=effect_file, effect_url=effect_url, ttl=ttl, retry_uncertain=retry_uncertain)
-        except (StoreError, ValueError) as exc:
+        except (StoreError, ReckonError, ValueError) as exc:  # a held lease is the client's ReckonError
             raise CommandError(f"demo agent stopped: {exc}") from None
         self.stdout.write(json.dumps(result))
         if result["status"] != "finished":
