@@ -67,8 +67,11 @@ INSTALLED_APPS = [
     "recovery",
     "notify",
     "access",
+    "evidence",
     "api",
     "console",
+    "cli",
+    "demo",
     "bench",
     "axes",
 ]
@@ -331,7 +334,7 @@ RECKON_OUTBOUND_ALLOW = envlist("RECKON_OUTBOUND_ALLOW", pattern=r"(\[[0-9A-Fa-f
 # code may be named. The demo needs none (its tools use the built-in demo ledger).
 RECKON_LOOKUP_MODULES = envlist("RECKON_LOOKUP_MODULES", pattern=r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", what="a dotted module name")
 
-# Evidence (runs/chain.py, runs/signing.py, docs/evidence.md): the Ed25519 key that signs chain
+# Evidence (runs/chain.py, evidence/signing.py, docs/evidence.md): the Ed25519 key that signs chain
 # checkpoints and evidence bundles (PEM, PKCS#8; or RECKON_SIGNING_KEY_FILE). Absent with DEBUG on:
 # generated into var/signing_key.pem; absent with DEBUG off: signing refuses, naming the variable.
 # Checkpoints are written every RECKON_CHECKPOINT_S seconds (0: never) into RECKON_CHECKPOINT_DIR,
@@ -343,7 +346,7 @@ RECKON_SIGNING_KEYS_RETIRED = envstr("RECKON_SIGNING_KEYS_RETIRED", "") or ""
 RECKON_CHECKPOINT_DIR = Path(envstr("RECKON_CHECKPOINT_DIR", str(VAR_DIR / "checkpoints")) or str(VAR_DIR / "checkpoints"))
 RECKON_CHECKPOINT_S = envint("RECKON_CHECKPOINT_S", 3600, minimum=0)
 if RECKON_CHECKPOINT_S:
-    CELERY_BEAT_SCHEDULE["chain-checkpoint"] = {"task": "runs.tasks.checkpoint_task", "schedule": float(RECKON_CHECKPOINT_S)}
+    CELERY_BEAT_SCHEDULE["chain-checkpoint"] = {"task": "evidence.tasks.checkpoint_task", "schedule": float(RECKON_CHECKPOINT_S)}
 
 # Notifications (notify/, docs/notifications.md). Events older than the maximum age when appended
 # (an imported history) notify nobody. A delivery is tried up to RECKON_NOTIFY_MAX_ATTEMPTS times,

@@ -69,11 +69,3 @@ def snapshot_on_append(run_id: str, first_seq: int, last_seq: int) -> None:
         snapshot_maybe_task.delay(run_id)
     except Exception:  # a broker outage costs a snapshot (a cache), never the append
         log.exception("could not enqueue a snapshot of run %s", run_id)
-
-
-@shared_task(name="runs.tasks.checkpoint_task", ignore_result=True)
-def checkpoint_task() -> str:
-    """Write a signed chain checkpoint (beat, every RECKON_CHECKPOINT_S); its path."""
-    from runs.signing import checkpoint_write
-
-    return str(checkpoint_write())

@@ -34,7 +34,7 @@ from recovery.models import DemoLedgerEntry
 from recovery.outbound import outbound_allow
 from runs.identity import idempotency_key, key_secret_new, signature
 from runs.importer import paths_import
-from runs.signing import fingerprint, signing_key_load
+from evidence.signing import fingerprint, signing_key_load
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
 
