@@ -28,10 +28,12 @@ SUITES: dict[str, str] = {
     "invoke": "bench.invoke:bench_invoke",
     "load": "bench.load:bench_load",
     "scale": "bench.scale:bench_scale",
+    "peers": "bench.peers:bench_peers",
 }
 # Suites that `all` leaves out, with the options only they take: the load test starts its own
-# servers, needs PostgreSQL and Redis, and runs for a set time (docs/load.md).
-ON_DEMAND: dict[str, tuple[str, ...]] = {"load": ("duration", "agents", "operators", "web_workers", "drain"), "scale": ("max_events", "log_events", "repeats")}
+# servers, needs PostgreSQL and Redis, and runs for a set time (docs/load.md); the peers need the
+# `peers` extra and PostgreSQL (docs/benchmarks.md).
+ON_DEMAND: dict[str, tuple[str, ...]] = {"load": ("duration", "agents", "operators", "web_workers", "drain"), "scale": ("max_events", "log_events", "repeats"), "peers": ()}
 
 
 def _positive(text: str) -> float:
@@ -94,6 +96,8 @@ class Command(BaseCommand):
                     if name == "store" and options["routes"]:
                         extra["routes"] = True
                     results[name] = getattr(import_module(module), func)(quick=options["quick"], out=None if options["json"] else self.stdout, **extra)
+                except CommandError:  # the suite's own message (a missing extra, the wrong engine)
+                    raise
                 except Exception as exc:  # a broken suite is reported, the others still run
                     raise CommandError(f"bench {name} failed: {type(exc).__name__}: {exc}") from exc
         finally:
