@@ -41,7 +41,7 @@ FLOORS = (
     ("batch_model_turns", "100-event batch of model turns (no rule touches them)", "eventsourcing 100-event insert", 2.0),
     ("replay", "replay of {replay:,} events, fold included", "eventsourcing read and decode", 1.25),
 )
-DBOS_STEPS = 10  # durable steps per DBOS workflow: a workflow's own start and end rows spread over them
+DBOS_STEPS = 10  # durable steps per DBOS workflow by default: an agent's loop is one workflow, its tool calls its steps
 TOPIC = "reckon.bench:Event"  # the peer's events are stored, never turned back into classes
 
 
@@ -107,9 +107,9 @@ class EventsourcingPeer:
 
 
 @contextmanager
-def _dbos_workflow(dbos, db: dict):
-    """A launched DBOS with one workflow of ``DBOS_STEPS`` durable steps; yields a function that
-    runs it once and returns the steps it made durable."""
+def _dbos_workflow(dbos, db: dict, steps: int):
+    """A launched DBOS with one workflow of ``steps`` durable steps; yields a function that runs it
+    once and returns the steps it made durable. Once a process: DBOS is a process-wide instance."""
     url = f"postgresql://{db['user']}:{db['password']}@{db['host']}:{db['port']}/{db['dbname']}"
     dbos.DBOS(config={"name": "reckon-bench-peers", "system_database_url": url, "log_level": "WARNING"})
 
@@ -122,8 +122,8 @@ def _dbos_workflow(dbos, db: dict):
         return sum(step(i) for i in range(n))
 
     def run_once() -> int:
-        workflow(DBOS_STEPS)
-        return DBOS_STEPS
+        workflow(steps)
+        return steps
 
     dbos.DBOS.launch()
     try:
@@ -182,17 +182,21 @@ def _appends(es: EventsourcingPeer, *, seconds: float, windows: int) -> dict[str
 def _replays(es: EventsourcingPeer, n: int, repeats: int) -> list[float]:
     run_build("bench-peers-replay", n)
     es.appender("replay", [e.payload for e in synthetic_events("bench-peers-replay", 2, n)])()
+    sides = {"reckon": lambda: run_state(run_id="bench-peers-replay"), "peer": lambda: es.read("replay")}
+    for replay in sides.values():  # statements prepared, caches warm
+        replay()
     ratios = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        run_state(run_id="bench-peers-replay")
-        t1 = time.perf_counter()
-        es.read("replay")
-        ratios.append((time.perf_counter() - t1) / (t1 - t0))
+    for i in range(repeats):
+        spent = {}
+        for name in sorted(sides, reverse=i % 2 == 1):  # each side first in every other repeat
+            t0 = time.perf_counter()
+            sides[name]()
+            spent[name] = time.perf_counter() - t0
+        ratios.append(spent["peer"] / spent["reckon"])
     return ratios
 
 
-def _tool_calls(dbos, db: dict, *, seconds: float, windows: int) -> list[float]:
+def _tool_calls(dbos, db: dict, *, steps: int, seconds: float, windows: int) -> list[float]:
     run = open_run("bench-peers-invoke", transport=StoreTransport(), ttl=3600, renew=False)
     numbers = iter(range(10**9))
 
@@ -200,7 +204,7 @@ def _tool_calls(dbos, db: dict, *, seconds: float, windows: int) -> list[float]:
         run.invoke(_call("bench-peers-invoke", next(numbers)), _instant_tool)
         return 1
 
-    with _dbos_workflow(dbos, db) as workflow:
+    with _dbos_workflow(dbos, db, steps) as workflow:
         for _ in range(20):  # statements prepared, pools warm
             call_one(), workflow()
         rounds = rates_in_turn({"reckon": call_one, "peer": workflow}, seconds=seconds, windows=windows)
@@ -208,22 +212,22 @@ def _tool_calls(dbos, db: dict, *, seconds: float, windows: int) -> list[float]:
     return _ratio_rounds(rounds)
 
 
-def bench_peers(*, quick: bool = False, out=None) -> dict:
+def bench_peers(*, quick: bool = False, out=None, dbos_steps: int | None = None) -> dict:
     if connection.vendor != "postgresql":
         raise CommandError(f"bench peers needs PostgreSQL (the peers run on PostgreSQL only); this database is {connection.vendor}: set DATABASE_URL=postgres://...")
     dbos, persistence, postgres = _peers()
     seconds, windows, replay_n, repeats = (0.3, 3, 400, 3) if quick else (2.0, 5, 4000, 9)
-    name = connection.settings_dict["NAME"]
+    name, steps = connection.settings_dict["NAME"], dbos_steps or DBOS_STEPS
     # Snapshots are written after the commit and have their own suite (bench snapshots).
     with override_settings(RECKON_SNAPSHOT_INTERVAL=0), _database(f"{name}_es") as es_db, _database(f"{name}_dbos") as dbos_db:
         es = EventsourcingPeer(persistence, postgres, es_db)
         try:
-            rounds = {"tool_call": _tool_calls(dbos, dbos_db, seconds=seconds, windows=windows)}
+            rounds = {"tool_call": _tool_calls(dbos, dbos_db, steps=steps, seconds=seconds, windows=windows)}
             rounds.update(_appends(es, seconds=seconds, windows=windows))
             rounds["replay"] = _replays(es, replay_n, repeats)
         finally:
             es.close()
-    figures: dict = {"engine": "postgresql", "replay_events": replay_n, "windows": windows, "seconds": seconds}
+    figures: dict = {"engine": "postgresql", "replay_events": replay_n, "dbos_steps_per_workflow": steps, "windows": windows, "seconds": seconds}
     for key, *_rest in FLOORS:
         figures[key] = round(statistics.median(rounds[key]), 3)
         figures[f"{key}_rounds"] = [round(r, 3) for r in rounds[key]]
@@ -233,7 +237,10 @@ def bench_peers(*, quick: bool = False, out=None) -> dict:
 
 
 def _print(out, figures: dict) -> None:
-    out.write(f"bench peers on PostgreSQL: Reckon's rate over the peer's, median of {figures['windows']} rounds ({len(figures['replay_rounds'])} replays)\n")
+    out.write(
+        f"bench peers on PostgreSQL: Reckon's rate over the peer's, median of {figures['windows']} rounds ({len(figures['replay_rounds'])} replays); "
+        f"DBOS steps a workflow: {figures['dbos_steps_per_workflow']}\n"
+    )
     labels = [f"{what.format(replay=figures['replay_events'])} vs {peer}" for _key, what, peer, _floor in FLOORS]
     width = max(map(len, labels))
     out.write(f"  {'figure':<{width}}   ratio   floor  holds  rounds\n")

@@ -33,7 +33,7 @@ SUITES: dict[str, str] = {
 # Suites that `all` leaves out, with the options only they take: the load test starts its own
 # servers, needs PostgreSQL and Redis, and runs for a set time (docs/load.md); the peers need the
 # `peers` extra and PostgreSQL (docs/benchmarks.md).
-ON_DEMAND: dict[str, tuple[str, ...]] = {"load": ("duration", "agents", "operators", "web_workers", "drain"), "scale": ("max_events", "log_events", "repeats"), "peers": ()}
+ON_DEMAND: dict[str, tuple[str, ...]] = {"load": ("duration", "agents", "operators", "web_workers", "drain"), "scale": ("max_events", "log_events", "repeats"), "peers": ("dbos_steps",)}
 
 
 def _positive(text: str) -> float:
@@ -71,6 +71,8 @@ class Command(BaseCommand):
         scale.add_argument("--max-events", type=_positive_int, default=None, help="the largest store, in events (default 1,000,000; 10,000,000 adds the third size)")
         scale.add_argument("--log-events", type=_positive_int, default=None, help="events of the generated log imported, exported and replayed (default 100,000)")
         scale.add_argument("--repeats", type=_positive_int, default=3, help="imports, exports and replays of the log for the medians (default 3)")
+        peers = parser.add_argument_group("peers", "options of `bench peers` (docs/benchmarks.md)")
+        peers.add_argument("--dbos-steps", type=_positive_int, default=None, help="durable steps per DBOS workflow (default 10)")
 
     def handle(self, *args, suite, **options):
         # Measure what production runs: without DEBUG's per-query logging.
