@@ -11,6 +11,7 @@ RECKON_HTTPS, RECKON_TLS_PROXY, RECKON_HSTS_*, CSRF_TRUSTED_ORIGINS: see "Served
 RECKON_MAX_EVENT_BYTES, RECKON_MAX_RUN_BYTES, RECKON_MAX_REQUEST_BYTES   size limits: see "Sizes" below
 RECKON_OUTBOUND_ALLOW   default: none; hosts (or host:port) on this machine or a private network that lookups and notifications may call
 RECKON_LOOKUP_MODULES   default: none; the modules whose functions the python adapter may call
+RECKON_BENCH   default: off; installs the benchmarks app (set by `manage.py bench` itself)
 """
 
 from __future__ import annotations
@@ -72,9 +73,17 @@ INSTALLED_APPS = [
     "console",
     "cli",
     "demo",
-    "bench",
     "axes",
 ]
+# The benchmarks (`manage.py bench`, docs/benchmarks.md) are an app of the source checkout, not of
+# the wheel or production: installed only where benchmarks run. manage.py sets RECKON_BENCH=1 for
+# its `bench` command, and the test session for itself (tests/session_env.py).
+if envbool("RECKON_BENCH", default=False):
+    from importlib.util import find_spec
+
+    if find_spec("bench") is None:
+        raise ImproperlyConfigured("RECKON_BENCH is set, but the bench app is not installed: it ships with the source checkout, not the wheel")
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("axes"), "bench")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
