@@ -28,7 +28,6 @@ The measurements (docs/schema-versions.md, "Measurements") live in process memor
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
