@@ -280,9 +280,6 @@ RECKON_SNAPSHOT_MIN_EVENTS = envint("RECKON_SNAPSHOT_MIN_EVENTS", 2000, minimum=
 # at a time, and events an export, an event page or a replay reads from the database at a time.
 # Memory follows these, never the length of a log.
 RECKON_IMPORT_CHUNK = envint("RECKON_IMPORT_CHUNK", 5000, minimum=1)
-# A file at least this long (bytes) is read and checked, after its first chunk, by a child process
-# of the importer while the importer writes (runs/importer.py); 0: every file of more than a chunk.
-RECKON_IMPORT_READ_ASIDE_BYTES = envint("RECKON_IMPORT_READ_ASIDE_BYTES", 16 << 20, minimum=0)
 # The longest line (bytes, without its newline) an import reads; a longer one rejects the file. Above
 # any event the API accepts (a request body is at most DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB).
 RECKON_IMPORT_MAX_LINE_BYTES = envint("RECKON_IMPORT_MAX_LINE_BYTES", 4 << 20, minimum=1024)

@@ -23,7 +23,8 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from runs.snapshots import snapshot_maybe, snapshot_repair
+from runs.snapshot_verify import snapshot_repair
+from runs.snapshots import snapshot_maybe
 
 log = logging.getLogger("reckon.snapshots")
 
