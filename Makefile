@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: install client-envs demo test bench bench-load run clean
+.PHONY: install client-envs demo test bench bench-load bench-peers run clean
 
 # The server's environment also holds the agent client (clients/python, editable): the tests drive
 # it against a live server, and `bench invoke` measures agents through it. The editable install
@@ -37,6 +37,8 @@ run: install
 	mkdir -p $${RECKON_VAR_DIR:-var}
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/honcho -f Procfile start
 
+# `manage.py bench` installs the benchmarks' app for itself: production's INSTALLED_APPS and the
+# wheel leave it out (reckon/settings.py).
 bench: install
 	$(PY) manage.py bench all
 
@@ -44,6 +46,12 @@ bench: install
 # BENCH_LOAD_ARGS="--duration 120" to change it.
 bench-load: install
 	$(PY) manage.py bench load $(BENCH_LOAD_ARGS)
+
+# Reckon against eventsourcing and DBOS on the same PostgreSQL server (docs/benchmarks.md): needs
+# DATABASE_URL (PostgreSQL); the peers are the `peers` extra, installed here and nowhere else.
+bench-peers: install
+	$(VENV)/bin/pip install -q -e '.[peers]'
+	$(PY) manage.py bench peers
 
 clean:
 	rm -rf $(VENV) var

@@ -1,5 +1,5 @@
 """The run screen's evidence bundle download: the same files ``manage.py export_evidence`` writes
-(access.evidence), as one zip, for reviewers who may export runs.
+(evidence.bundles), as one zip, for reviewers who may export runs.
 
 Masked unless the form asks otherwise; an unmasked bundle needs the sensitive-data permission and a
 reason, like a reveal, and is recorded as an access before it is built (so the bundle's own access
@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
-from access.evidence import Problem, evidence_build, evidence_zip
+from evidence.bundles import Problem, evidence_build, evidence_zip
 from access.roles import perm, requires
 from access.tokens import principal_for_user
 from console.views import run_screen_refused

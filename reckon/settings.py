@@ -11,6 +11,7 @@ RECKON_HTTPS, RECKON_TLS_PROXY, RECKON_HSTS_*, CSRF_TRUSTED_ORIGINS: see "Served
 RECKON_MAX_EVENT_BYTES, RECKON_MAX_RUN_BYTES, RECKON_MAX_REQUEST_BYTES   size limits: see "Sizes" below
 RECKON_OUTBOUND_ALLOW   default: none; hosts (or host:port) on this machine or a private network that lookups and notifications may call
 RECKON_LOOKUP_MODULES   default: none; the modules whose functions the python adapter may call
+RECKON_BENCH   default: off; installs the benchmarks app (set by `manage.py bench` itself)
 """
 
 from __future__ import annotations
@@ -67,11 +68,22 @@ INSTALLED_APPS = [
     "recovery",
     "notify",
     "access",
+    "evidence",
     "api",
     "console",
-    "bench",
+    "cli",
+    "demo",
     "axes",
 ]
+# The benchmarks (`manage.py bench`, docs/benchmarks.md) are an app of the source checkout, not of
+# the wheel or production: installed only where benchmarks run. manage.py sets RECKON_BENCH=1 for
+# its `bench` command, and the test session for itself (tests/session_env.py).
+if envbool("RECKON_BENCH", default=False):
+    from importlib.util import find_spec
+
+    if find_spec("bench") is None:
+        raise ImproperlyConfigured("RECKON_BENCH is set, but the bench app is not installed: it ships with the source checkout, not the wheel")
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("axes"), "bench")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -268,9 +280,6 @@ RECKON_SNAPSHOT_MIN_EVENTS = envint("RECKON_SNAPSHOT_MIN_EVENTS", 2000, minimum=
 # at a time, and events an export, an event page or a replay reads from the database at a time.
 # Memory follows these, never the length of a log.
 RECKON_IMPORT_CHUNK = envint("RECKON_IMPORT_CHUNK", 5000, minimum=1)
-# A file at least this long (bytes) is read and checked, after its first chunk, by a child process
-# of the importer while the importer writes (runs/importer.py); 0: every file of more than a chunk.
-RECKON_IMPORT_READ_ASIDE_BYTES = envint("RECKON_IMPORT_READ_ASIDE_BYTES", 16 << 20, minimum=0)
 # The longest line (bytes, without its newline) an import reads; a longer one rejects the file. Above
 # any event the API accepts (a request body is at most DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB).
 RECKON_IMPORT_MAX_LINE_BYTES = envint("RECKON_IMPORT_MAX_LINE_BYTES", 4 << 20, minimum=1024)
@@ -331,7 +340,7 @@ RECKON_OUTBOUND_ALLOW = envlist("RECKON_OUTBOUND_ALLOW", pattern=r"(\[[0-9A-Fa-f
 # code may be named. The demo needs none (its tools use the built-in demo ledger).
 RECKON_LOOKUP_MODULES = envlist("RECKON_LOOKUP_MODULES", pattern=r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", what="a dotted module name")
 
-# Evidence (runs/chain.py, runs/signing.py, docs/evidence.md): the Ed25519 key that signs chain
+# Evidence (runs/chain.py, evidence/signing.py, docs/evidence.md): the Ed25519 key that signs chain
 # checkpoints and evidence bundles (PEM, PKCS#8; or RECKON_SIGNING_KEY_FILE). Absent with DEBUG on:
 # generated into var/signing_key.pem; absent with DEBUG off: signing refuses, naming the variable.
 # Checkpoints are written every RECKON_CHECKPOINT_S seconds (0: never) into RECKON_CHECKPOINT_DIR,
@@ -343,7 +352,7 @@ RECKON_SIGNING_KEYS_RETIRED = envstr("RECKON_SIGNING_KEYS_RETIRED", "") or ""
 RECKON_CHECKPOINT_DIR = Path(envstr("RECKON_CHECKPOINT_DIR", str(VAR_DIR / "checkpoints")) or str(VAR_DIR / "checkpoints"))
 RECKON_CHECKPOINT_S = envint("RECKON_CHECKPOINT_S", 3600, minimum=0)
 if RECKON_CHECKPOINT_S:
-    CELERY_BEAT_SCHEDULE["chain-checkpoint"] = {"task": "runs.tasks.checkpoint_task", "schedule": float(RECKON_CHECKPOINT_S)}
+    CELERY_BEAT_SCHEDULE["chain-checkpoint"] = {"task": "evidence.tasks.checkpoint_task", "schedule": float(RECKON_CHECKPOINT_S)}
 
 # Notifications (notify/, docs/notifications.md). Events older than the maximum age when appended
 # (an imported history) notify nobody. A delivery is tried up to RECKON_NOTIFY_MAX_ATTEMPTS times,

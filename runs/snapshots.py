@@ -6,7 +6,7 @@ loads the current snapshot, checks it, and folds only the events after S; every 
 dangling pointer, an unknown or quarantined version, a wrong digest, a body that does not decode, a
 tail that does not begin at S + 1) is a cache miss: it is counted and the state is folded from event
 1 exactly as ``runs.selectors.run_state`` does. The log stays authoritative, so deleting every
-snapshot costs time, never a run (seed 5.8).
+snapshot costs time, never a run (docs/schema-versions.md, "Snapshots", states these rules).
 
 Reading never writes. A miss found by a read is handed to the miss handlers registered with
 ``snapshot_miss_register`` (``runs.tasks`` enqueues ``snapshot_repair_task``), and
@@ -22,23 +22,20 @@ Versioning: see ``runs.snapshot_format`` (``FOLD_VERSION`` by hand, ``FOLD_CODE`
 version found to disagree with a full replay (``verify_snapshots``, or a repair) is quarantined:
 none of its snapshots is loaded or written again.
 
-The measurements of seed 5.8 live in process memory (``runs.measurements``), never in the database.
+The measurements (docs/schema-versions.md, "Measurements") live in process memory
+(``runs.measurements``), never in the database.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
-import multiprocessing
-import pickle
 import tempfile
 import time
 from dataclasses import dataclass
 from typing import IO, Callable, Iterable, Iterator
 
-import orjson
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
@@ -46,13 +43,13 @@ from django.db.models.functions import Now
 from runs.errors import RunNotFound
 from runs.events import UnknownEventType
 from runs.faults import fault_point
-from runs.fold import TIMESTAMPED, Event, RunState, apply, fold, gc_paused
+from runs.fold import Event, RunState, apply, fold, gc_paused
 from runs.measurements import metrics_record
 from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
-from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads, state_to_jsonable
+from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_dumps, state_loads, state_to_jsonable
 from runs.pg import server_cursor
 from runs.store import _copy_text, events_load, events_replay, events_stream
-from runs.upcasters import UnsupportedVersion, events_upcast
+from runs.upcasters import UnsupportedVersion
 
 log = logging.getLogger("reckon.snapshots")
 
@@ -185,15 +182,15 @@ class _Drained:
         self.calls.close()
         self.calls = merged
 
-    def body(self, st: RunState, out: IO[bytes] | None = None) -> tuple[IO[bytes], int, str]:
+    def body(self, st: RunState) -> tuple[IO[bytes], int, str]:
         """The body of ``st`` with the drained fields put back (``state_dumps`` of the whole state),
-        as UTF-8 in a temporary file (``out``, else a new one) positioned at its start, with its
+        as UTF-8 in a new temporary file positioned at its start, with its
         length and sha256. Written a take at a time: the body is never one string in memory."""
         self.take(st)
         self.seen = set()
         if self.again:
             self._calls_merged()
-        out = out if out is not None else tempfile.TemporaryFile()
+        out = tempfile.TemporaryFile()
         h = hashlib.sha256()
 
         def put(data: bytes) -> None:
@@ -265,118 +262,6 @@ class SnapshotFold:
             raise SnapshotError(f"the log of run {run_id!r} folds to a state of run {st.run_id!r}")
         if st.last_seq < 1:
             raise SnapshotError(f"run {run_id!r}: an empty state is not worth a snapshot")
-
-
-class SnapshotFoldAside:
-    """``SnapshotFold`` of the events an import writes, folded in a child process of its own.
-
-    The importing process hands each chunk over as written: its types, times and versions and the
-    payload texts the store wrote (``feed_written``); the child decodes them (keys sorted, as a read
-    gives them), upcasts and folds them exactly as ``SnapshotFold`` does, and on ``write`` puts the
-    body in a temporary file the two processes share, which the importing process then inserts, in
-    its own transaction. The fold (a quarter of a long SQLite import's time, more as the run grows)
-    then runs on the machine's other core while the import goes on, and its state is held by the
-    child, not the importer. The child never touches the database: it is forked with the importer's
-    connection open, uses none of it, and leaves with ``os._exit`` (multiprocessing's fork start).
-
-    A fold the child cannot finish (an event it refuses, the child gone) makes ``write`` raise, as
-    ``SnapshotFold.write`` would; the importer then leaves the snapshot to the check after its commit.
-    """
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        self.t0 = time.perf_counter()
-        self.body = tempfile.TemporaryFile()
-        ctx = multiprocessing.get_context("fork")
-        self._conn, theirs = ctx.Pipe()
-        self._proc = ctx.Process(target=_aside_main, args=(theirs, run_id, self.body), daemon=True, name=f"reckon snapshot fold {run_id}")
-        self._proc.start()
-        theirs.close()
-
-    def feed_written(self, written: list[Event], texts: list[bytes]) -> None:
-        """Hand over ``written`` (the events as ``events_append`` returned them, consecutive) with
-        the payload texts the store wrote for them, in order."""
-        if len(texts) != len(written):
-            raise ValueError(f"{len(written)} events but {len(texts)} payload texts")
-        _, types, _, tss, vs = zip(*written)
-        # Only the times a rule of the fold reads (``TIMESTAMPED``), as a replay reads them: a
-        # datetime costs its pickling and unpickling, and most events' times are never read.
-        timed = TIMESTAMPED
-        tss = [ts if t in timed else None for t, ts in zip(types, tss)]
-        self._conn.send_bytes(pickle.dumps((written[0].seq, types, tss, vs, texts), protocol=pickle.HIGHEST_PROTOCOL))
-
-    def write(self) -> Snapshot:
-        try:
-            self._conn.send_bytes(_ASIDE_END)
-            answer = self._conn.recv()
-        except (OSError, EOFError) as exc:
-            self.close()
-            raise SnapshotError(f"run {self.run_id!r}: the snapshot's fold process is gone ({exc!r})") from None
-        self._end()
-        if answer[0] != "ok":
-            self.body.close()
-            raise SnapshotError(f"run {self.run_id!r}: the snapshot's fold refused the log: {answer[1]}")
-        _, seq, size, digest = answer
-        metrics_record([("full_replays", "none", 1), ("events_replayed", "", seq), ("replay_duration_ms", "", _ms(self.t0))])
-        t0 = time.perf_counter()
-        with self.body as body:
-            body.seek(0)
-            return _body_insert(self.run_id, seq, body, size, digest, t0)
-
-    def close(self) -> None:
-        """Drop the fold (not written): the child stops and its files go."""
-        try:
-            self._conn.send_bytes(_ASIDE_CLOSE)
-        except OSError:
-            pass
-        self._end()
-        self.body.close()
-
-    def _end(self) -> None:
-        self._conn.close()
-        self._proc.join(timeout=30)
-        if self._proc.exitcode is None:
-            self._proc.kill()
-            self._proc.join()
-
-
-_ASIDE_END, _ASIDE_CLOSE = b"end", b"close"
-
-
-def _aside_main(conn, run_id: str, body: IO[bytes]) -> None:
-    # The child of SnapshotFoldAside: fold what arrives until told to write the body or to stop.
-    # A fold that fails is reported at the end, when the importer asks for the body.
-    folding = SnapshotFold(run_id)
-    loads, problem = orjson.loads, None
-    try:
-        while True:
-            msg = conn.recv_bytes()
-            if msg == _ASIDE_END:
-                break
-            if msg == _ASIDE_CLOSE:
-                return
-            if problem is None:
-                try:
-                    first, types, tss, vs, texts = pickle.loads(msg)
-                    folding.feed(events_upcast([Event(first + i, t, loads(x), ts, v) for i, (t, ts, v, x) in enumerate(zip(types, tss, vs, texts))], run_id))
-                except Exception as exc:  # noqa: BLE001 - reported to the importer, which leaves the snapshot to the check after its commit
-                    problem = f"{type(exc).__name__}: {exc}"
-        if problem is not None:
-            conn.send(("error", problem))
-            return
-        try:
-            folding.body_checked()
-            _, size, digest = folding.drained.body(folding.st, body)
-            body.flush()
-        except Exception as exc:  # noqa: BLE001 - as above
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
-            return
-        conn.send(("ok", folding.st.last_seq, size, digest))
-    except EOFError:  # the importer is gone
-        return
-    finally:
-        folding.close()
-        conn.close()
 
 
 def _body_insert(run_id: str, seq: int, body: IO[bytes], size: int, digest: str, t0: float) -> Snapshot:
@@ -637,16 +522,6 @@ def snapshot_policy_set(*, run_id: str, interval: int | None, min_events: int | 
     return Policy(interval, min_events)
 
 
-def snapshot_first_due(*, run_id: str, head: int) -> bool:
-    """Would ``snapshot_maybe`` write the first snapshot of a run whose log reaches ``head``? Its
-    run's policy, minimum and interval, and no quarantine of this fold version (a run being imported,
-    before its commit)."""
-    policy = snapshot_policy_get(run_id=run_id)
-    if not policy.interval or head < policy.min_events or head < policy.interval or _pointed(run_id) is not None:
-        return False
-    return not version_quarantined(fold_version=FOLD_VERSION, fold_code=FOLD_CODE)
-
-
 def snapshot_maybe(run_id: str) -> Snapshot | None:
     """Write a snapshot when the run's policy says one is due, else None.
 
@@ -673,108 +548,3 @@ def snapshot_maybe(run_id: str) -> Snapshot | None:
         # state as objects beside its body (an imported or long run's first snapshot).
         return snapshot_fold_write(run_id=run_id, upto=head)
     return snapshot_write(run_id=run_id, state=run_state_fast(run_id))
-
-
-# --- verification: full-replay equivalence is the release gate -------------------------------------
-
-
-@dataclass
-class Verification:
-    run_id: str
-    snapshot_id: int | None
-    seq: int | None
-    version: str
-    outcome: str  # equal, mismatch, miss, none
-    fields: list[str] = dataclasses.field(default_factory=list)
-    detail: str = ""
-    tail: int = 0
-    events: int = 0
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def line(self) -> str:
-        where = f"snapshot {self.snapshot_id} at seq {self.seq} (fold {self.version})"
-        if self.outcome == "equal":
-            return f"run {self.run_id}: {where} + {self.tail} tail events equals the full replay of {self.events} events"
-        if self.outcome == "mismatch":
-            return f"run {self.run_id}: {where} + {self.tail} tail events DIFFERS from the full replay of {self.events} events in {', '.join(self.fields)}; fold {self.version} quarantined"
-        if self.outcome == "miss":
-            return f"run {self.run_id}: {where} is unusable ({self.detail}); discarded, recovery uses the full log"
-        return f"run {self.run_id}: no snapshot"
-
-
-def _check(run_id: str, snap: Snapshot | None, pointer_exists: bool) -> tuple[Verification, Restored]:
-    """Fold ``snap`` plus its tail and the full log in one transaction, and compare the two."""
-    version = f"{snap.fold_version}/{snap.fold_code}" if snap is not None else ""
-    result = Verification(run_id, snap.id if snap else None, snap.seq if snap else None, version, "equal")
-    with transaction.atomic():
-        # One transaction, so both computations read the same log even while a writer appends.
-        restored = _restore(run_id, snap, pointer_exists, None)
-        if restored.miss:
-            result.outcome, result.detail = "miss", f"{restored.miss}: {restored.detail}"
-        else:
-            fast = restored.state
-            full = fold(events_replay(run_id=run_id, upto=fast.last_seq))
-            result.tail, result.events = restored.tail, full.last_seq
-            result.fields = state_diff(fast, full)
-            if result.fields:
-                result.outcome = "mismatch"
-    return result, restored
-
-
-def _settle(run_id: str, snap: Snapshot | None, pointed: int | None, result: Verification, restored: Restored, *, count_miss: bool) -> None:
-    """Act on a check: discard (and unpublish) a miss, quarantine the version of a mismatch."""
-    if result.outcome == "miss":
-        if count_miss:
-            metrics_record([("snapshot_misses", restored.miss, 1)])
-        if snap is not None:
-            snapshot_discard(snapshot_id=snap.id, reason=result.detail)
-        elif pointed is not None:  # a dangling pointer; unless it has moved on meanwhile
-            SnapshotPointer.objects.filter(run_id=run_id, snapshot_id=pointed).delete()
-    elif result.outcome == "mismatch":
-        reason = f"run {run_id} snapshot {snap.id} at seq {snap.seq}: differs from the full replay in {', '.join(result.fields)}"
-        metrics_record([("full_replay_equivalence_failures", "", 1)])
-        version_quarantine(fold_version=snap.fold_version, fold_code=snap.fold_code, reason=reason)
-        snapshot_discard(snapshot_id=snap.id, reason=f"equivalence: differs in {', '.join(result.fields)}")
-
-
-def snapshot_verify(*, run_id: str) -> Verification:
-    """Compute the run's state from its current snapshot plus tail and from the full log; compare.
-
-    A difference is a ``full_replay_equivalence_failures``: the snapshot is discarded and its fold
-    version quarantined, so no snapshot of that version is loaded again. A snapshot that fails its
-    own checks is an ordinary miss (counted and discarded, not an equivalence failure).
-    """
-    pointed = _pointed(run_id)
-    if pointed is None:
-        return Verification(run_id, None, None, "", "none")
-    snap = Snapshot.objects.filter(id=pointed, run_id=run_id).first()
-    result, restored = _check(run_id, snap, True)
-    _settle(run_id, snap, pointed, result, restored, count_miss=True)
-    return result
-
-
-def snapshot_repair(*, run_id: str, snapshot_id: int) -> Verification:
-    """Settle a snapshot that a read found unusable: re-check it now and act on what is found.
-
-    Still a miss: discarded and unpublished (not counted again: the read counted it). It loads but
-    differs from the full replay: its version is quarantined, as ``verify_snapshots`` would. It now
-    passes (the pointer was repaired meanwhile): left alone. Idempotent, so a repair enqueued by
-    several reads of the same snapshot settles it once. A pointer that has moved on to another
-    snapshot is never touched.
-    """
-    snap = Snapshot.objects.filter(id=snapshot_id, run_id=run_id).first()
-    pointed = snapshot_id if snap is None and _pointed(run_id) == snapshot_id else None
-    if snap is None and pointed is None:
-        return Verification(run_id, snapshot_id, None, "", "none", detail="gone: the pointer no longer names it")
-    result, restored = _check(run_id, snap, True)
-    _settle(run_id, snap, pointed, result, restored, count_miss=False)
-    return result
-
-
-def runs_with_snapshots(*, sample: int | None = None) -> list[str]:
-    """Run ids with a published snapshot; a random ``sample`` of them when given."""
-    qs = SnapshotPointer.objects.values_list("run_id", flat=True)
-    qs = qs.order_by("?")[:sample] if sample is not None else qs.order_by("run_id")
-    return list(qs)

@@ -23,7 +23,8 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from runs.snapshots import snapshot_maybe, snapshot_repair
+from runs.snapshot_verify import snapshot_repair
+from runs.snapshots import snapshot_maybe
 
 log = logging.getLogger("reckon.snapshots")
 
@@ -69,11 +70,3 @@ def snapshot_on_append(run_id: str, first_seq: int, last_seq: int) -> None:
         snapshot_maybe_task.delay(run_id)
     except Exception:  # a broker outage costs a snapshot (a cache), never the append
         log.exception("could not enqueue a snapshot of run %s", run_id)
-
-
-@shared_task(name="runs.tasks.checkpoint_task", ignore_result=True)
-def checkpoint_task() -> str:
-    """Write a signed chain checkpoint (beat, every RECKON_CHECKPOINT_S); its path."""
-    from runs.signing import checkpoint_write
-
-    return str(checkpoint_write())

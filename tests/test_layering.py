@@ -1,8 +1,11 @@
 """The house stands: every import points down the layers, and no modules import each other in a circle.
 
     reckon    the Django project (settings, urls, celery app, wsgi/asgi, env helpers)
-    api  console    the two front ends: the HTTP API and the operator screens (neither imports the other)
-    access    roles, tokens, tenancy and masking rules both front ends use
+    api  console  cli  demo
+              the three front ends (the HTTP API, the operator screens, the commands that print
+              the log for a person; none imports another) and the demo's data and scripted agent
+    evidence  chain checkpoints, signing, evidence bundles and the report
+    access    roles, tokens, tenancy and masking rules the front ends use
     notify    notification channels, routes, the outbox and its delivery (driven by recovery's events)
     recovery  projection, policies, adapters, reconciliation, decisions
     runs      event registry, store, fold, leases, snapshots, importer
@@ -22,7 +25,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = {"runs": 0, "recovery": 1, "notify": 2, "access": 3, "api": 4, "console": 4, "reckon": 5}
+LAYERS = {"runs": 0, "recovery": 1, "notify": 2, "access": 3, "evidence": 4, "api": 5, "console": 5, "cli": 5, "demo": 5, "reckon": 6}
 APPS = (*LAYERS, "bench")
 
 

@@ -248,7 +248,7 @@ def test_a_sensitive_field_in_the_second_json_value_of_a_text_is_masked():
 
 
 def test_two_json_values_in_a_message_are_masked_for_a_read_token_a_manager_and_the_masked_bundle(db):
-    from access.evidence import evidence_build
+    from evidence.bundles import evidence_build
     from access.tokens import principal_for_user
     from runs.leases import lease_acquire, lease_release
     from runs.store import NewEvent, events_append

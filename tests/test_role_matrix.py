@@ -188,7 +188,7 @@ def test_every_console_url_by_every_caller(world):
 def test_the_access_record_keeps_no_sensitive_value_from_a_reason_a_search_or_a_key_shown_to_anyone(world):
     from django.contrib.auth.models import User
 
-    from access.evidence import evidence_build
+    from evidence.bundles import evidence_build
     from access.tokens import principal_for_user
     from runs.leases import lease_acquire, lease_release
     from runs.store import NewEvent, events_append
@@ -241,7 +241,7 @@ def test_a_record_written_before_records_were_masked_shows_no_value_on_the_run_s
 def test_a_legacy_key_is_masked_for_whoever_may_not_see_the_value_and_recorded_when_shown_whole(world):
     from django.contrib.auth.models import User
 
-    from access.evidence import evidence_build
+    from evidence.bundles import evidence_build
     from access.tokens import principal_for_user
     from recovery.detection import uncertain_calls_detect
     from recovery.models import UncertainCall
@@ -428,7 +428,7 @@ def test_the_run_screen_marks_imported_events(world):
 def test_a_tenant_limited_token_cannot_list_or_decide_a_call_of_a_run_outside_its_tenants(world):
     """Finding 8: a run that touched acme and globex is invisible to a token of acme alone, and so
     is its acme call: not listed, not shown, not decidable."""
-    from console.management.commands.demo import scenario_run_create
+    from demo.management.commands.demo import scenario_run_create
     from recovery.models import UncertainCall
     from recovery.reconcile import reconcile_pass
     from runs.leases import lease_acquire, lease_release

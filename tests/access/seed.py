@@ -22,7 +22,7 @@ GLOBEX_ARGS = {"tenant": "globex", "account": OTHER_SECRET, "amount": "60.00", "
 def seed_runs() -> dict:
     """The acme conflict (escalated, with evidence and a quoted error) and a globex conflict; the
     demo policies mark ``account`` sensitive. Returns the runs, their calls and the reveal seq."""
-    from console.management.commands.demo import scenario_run_create
+    from demo.management.commands.demo import scenario_run_create
     from recovery.decisions import call_note
     from recovery.policy_changes import policies_load
     from recovery.reconcile import reconcile_pass

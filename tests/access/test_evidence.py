@@ -198,7 +198,7 @@ def test_who_saw_what_cannot_be_quietly_edited_or_removed(seeded, tmp_path):
 
 def test_a_checkpoint_reveals_access_records_removed_from_the_end_with_the_head_rewritten(seeded, tmp_path):
     from access.models import AccessHead
-    from runs.signing import checkpoint_write
+    from evidence.signing import checkpoint_write
 
     _export(tmp_path, "--unmasked", "--reason", "first")
     path = checkpoint_write(folder=tmp_path / "cp")

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 from django.core.management import call_command
 
-from runs.signing import document_sign
+from evidence.signing import document_sign
 from runs.verify import files_digests
 from tests.access.seed import seed_runs
 

@@ -16,7 +16,8 @@ from django.core.management import call_command
 from runs.models import Snapshot
 from runs.selectors import run_state
 from runs.snapshot_format import body_digest, state_dumps
-from runs.snapshots import snapshot_verify, snapshot_write
+from runs.snapshot_verify import snapshot_verify
+from runs.snapshots import snapshot_write
 from tests.api.live import ROOT, child_env
 from tests.api.test_metrics import _samples
 from tests.runs.test_snapshots import working_run

@@ -95,7 +95,7 @@ def demo_policies(db):
 @pytest.fixture
 def conflict_call(demo_policies):
     """An escalated conflict: the agent posted 840.00, the ledger holds 480.00 under the same key."""
-    from console.management.commands.demo import scenario_run_create
+    from demo.management.commands.demo import scenario_run_create
     from recovery.models import UncertainCall
     from recovery.reconcile import reconcile_pass
 

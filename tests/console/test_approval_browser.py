@@ -71,7 +71,7 @@ def _duplicate_run(tmp_path) -> str:
 
 @pytest.fixture
 def three_calls(conflict_call, tmp_path):
-    from console.management.commands.demo import scenario_run_create
+    from demo.management.commands.demo import scenario_run_create
     from recovery.models import UncertainCall
     from recovery.detection import uncertain_calls_detect
     from recovery.reconcile import reconcile_pass
@@ -138,7 +138,7 @@ def test_the_decision_and_its_consequence_are_above_the_fold_for_a_conflict_an_e
 
 def test_a_decider_reveals_both_sides_of_a_masked_conflict_and_each_reveal_is_recorded(live_server, page, oncall, demo_policies):
     from access.models import AccessRecord
-    from console.management.commands.demo import scenario_run_create
+    from demo.management.commands.demo import scenario_run_create
     from recovery.models import UncertainCall
     from recovery.reconcile import reconcile_pass
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from django.test import Client
 
-from access.report import report_html
+from evidence.report import report_html
 from access.shown import SHOWN_CHARS
 from runs.leases import lease_acquire
 from runs.store import NewEvent, events_append

@@ -28,7 +28,7 @@ from runs.chain import chain_backfill
 from runs.importer import paths_import
 from runs.leases import lease_acquire
 from runs.models import Event, EventHash, Run
-from runs.signing import document_sign
+from evidence.signing import document_sign
 from runs.store import NewEvent, events_append
 from runs.verify import canonical_json
 from runs.verify import main as verify_main

@@ -1,5 +1,5 @@
-"""Issue 31, finding 7, for imported logs: the store's size limits apply to every line, read in
-process or by the reading child (RECKON_IMPORT_READ_ASIDE_BYTES), and to the run the file makes;
+"""Issue 31, finding 7, for imported logs: the store's size limits apply to every line, in the
+first chunk or a later one, and to the run the file makes;
 the file is rejected whole, naming the line and the limit, with nothing written."""
 
 import io
@@ -23,10 +23,10 @@ def imported(text, name="run-x.jsonl"):
     return log_import_stream(name, io.BytesIO(text.encode()))
 
 
-@pytest.mark.parametrize("aside", [False, True], ids=["in process", "read aside"])
-def test_a_line_over_the_event_limit_rejects_the_file_naming_the_line_and_the_limit(small, aside):
-    if aside:  # chunks of 7, every one after the first read and prepared by the child
-        small.RECKON_IMPORT_CHUNK, small.RECKON_IMPORT_READ_ASIDE_BYTES = 7, 0
+@pytest.mark.parametrize("chunked", [False, True], ids=["one chunk", "chunks of 7"])
+def test_a_line_over_the_event_limit_rejects_the_file_naming_the_line_and_the_limit(small, chunked):
+    if chunked:
+        small.RECKON_IMPORT_CHUNK = 7
     text = good(n=20) + line(21, "user_message", {"content": "x" * 2500}) + line(22, "user_message", {"content": "after"})
     result = imported(text)
     assert result.outcome == "rejected"
@@ -34,10 +34,10 @@ def test_a_line_over_the_event_limit_rejects_the_file_naming_the_line_and_the_li
     assert nothing_stored()
 
 
-@pytest.mark.parametrize("aside", [False, True], ids=["in process", "read aside"])
-def test_a_file_whose_events_pass_the_run_limit_is_rejected_naming_the_line_and_the_limit(small, aside):
-    if aside:
-        small.RECKON_IMPORT_CHUNK, small.RECKON_IMPORT_READ_ASIDE_BYTES = 7, 0
+@pytest.mark.parametrize("chunked", [False, True], ids=["one chunk", "chunks of 7"])
+def test_a_file_whose_events_pass_the_run_limit_is_rejected_naming_the_line_and_the_limit(small, chunked):
+    if chunked:
+        small.RECKON_IMPORT_CHUNK = 7
     text = good(n=1)
     for s in range(2, 30):  # 28 events of about 1,000 bytes: over 20,000 at the 20th or so
         text += line(s, "user_message", {"content": "y" * 1000})

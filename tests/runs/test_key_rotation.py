@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runs.signing import document_sign, fingerprint
+from evidence.signing import document_sign, fingerprint
 from runs.verify import main as verify_main
 from tests.runs.test_chain import _run, _sql, _verify
 

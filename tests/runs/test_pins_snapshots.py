@@ -17,7 +17,8 @@ from runs.leases import lease_acquire
 from runs.models import Snapshot
 from runs.selectors import run_state
 from runs.snapshot_format import body_digest, state_diff, state_dumps
-from runs.snapshots import snapshot_verify, snapshot_write
+from runs.snapshot_verify import snapshot_verify
+from runs.snapshots import snapshot_write
 from runs.store import NewEvent, events_append
 
 RUN = "run-pin-snap"

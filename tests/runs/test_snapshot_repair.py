@@ -14,7 +14,8 @@ from runs import tasks
 from runs.models import Snapshot, SnapshotPointer, SnapshotQuarantine
 from runs.selectors import run_state
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION
-from runs.snapshots import run_state_fast, snapshot_current, snapshot_repair, snapshot_write
+from runs.snapshot_verify import snapshot_repair
+from runs.snapshots import run_state_fast, snapshot_current, snapshot_write
 from tests.measure import Measurements
 from tests.runs.test_snapshot_commands import tamper
 from tests.runs.test_snapshots import more, working_run

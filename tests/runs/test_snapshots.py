@@ -25,7 +25,8 @@ from runs.models import Snapshot, SnapshotPointer
 from runs.selectors import run_state
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads
 from runs.snapshot_plan import COMPACT_EVERY
-from runs.snapshots import _digest, run_state_fast, snapshot_current, snapshot_fold_write, snapshot_maybe, snapshot_policy_set, snapshot_verify, snapshot_write, version_quarantine
+from runs.snapshot_verify import snapshot_verify
+from runs.snapshots import _digest, run_state_fast, snapshot_current, snapshot_fold_write, snapshot_maybe, snapshot_policy_set, snapshot_write, version_quarantine
 from runs.store import NewEvent, events_append
 from runs.synthetic import synthetic_events
 from tests.measure import Measurements

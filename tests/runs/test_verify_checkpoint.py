@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management import call_command
 
-from runs.signing import document_sign, fingerprint
+from evidence.signing import document_sign, fingerprint
 from runs.store import NewEvent, events_append
 from runs.verify import main as verify_main
 from tests.runs.test_chain import _run, _sql
@@ -99,7 +99,7 @@ def test_a_checkpoint_signed_by_an_unknown_key_or_not_listing_the_run(tmp_path, 
     assert _reckon_verify(bundle, "--checkpoint", edited) == (1, [f"checkpoint {edited}: signature invalid"])
     # A checkpoint written before the run existed lists nothing of it: said, not a failure.
     empty = tmp_path / "empty.json"
-    from runs.signing import signing_key_load
+    from evidence.signing import signing_key_load
 
     empty.write_text(json.dumps(document_sign(key=signing_key_load(), doc={"version": 1, "written_at": "2026-01-01T00:00:00.000000Z", "runs": []})))
     code, lines = _reckon_verify(bundle, "--checkpoint", empty, "--checkpoint", cp)

@@ -28,10 +28,12 @@ SUITES: dict[str, str] = {
     "invoke": "bench.invoke:bench_invoke",
     "load": "bench.load:bench_load",
     "scale": "bench.scale:bench_scale",
+    "peers": "bench.peers:bench_peers",
 }
 # Suites that `all` leaves out, with the options only they take: the load test starts its own
-# servers, needs PostgreSQL and Redis, and runs for a set time (docs/load.md).
-ON_DEMAND: dict[str, tuple[str, ...]] = {"load": ("duration", "agents", "operators", "web_workers", "drain"), "scale": ("max_events", "log_events", "repeats")}
+# servers, needs PostgreSQL and Redis, and runs for a set time (docs/load.md); the peers need the
+# `peers` extra and PostgreSQL (docs/benchmarks.md).
+ON_DEMAND: dict[str, tuple[str, ...]] = {"load": ("duration", "agents", "operators", "web_workers", "drain"), "scale": ("max_events", "log_events", "repeats"), "peers": ("dbos_steps",)}
 
 
 def _positive(text: str) -> float:
@@ -69,6 +71,8 @@ class Command(BaseCommand):
         scale.add_argument("--max-events", type=_positive_int, default=None, help="the largest store, in events (default 1,000,000; 10,000,000 adds the third size)")
         scale.add_argument("--log-events", type=_positive_int, default=None, help="events of the generated log imported, exported and replayed (default 100,000)")
         scale.add_argument("--repeats", type=_positive_int, default=3, help="imports, exports and replays of the log for the medians (default 3)")
+        peers = parser.add_argument_group("peers", "options of `bench peers` (docs/benchmarks.md)")
+        peers.add_argument("--dbos-steps", type=_positive_int, default=None, help="durable steps per DBOS workflow (default 10)")
 
     def handle(self, *args, suite, **options):
         # Measure what production runs: without DEBUG's per-query logging.
@@ -94,6 +98,8 @@ class Command(BaseCommand):
                     if name == "store" and options["routes"]:
                         extra["routes"] = True
                     results[name] = getattr(import_module(module), func)(quick=options["quick"], out=None if options["json"] else self.stdout, **extra)
+                except CommandError:  # the suite's own message (a missing extra, the wrong engine)
+                    raise
                 except Exception as exc:  # a broken suite is reported, the others still run
                     raise CommandError(f"bench {name} failed: {type(exc).__name__}: {exc}") from exc
         finally:

@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.snapshots import runs_with_snapshots, snapshot_verify
+from runs.snapshot_verify import runs_with_snapshots, snapshot_verify
 
 
 def _sample(text):

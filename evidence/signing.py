@@ -9,7 +9,6 @@ rewrite a signed file they do not hold, nor sign a new one without the key.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from access.chain import access_heads
 from runs.models import Run
 from runs.verify import Unusable, canonical_json, checkpoint_problem, key_fingerprint, public_keys
 
@@ -77,26 +77,16 @@ def document_sign(*, key: Ed25519PrivateKey, doc: dict) -> dict:
     return {**body, "signature": key.sign(canonical_json(body)).hex()}
 
 
-# Functions adding members to each run's checkpoint entry (run_id -> {member: value}), registered by
-# the layers above: the access records' chain adds its count and head (access.apps).
-_EXTRA: list[Callable[[], dict[str, dict]]] = []
-
-
-def checkpoint_extra_register(fn: Callable[[], dict[str, dict]]) -> None:
-    if fn not in _EXTRA:
-        _EXTRA.append(fn)
-
-
 def checkpoint_build(*, key: Ed25519PrivateKey | None = None) -> dict:
     """A signed checkpoint of every chained run: ``{"version", "written_at", "runs": [{"run_id",
-    "last_seq", "head", ...}], "key_fingerprint", "signature"}``; the registered extras add to the
-    entries (the access records' ``access_count`` and ``access_head``)."""
+    "last_seq", "head", "access_count", "access_head"}], "key_fingerprint", "signature"}``: the access
+    records' chain is pinned too, so that records removed from its end (and the head rewritten to
+    match) are noticed against a checkpoint."""
     key = key or signing_key_load()
     runs = [{"run_id": r, "last_seq": n, "head": bytes(h).hex()} for r, n, h in Run.objects.exclude(head=None).order_by("run_id").values_list("run_id", "last_seq", "head").iterator()]
-    for fn in _EXTRA:
-        extra = fn()
-        for entry in runs:
-            entry.update(extra.get(entry["run_id"], {}))
+    access = access_heads()
+    for entry in runs:
+        entry.update(access.get(entry["run_id"], {}))
     doc = {"version": CHECKPOINT_VERSION, "written_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "runs": runs}
     return document_sign(key=key, doc=doc)
 

@@ -1,6 +1,6 @@
 """``manage.py demo_agent [--run-id ID] [--effect-file F | --effect-url U]``
 
-Runs the scripted demo agent (runs/demo_agent.py) once and prints one JSON line: finished, or
+Runs the scripted demo agent (demo/agent.py) once and prints one JSON line: finished, or
 uncertain with the call's key. It writes through the store in this process (an agent outside
 Reckon uses the reckon-client distribution: examples/).
 Exit status: 0 finished, 3 stopped on an uncertain call.
@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from reckon_client import ReckonError
 
 from runs.client import StoreTransport
-from runs.demo_agent import demo_main
+from demo.agent import demo_main
 from runs.errors import StoreError
 
 

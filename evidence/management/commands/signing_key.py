@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.signing import fingerprint, public_pem, retired_keys, signing_key_load
+from evidence.signing import fingerprint, public_pem, retired_keys, signing_key_load
 
 
 class Command(BaseCommand):

@@ -22,14 +22,14 @@ from pathlib import Path
 
 from access.chain import access_rows
 from access.models import AccessRecord
-from access.report import report_html
+from evidence.report import report_html
 from access.services import access_record_write
 from access.tokens import Principal
 from recovery.masking import MASK, NEVER_REVEALED, run_sensitive_values, sensitive_fields, value_mask
 from runs.chain import chain_rows, event_chain_canonical
 from runs.errors import RunNotFound
 from runs.models import Run
-from runs.signing import document_sign, fingerprint, public_pem, signing_key_load
+from evidence.signing import document_sign, fingerprint, public_pem, signing_key_load
 from runs.verify import CHAIN, ENCODING, Problem, commitment, digest, files_digests, files_verify, genesis, pointer_get, pointer_parts, pointers_replace, ts_text, verified_line
 
 DECISION_TYPES = frozenset({"approval_requested", "approval_decided", "tool_call_resolved"})

@@ -35,7 +35,7 @@ from recovery.outbound import outbound_allow
 from reckon_client.identity import idempotency_key, signature
 from runs.identity import key_secret_new
 from runs.importer import paths_import
-from runs.signing import fingerprint, signing_key_load
+from evidence.signing import fingerprint, signing_key_load
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
 

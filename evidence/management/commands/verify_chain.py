@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from access.chain import access_chain_verify
 from runs.chain import ChainProblem, chain_verify
 from runs.models import Run
-from runs.signing import checkpoint_check_signature
+from evidence.signing import checkpoint_check_signature
 
 
 class Command(BaseCommand):

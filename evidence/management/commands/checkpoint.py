@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.signing import checkpoint_write
+from evidence.signing import checkpoint_write
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from access.evidence import Problem, evidence_build, evidence_write
+from evidence.bundles import Problem, evidence_build, evidence_write
 from access.tokens import Principal
 from runs.errors import RunNotFound
 
