@@ -28,7 +28,8 @@ from bench.invoke import _call, _instant_tool
 from bench.notify import ROUTES
 from bench.store import rates_in_turn, run_build
 from notify.config import notifications_load
-from runs.client import StoreTransport, open_run
+from reckon_client import open_run
+from runs.client import StoreTransport
 from runs.selectors import run_state
 from runs.store import NewEvent, events_append
 from runs.synthetic import synthetic_events
