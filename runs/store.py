@@ -28,7 +28,6 @@ import functools
 import itertools
 import json
 import logging
-import pickle
 import re
 import struct
 import threading
@@ -51,7 +50,7 @@ from psycopg.generators import execute as _pg_execute
 from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.rows import tuple_row
 
-from runs.canonical import Framed, canon_list, chain_links, chain_links_framed, event_canon, event_canons, sealing_now, ts_texts
+from runs.canonical import canon_list, chain_links, chain_links_framed, event_canon, event_canons, sealing_now, ts_texts
 from runs.errors import EventTooLarge, InvalidEvent, RunFinished, RunNotFound, RunTooLarge, SeqConflict, StaleEpoch
 from runs.events import (
     COMPLETION_SOURCES,
@@ -634,18 +633,11 @@ def _events_prepare(
     key_secret_fill: bool,
     now: datetime,
     ts_texted: list[bytes] | None = None,
-    sealing: tuple[frozenset[str], tuple[bytes, ...]] | None = None,
-    ts_known: list[bytes] | None = None,
-    proved: bool = False,
 ):
     """Check, complete and encode a batch for the append (``events_append``, ``events_copy``):
     (times, payload texts, chain canonical bytes, the salts of sealed values by seq, the events as the fold sees them, the seq of a
     terminal event or None, the batch's last seq). Raises InvalidEvent for an event the log must not hold.
-    ``ts_texted``: a list extended with each time's text in the chain's frame (``runs.canonical.ts_texts``).
-    ``sealing``: the sealed names as ``sealing_now`` gives them, when the caller read them already.
-    ``ts_known``: the times' texts in the chain's frame, when the caller has them (``ts_texted`` then gets those).
-    ``proved``: every payload was decoded from strict JSON (``runs.json_strict``), which holds no NaN,
-    Infinity nor NUL, so the scan of the encoded texts for them (``_batch_check``) is skipped."""
+    ``ts_texted``: a list extended with each time's text in the chain's frame (``runs.canonical.ts_texts``)."""
     # One pass: check each event, complete its payload to the current version, encode it, and
     # build what the caller gets back. This path runs once per event written; keep it lean (the
     # common case is checked here against ``_PLAIN``; anything unusual takes ``_check_slow``).
@@ -660,7 +652,7 @@ def _events_prepare(
     chained = _chain_on
     # Each event's canonical bytes as chained (runs.canonical); an event with sealed values also gets its salts,
     # which are written beside it (EventSeal) in the same transaction.
-    sealing = (sealing if sealing is not None else sealing_now()) if chained else None
+    sealing = sealing_now() if chained else None
     seals: list[tuple[int, dict]] = []
     stored_sorted = True
     for i, ev in enumerate(events):
@@ -692,12 +684,11 @@ def _events_prepare(
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
-    if not proved:
-        _batch_check(appended, encoded)
+    _batch_check(appended, encoded)
     if max(map(len, encoded)) > settings.RECKON_MAX_EVENT_BYTES:
         raise _event_too_large(expected_seq, appended, encoded)
     if ts_texted is not None:
-        ts_texted.extend(ts_known if ts_known is not None and len(ts_known) == len(tss) else ts_texts(tss))
+        ts_texted.extend(ts_texts(tss))
     if chained and len(appended) == 1:  # the single append: no batch to scan at once
         ev = appended[0]
         canon, salts = event_canon(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, payload=ev.payload, stored=encoded[0], sealing=sealing, stored_sorted=stored_sorted)
@@ -764,7 +755,7 @@ def _run_too_large(run_id: str, expected_seq: int, stored: int, sizes: Sequence[
     )
 
 
-def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True, texts: list[bytes] | None = None) -> list[Event]:
+def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequence[NewEvent], key_secret_fill: bool = True) -> list[Event]:
     """Append ``events`` to run ``run_id`` as seqs ``expected_seq + 1 ...``, all or none.
 
     A ``run_started`` of schema version 3 or later that carries no key secret gets a new random one
@@ -774,8 +765,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     when ``expected_seq`` is not its last seq, RunFinished for a second terminal event, RunNotFound,
     EventTooLarge and RunTooLarge (RECKON_MAX_EVENT_BYTES, RECKON_MAX_RUN_BYTES) and InvalidEvent;
     in every case nothing is written. Returns the appended events as the fold sees
-    them. ``texts``: a list that, once the events are written, is extended with each one's payload
-    as the store wrote it (UTF-8 JSON, keys sorted): decoded, it is the payload a read returns.
+    them.
     """
     if not events:
         raise InvalidEvent("an append needs at least one event")
@@ -799,7 +789,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         # decides, and diagnoses a real fence refusal as before.
         done = _pg_append_projected(db, run_id, epoch, expected_seq, events[0], tss[0], encoded[0], canons[0], appended[0], projectors, room)
         if done:
-            return _appended(db, run_id, seqs[0], seqs[-1], appended, encoded, texts)
+            return _appended(db, run_id, seqs[0], seqs[-1], appended)
     if postgres and not projectors and not seals:
         # One statement in autocommit (or in the caller's transaction): the fence and the insert
         # commit together or not at all, with no BEGIN/COMMIT round trips.
@@ -827,18 +817,15 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
                     else:
                         rider.then(results[project])
     if ok:
-        return _appended(db, run_id, seqs[0], seqs[-1], appended, encoded, texts)
+        return _appended(db, run_id, seqs[0], seqs[-1], appended)
     raise _fence_refused(run_id, epoch, expected_seq, finishing, encoded)
 
 
-def _appended(db, run_id: str, first_seq: int, last_seq: int, appended: list[Event], encoded: list[bytes], texts: list[bytes] | None) -> list[Event]:
-    """How every append that wrote its events ends (``events_append``, ``events_copy``,
-    ``events_append_prepared``): the after-append hooks, ``texts`` extended with the payload texts
-    written, and the events as the fold sees them returned."""
+def _appended(db, run_id: str, first_seq: int, last_seq: int, appended: list[Event]) -> list[Event]:
+    """How every append that wrote its events ends (``events_append``, ``events_copy``): the
+    after-append hooks, and the events as the fold sees them returned."""
     if _AFTER_APPEND:
         _after_append(db, run_id, first_seq, last_seq)
-    if texts is not None:
-        texts.extend(encoded)
     return appended
 
 
@@ -858,133 +845,13 @@ def _copy_text(value: bytes) -> bytes:
     return value
 
 
-@dataclass
-class PreparedChunk:
-    """A batch already checked, completed, encoded and framed by ``events_prepare`` (the
-    importer does that in the process that reads the file), for ``events_copy`` and
-    ``events_append_prepared`` to write without that work again. ``times``: each time as COPY
-    reads it back (the chain frame's text); ``events``: the events as the fold sees them, filled
-    in by ``prepared_loads`` (with no payload nor time, None, for a type no read model reads)."""
-
-    expected_seq: int
-    types: list[str]
-    vs: list[int]
-    times: list[bytes]
-    encoded: list[bytes]
-    canons: list[bytes] | Framed
-    seals: list[tuple[int, dict]]
-    finished_seq: int | None
-    events: list[Event] | None = None
-
-
-def events_prepare(
-    run_id: str,
-    expected_seq: int,
-    events: Sequence[NewEvent],
-    *,
-    sealing: tuple[frozenset[str], tuple[bytes, ...]],
-    key_secret_fill: bool = True,
-    ts_given: list[str] | None = None,
-    proved: bool = False,
-) -> PreparedChunk:
-    """The append's own checks, completion, encoding and chain bytes of a batch (``_events_prepare``),
-    with no database: they may run in another process than the write. ``sealing``: ``sealing_now()``
-    as the writing process read it. ``ts_given``: each event's time as the text it was read from
-    (an imported line's ts), which is the chain frame's text when it is RFC 3339 in UTC with
-    microseconds and a year of four digits (``_ts_canonical``). ``proved``: the payloads were decoded
-    from strict JSON (an imported line), as ``_events_prepare`` takes it. Raises InvalidEvent as the append would."""
-    times: list[bytes] = []
-    known = _ts_canonical(ts_given) if ts_given is not None and len(ts_given) == len(events) else None
-    tss, encoded, canons, seals, appended, finished_seq, _ = _events_prepare(
-        run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times, sealing=sealing, ts_known=known, proved=proved
-    )
-    return PreparedChunk(expected_seq, [e.type for e in appended], [e.v for e in appended], _ts_written(tss, times), encoded, canons, seals, finished_seq)
-
-
 def _ts_written(tss: list[datetime], framed: list[bytes]) -> list[bytes]:
-    """The times' texts as COPY (``events_copy``) and a prepared chunk's writes send them: the
+    """The times' texts as COPY (``events_copy``) sends them: the
     chain frame's (``framed``, RFC 3339 in UTC, read back as the same timestamptz), but isoformat's
     for a batch with a year before 1000, which the frame's text does not pad to four digits."""
     if all(ts.year >= 1000 for ts in tss):
         return framed
     return [ts.isoformat().encode() for ts in tss]
-
-
-# A time that reads as a datetime in UTC and is written in exactly this form is its own text in the
-# chain's frame (``runs.canonical.ts_texts``: isoformat with microseconds, Z for +00:00): the same
-# digits, zero-padded, in the same places. A year before 1000 has another text there.
-_TS_FRAMED = re.compile("(?:[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}Z\x00)*")
-
-
-def _ts_canonical(given: list[str]) -> list[bytes] | None:
-    """``given`` as the chain frame's texts when every one is already in that form (one scan of them
-    all), else None. Only for texts that each read as the time of their event."""
-    joined = "\x00".join(given) + "\x00"
-    if _TS_FRAMED.fullmatch(joined) is None:
-        return None
-    return joined[:-1].encode().split(b"\x00")
-
-
-def prepared_dumps(chunk: PreparedChunk) -> bytes:
-    """``chunk`` as bytes for a pipe (the events are not sent: ``prepared_loads`` decodes them)."""
-    # JSON text and a time's text hold no NUL, so NUL separates them: one split instead of a
-    # pickled object per event. Canonical bytes kept as their parts (``Framed``, the common case)
-    # send only their tails: the payloads' texts are the chunk's own.
-    canons = chunk.canons
-    if type(canons) is Framed and canons.raws is chunk.encoded:
-        sent = (canons.first_seq, b"\x00".join(canons.tails))
-    else:
-        sent = b"\x00".join(canon_list(canons))  # canonical JSON holds no NUL either
-    return pickle.dumps(
-        (chunk.expected_seq, "\x00".join(chunk.types), chunk.vs, b"\x00".join(chunk.times), b"\x00".join(chunk.encoded), sent, chunk.seals, chunk.finished_seq),
-        protocol=pickle.HIGHEST_PROTOCOL,
-    )
-
-
-def _projected_types() -> frozenset[str] | None:
-    """The types some registered read model reads, or None when one reads every type."""
-    wanted: set[str] = set()
-    for _, types in _PROJECTORS:
-        if types is None:
-            return None
-        wanted |= types
-    return frozenset(wanted)
-
-
-def prepared_loads(data: bytes) -> PreparedChunk:
-    """The chunk ``prepared_dumps`` sent, with its events and their times decoded from the texts.
-
-    A payload is decoded (as a read decodes it: keys sorted), and a time parsed, only for the types
-    a read model reads (``projector_register``), the one use the writing process has for them: the
-    others keep None for both (the fold of a run's first snapshot decodes the texts in its own
-    process, and is sent only the times it reads). About a third of a working agent's events (its
-    model turns) are read by no read model."""
-    expected_seq, types, vs, times, encoded, canons, seals, finished_seq = pickle.loads(data)
-    types, texts, times, encoded = types.split("\x00"), times.decode().split("\x00"), times.split(b"\x00"), encoded.split(b"\x00")
-    if type(canons) is tuple:
-        canons = Framed(encoded, canons[0], canons[1].split(b"\x00"))
-    else:
-        canons = canons.split(b"\x00") if canons else []
-    loads, new_event, parse = orjson.loads, tuple.__new__, datetime.fromisoformat
-    read = _projected_types()
-    if read is None:
-        events = [new_event(Event, (seq, t, loads(text), parse(ts), v)) for seq, t, text, ts, v in zip(itertools.count(expected_seq + 1), types, encoded, texts, vs)]
-    else:
-        timed = read | TIMESTAMPED  # the fold's process is sent these times (``SnapshotFoldAside.feed_written``)
-        events = [
-            new_event(Event, (seq, t, loads(text) if t in read else None, parse(ts), v) if t in timed else (seq, t, None, None, v))
-            for seq, t, text, ts, v in zip(itertools.count(expected_seq + 1), types, encoded, texts, vs)
-        ]
-    return PreparedChunk(expected_seq, types, vs, times, encoded, canons, seals, finished_seq, events)
-
-
-def _prepared_decoded(prepared: PreparedChunk) -> list[Event]:
-    """The prepared chunk's events with every payload and time (``prepared_loads`` leaves some None)."""
-    loads, parse = orjson.loads, datetime.fromisoformat
-    return [
-        ev if ev.payload is not None and ev.ts is not None else ev._replace(payload=loads(text), ts=parse(ts.decode()))
-        for ev, text, ts in zip(prepared.events, prepared.encoded, prepared.times, strict=True)
-    ]
 
 
 _PG_COPY_FENCE = "SELECT lease_epoch, lease_holder, last_seq, finished_seq, head, payload_bytes FROM reckon_run WHERE run_id = %s FOR UPDATE"
@@ -999,9 +866,7 @@ def events_copy(
     expected_seq: int,
     events: Sequence[NewEvent],
     key_secret_fill: bool = True,
-    texts: list[bytes] | None = None,
     meanwhile: Callable[[], None] | None = None,
-    prepared: PreparedChunk | None = None,
 ) -> list[Event]:
     """``events_append`` for a large batch on PostgreSQL, written with COPY; the same checks,
     errors, chain and read models. Only inside a transaction (the importer's): the fence is the
@@ -1012,26 +877,14 @@ def events_copy(
 
     ``meanwhile``: called once the rows are sent, while the server checks and inserts them, before
     the COPY's end is awaited (the importer reads its next chunk then). It may not use the
-    connection; an exception it raises ends the COPY unwritten and propagates.
-
-    ``prepared``: the batch as ``events_prepare`` checked, encoded and framed it (elsewhere), in
-    place of ``events``, whose checks it has passed: only the fence, the chain's links and the
-    writes are left."""
+    connection; an exception it raises ends the COPY unwritten and propagates."""
     db = connections[DEFAULT_DB_ALIAS]
     if db.vendor != "postgresql" or not db.in_atomic_block:
         raise InvalidEvent("events_copy is for PostgreSQL, inside a transaction; use events_append")
-    if prepared is not None:
-        if prepared.expected_seq != expected_seq or prepared.events is None:
-            raise InvalidEvent(f"a prepared batch after seq {prepared.expected_seq} cannot be written after seq {expected_seq}")
-        times, encoded, canons, seals, appended, finished_seq = prepared.times, prepared.encoded, prepared.canons, prepared.seals, prepared.events, prepared.finished_seq
-        tss = None
-        seq = expected_seq + len(appended)
-        events = appended
-    elif not events:
+    if not events:
         raise InvalidEvent("an append needs at least one event")
-    else:
-        times = []
-        tss, encoded, canons, seals, appended, finished_seq, seq = _events_prepare(run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times)
+    times: list[bytes] = []
+    tss, encoded, canons, seals, appended, finished_seq, seq = _events_prepare(run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times)
     if not canons:
         raise InvalidEvent("an append without the hash chain (chain_hashing) is for bench store's plain PostgreSQL appends only")
     with server_cursor() as cur:
@@ -1057,8 +910,7 @@ def events_copy(
         # chunk's payload texts are escaped together, a few C passes instead of calls per event.
         # JSON text holds no NUL (a control character is always escaped), so NUL separates them.
         copied = _copy_text(b"\x00".join(encoded)).split(b"\x00")
-        if tss is not None:  # (a prepared chunk's times are written already: ``events_prepare``)
-            times = _ts_written(tss, times)
+        times = _ts_written(tss, times)
         line = b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n"
         rows = [line % (rid, ev.seq, ev.type.encode(), ev.v, ts, text, epoch, h) for ev, ts, text, h in zip(appended, times, copied, hashed, strict=True)]
         # Flushed as written (no threshold): once ``write`` returns, every row is on its way to the
@@ -1074,7 +926,7 @@ def events_copy(
         _seals_write(run_id, seals)
     for project in _projectors_for(events):
         project(run_id, appended, epoch)
-    return _appended(db, run_id, expected_seq + 1, seq, appended, encoded, texts)
+    return _appended(db, run_id, expected_seq + 1, seq, appended)
 
 
 def _sqlite_datetime(value: datetime) -> str:
@@ -1086,18 +938,7 @@ def _sqlite_datetime(value: datetime) -> str:
     return connection.ops.adapt_datetimefield_value(value)
 
 
-def _sqlite_times(times: list[bytes]) -> list[str] | None:
-    """Django's SQLite text of each time (``_sqlite_datetime``) from the chain frame's texts
-    (``PreparedChunk.times``), for a whole chunk in a few C passes; None unless every one is in
-    that form (``_TS_FRAMED``). The two differ only in the T, the Z, and the fraction, which
-    isoformat leaves out when it is zero."""
-    joined = b"\x00".join(times).decode() + "\x00"
-    if _TS_FRAMED.fullmatch(joined) is None:
-        return None
-    return joined.replace(".000000Z\x00", "\x00").replace("Z\x00", "\x00").replace("T", " ")[:-1].split("\x00")
-
-
-def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, canons, finished_seq, now, prepared: PreparedChunk | None = None, *, nbytes: int, room: int) -> bool:
+def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, canons, finished_seq, now, *, nbytes: int, room: int) -> bool:
     # Inside an IMMEDIATE transaction: the write lock is held from BEGIN, so the fence and the
     # inserts cannot interleave with another writer, and the head read here is the one the fence
     # moves. The chain is hashed in Python (SQLite has no sha256).
@@ -1112,48 +953,11 @@ def _sqlite_append(run_id, epoch, expected_seq, seqs, events, tss, payloads, can
         cur.execute(_SQLITE_FENCE, [seqs[-1], finished_seq, prev, nbytes, run_id, epoch, expected_seq, room, finished_seq is not None])
         if cur.rowcount != 1:
             return False
-        utc = connection.timezone_name == "UTC"
-        adapt = _sqlite_datetime if utc else connection.ops.adapt_datetimefield_value
+        adapt = _sqlite_datetime if connection.timezone_name == "UTC" else connection.ops.adapt_datetimefield_value
         rec = adapt(now)
-        texts = _sqlite_times(prepared.times) if prepared is not None and utc else None
-        if texts is not None and len(texts) == len(seqs):
-            # A prepared chunk: the times' and payloads' texts made for the whole chunk at once
-            # (JSON text holds no NUL), and the types and versions taken from its own lists.
-            stored = b"\x00".join(payloads).decode().split("\x00")
-            rows = [(run_id, s, t, v, ts, p, epoch, rec, h) for s, t, v, ts, p, h in zip(seqs, prepared.types, prepared.vs, texts, stored, hashes, strict=True)]
-        else:
-            if prepared is not None:  # its events may lack the time (``prepared_loads``): parsed again from its texts
-                tss = [datetime.fromisoformat(ts.decode()) for ts in prepared.times]
-            rows = [(run_id, s, ev.type, ev.v, adapt(t), p.decode(), epoch, rec, h) for s, ev, t, p, h in zip(seqs, events, tss, payloads, hashes)]
+        rows = [(run_id, s, ev.type, ev.v, adapt(t), p.decode(), epoch, rec, h) for s, ev, t, p, h in zip(seqs, events, tss, payloads, hashes)]
         cur.executemany(_SQLITE_INSERT, rows)
     return True
-
-
-def events_append_prepared(*, run_id: str, epoch: int, expected_seq: int, prepared: PreparedChunk, key_secret_fill: bool = True, texts: list[bytes] | None = None) -> list[Event]:
-    """``events_append`` of a batch ``events_prepare`` checked, encoded and framed (elsewhere):
-    on SQLite only the fence, the chain's links and the writes are left. Elsewhere (PostgreSQL
-    outside ``events_copy``) the batch is appended as ``events_append`` appends its events."""
-    appended = prepared.events
-    if prepared.expected_seq != expected_seq or not appended:
-        raise InvalidEvent(f"a prepared batch after seq {prepared.expected_seq} cannot be written after seq {expected_seq}")
-    db = connections[DEFAULT_DB_ALIAS]
-    if db.vendor != "sqlite" or not prepared.canons:
-        return events_append(run_id=run_id, epoch=epoch, expected_seq=expected_seq, events=_prepared_decoded(prepared), key_secret_fill=key_secret_fill, texts=texts)
-    seqs = range(expected_seq + 1, expected_seq + len(appended) + 1)
-    projectors = _projectors_for(appended)
-    nbytes = sum(map(len, prepared.encoded))
-    with transaction.atomic(savepoint=False):  # as events_append's batch: no savepoint
-        ok = _sqlite_append(
-            run_id, epoch, expected_seq, seqs, appended, [ev.ts for ev in appended], prepared.encoded, prepared.canons, prepared.finished_seq, datetime.now(timezone.utc), prepared, nbytes=nbytes, room=_room(nbytes)
-        )
-        if ok and prepared.seals:
-            _seals_write(run_id, prepared.seals)
-        if ok:
-            for project in projectors:
-                project(run_id, appended, epoch)
-    if not ok:
-        raise _fence_refused(run_id, epoch, expected_seq, prepared.finished_seq is not None, prepared.encoded)
-    return _appended(db, run_id, seqs[0], seqs[-1], appended, prepared.encoded, texts)
 
 
 def _append_cursor(db) -> psycopg.Cursor:
