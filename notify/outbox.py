@@ -1,7 +1,8 @@
 """The outbox: notification rows written in the same transaction as the event that causes them.
 
-``outbox_project`` is a projector of the append path (registered in ``NotifyConfig.ready`` for the
-types in ``NOTIFY_TYPES`` only), so an escalation and the rows that announce it commit together or
+``outbox_project`` is a read-model rule of the append path (``RULE``, added in ``NotifyConfig.ready``
+and applied after the uncertain-call projection, ``runs.rules.ORDER``), its handlers a table keyed
+by event type (``OUTBOX_RULES``), so an escalation and the rows that announce it commit together or
 not at all: a worker that dies after the commit finds the rows and delivers them; an append that
 rolls back leaves none. Delivery starts once the transaction commits (``transaction.on_commit``);
 beat's sweep finds anything whose enqueue was lost.
@@ -34,12 +35,10 @@ from django.utils import timezone as djtz
 from notify.models import Channel, Notification, Route
 from recovery.masking import run_sensitive_values, sensitive_fields, value_mask
 from recovery.models import UncertainCall
-from recovery.projection import RELEVANT as PROJECTED_TYPES
-from runs.events import CURRENT_SCHEMA_VERSION
+from runs.events import EventType, rule_table
 from runs.fold import format_ts
-from runs.store import Rider
+from runs.rules import ReadModelRule
 
-NOTIFY_TYPES = frozenset({"approval_requested", "operator_note", "tool_call_resolved"})
 TRIGGER_TYPES = ("call.escalated", "call.overdue")
 
 
@@ -250,113 +249,72 @@ def notification_body(n: Notification) -> dict:
     return call_body(call, n.type, at=n.cause_at or n.created_at, extra=n.extra)
 
 
-# An escalation's level-1 rows as SQL riding in the append's statement (``runs.store.Rider``): the
-# call's row as it was before the append, its current episode, and the first route it matches,
-# chosen by the CASE built from the loaded routes (``_route_case``). The statement sees the call as
-# the projection found it, before the projection's own update for this event; what the outbox reads
-# of the row afterwards is stated here exactly: the projection marks that very row escalated (so it
-# is never resolved here), and its reason is the one ``recovery.projection`` keeps (see ``reason``).
-_ESCALATION_RIDER = """
-INSERT INTO reckon_notify_notification
-       (delivery_id, logical_key, type, action, channel, kind, call_pk, run_id, tenant, event_seq,
-        episode_seq, episode_at, level, repeat, extra, cause_at, state, attempts, last_error)
-SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), %b || ch.name,
-       CASE WHEN c.reason = 'overdue' THEN 'call.overdue' ELSE 'call.escalated' END, 'trigger', ch.name, ch.kind,
-       c.id, c.run_id, c.tenant, %b::bigint, COALESCE(c.ep_seq, %b::bigint), COALESCE(c.ep_at, %b), 0, 0,
-       jsonb_build_object('level', 1, 'reason', c.reason), %b, 'pending', 0, ''
-  FROM (SELECT u.id, u.run_id, u.tenant, ep.episode_seq AS ep_seq, ep.episode_at AS ep_at,
-               {reason} AS reason, {route} AS route
-          FROM reckon_uncertain_call u
-          LEFT JOIN LATERAL (SELECT n.episode_seq, n.episode_at FROM reckon_notify_notification n
-                              WHERE n.call_pk = u.id AND n.action = 'trigger' AND n.episode_seq IS NOT NULL
-                              ORDER BY n.episode_seq DESC LIMIT 1) ep ON true
-         WHERE u.run_id = %b AND u.start_seq = %b AND EXISTS (SELECT 1 FROM ev)) c
-  JOIN unnest(%b::int[], %b::text[], %b::text[]) AS ch(route, name, kind) ON ch.route = c.route
-RETURNING id
-"""
-_RIDER_RESULT = "json_build_object('found', EXISTS (SELECT 1 FROM reckon_uncertain_call WHERE run_id = %b AND start_seq = %b), 'ids', ARRAY(SELECT id FROM {cte}))"
+@dataclass(frozen=True)
+class _Cause:
+    """What every handler of the outbox's rule table is given besides the event."""
+
+    run_id: str
+    key: str
+    at: datetime
+    routes: list[RouteSpec]
+    kinds: dict[str, str]
 
 
-def _route_case(routes: list[RouteSpec]) -> tuple[str, list]:
-    """``route_for`` as SQL over the call's row ``u``: the position in ``routes`` of the first route
-    with levels that the call matches, or NULL."""
-    whens, params = [], []
-    for i, route in enumerate(routes):
-        if not route.levels:
-            continue
-        terms = []
-        for allowed, column in ((route.risk_class, "risk_class"), (route.tool, "tool"), (route.tenant, "tenant")):
-            if allowed is not None:
-                # ``value in allowed``: only a string can equal a column's text.
-                terms.append(f"u.{column} = ANY(%b::text[])")
-                params.append([a for a in allowed if isinstance(a, str)])
-        whens.append(f"WHEN {' AND '.join(terms) or 'true'} THEN {i}")
-    return ("CASE " + " ".join(whens) + " END") if whens else "NULL::int", params
+def _escalated(ev, cx: _Cause) -> list[Notification]:
+    """An escalation of an uncertain call: the first level of the route it matches."""
+    p = ev.payload
+    if not p.get("idempotency_key"):
+        return []  # the agent's own question before a call, not an uncertain call
+    call = _call_of(cx.run_id, p)
+    route = route_for(call, cx.routes) if call is not None else None
+    if route is None or call.state == UncertainCall.State.RESOLVED:
+        return []
+    episode = (call.ep_seq, call.ep_at) if call.ep_seq is not None else (ev.seq, cx.at)
+    reason = str(p.get("reason") or call.escalation_reason or "")
+    type_ = "call.overdue" if reason == "overdue" else "call.escalated"
+    return level_rows(call, route, 0, type_=type_, key=cx.key, episode_seq=episode[0], episode_at=episode[1], at=cx.at, kinds=cx.kinds, event_seq=ev.seq, extra={"reason": reason})
 
 
-def outbox_rider(run_id: str, events: list) -> Rider | None:
-    """``outbox_project`` for an append whose one notifying event is an escalation of a call named
-    by its start, as SQL in the append's statement: its rows are written with no round trip of
-    their own. None for anything else (the Python projector does it).
+def _noted(ev, cx: _Cause) -> list[Notification]:
+    """A claim or assignment acknowledges the episode; a release starts a new one at level 1."""
+    p = ev.payload
+    call = _call_of(cx.run_id, p)
+    if call is None or call.ep_seq is None or call.state == UncertainCall.State.RESOLVED:
+        return []
+    action = p.get("action")
+    if action in ("claim", "assign"):
+        who = str(p.get("assignee") or p.get("by") or "")
+        return _follow_rows(call, "call.acknowledged", "acknowledge", _triggered(call.pk, call.ep_seq), key=cx.key, at=cx.at, kinds=cx.kinds, event_seq=ev.seq, extra={"acknowledged_by": who})
+    route = route_for(call, cx.routes) if action == "release" else None
+    if route is None:
+        return []
+    type_ = "call.overdue" if call.escalation_reason == "overdue" else "call.escalated"
+    return level_rows(call, route, 0, type_=type_, key=cx.key, episode_seq=ev.seq, episode_at=cx.at, at=cx.at, kinds=cx.kinds, event_seq=ev.seq, extra={"released_by": str(p.get("by") or "")})
 
-    Exact only where the statement's view of the call (before the append) tells what the projector
-    would read after it: no later event of the append touches the call's row (the projection would
-    move it on), and the escalation is the append's only event that notifies. When the call has no
-    full row yet (it was in flight until this append moved it there), the projector runs in Python
-    after all, in its turn."""
-    notifying = [i for i, e in enumerate(events) if e.type in NOTIFY_TYPES]
-    if len(notifying) != 1:
-        return None
-    event = events[notifying[0]]
-    if event.type != "approval_requested" or event.v != CURRENT_SCHEMA_VERSION:
-        return None
-    if any(e.type in PROJECTED_TYPES for e in events[notifying[0] + 1 :]):
-        return None
-    p = event.payload
-    start_seq = p.get("start_seq")
-    if not p.get("idempotency_key") or type(start_seq) is not int:
-        return None
-    at = _aware(event.ts)
-    if at < djtz.now() - timedelta(seconds=settings.RECKON_NOTIFY_MAX_EVENT_AGE_S):
-        return None
-    routes, kinds = routes_load()
-    if not routes:
-        return None
-    route_sql, route_params = _route_case(routes)
-    # The reason the Python path reads: the event's own, else the one the projection leaves on the
-    # row: "policy", unless this is a re-escalation of a call that already had a reason.
-    if p.get("reason"):
-        reason_sql, reason_params = "%b::text", [str(p["reason"])]
-    elif p.get("re_escalation"):
-        reason_sql, reason_params = "CASE WHEN COALESCE(u.escalation_reason, '') = '' THEN 'policy' ELSE u.escalation_reason END", []
-    else:
-        reason_sql, reason_params = "'policy'", []
-    channels = [(i, ch, kinds.get(ch, "")) for i, r in enumerate(routes) if r.levels for ch in r.levels[0]["notify"]]
-    # Parameters in the order their marks appear in the text.
-    params = [f"ev:{run_id}:{event.seq}:", event.seq, event.seq, at, at, *reason_params, *route_params, run_id, start_seq]
-    params += [[c[0] for c in channels], [c[1] for c in channels], [c[2] for c in channels]]
 
-    def then(value) -> None:
-        if not value["found"]:
-            outbox_project(run_id, events, 0)
-            return
-        ids = value["ids"]
-        if ids and settings.RECKON_NOTIFY_DELIVER_ON_COMMIT:
-            transaction.on_commit(lambda: notifications_enqueue(ids=ids), robust=True)
+def _resolved(ev, cx: _Cause) -> list[Notification]:
+    """A resolution: ``call.resolved`` to every channel ever triggered for the call."""
+    p = ev.payload
+    call = _call_of(cx.run_id, p)
+    if call is None:
+        return []
+    extra = {"disposition": str(p.get("disposition") or ""), "resolved_by": str(p.get("by") or ("a person" if p.get("by") else "a rule"))}
+    return _follow_rows(call, "call.resolved", "resolve", _triggered(call.pk), key=cx.key, at=cx.at, kinds=cx.kinds, event_seq=ev.seq, extra=extra)
 
-    return Rider(
-        cte=_ESCALATION_RIDER.format(reason=reason_sql, route=route_sql),
-        cte_params=tuple(params),
-        result=_RIDER_RESULT,
-        result_params=(run_id, start_seq),
-        then=then,
-    )
+
+# The rule, keyed by event type: what each type causes (the module's docstring says it in prose).
+OUTBOX_RULES = rule_table(
+    "notification outbox",
+    {EventType.APPROVAL_REQUESTED: _escalated, EventType.OPERATOR_NOTE: _noted, EventType.TOOL_CALL_RESOLVED: _resolved},
+    ignored=[t for t in EventType if t not in (EventType.APPROVAL_REQUESTED, EventType.OPERATOR_NOTE, EventType.TOOL_CALL_RESOLVED)],
+)
+NOTIFY_TYPES = frozenset(OUTBOX_RULES)
 
 
 def outbox_project(run_id: str, events: list, epoch: int) -> None:
-    """Projector: write the notifications ``events`` cause, in the append's transaction."""
+    """The rule applied in the append's transaction: write the notifications ``events`` cause."""
     oldest = djtz.now() - timedelta(seconds=settings.RECKON_NOTIFY_MAX_EVENT_AGE_S)
-    live = [e for e in events if e.type in NOTIFY_TYPES and _aware(e.ts) >= oldest]
+    live = [e for e in events if e.type in OUTBOX_RULES and _aware(e.ts) >= oldest]
     if not live:
         return
     routes, kinds = routes_load()
@@ -364,46 +322,11 @@ def outbox_project(run_id: str, events: list, epoch: int) -> None:
         return
     rows: list[Notification] = []
     for ev in live:
-        p = ev.payload
-        if ev.type == "approval_requested" and not p.get("idempotency_key"):
-            continue  # the agent's own question before a call, not an uncertain call
-        call = _call_of(run_id, p)
-        if call is None:
-            continue
-        at = _aware(ev.ts)
-        key = f"ev:{run_id}:{ev.seq}"
-        if ev.type == "approval_requested":
-            route = route_for(call, routes)
-            if route is None or call.state == UncertainCall.State.RESOLVED:
-                continue
-            episode = (call.ep_seq, call.ep_at) if call.ep_seq is not None else (ev.seq, at)
-            reason = str(p.get("reason") or call.escalation_reason or "")
-            type_ = "call.overdue" if reason == "overdue" else "call.escalated"
-            rows += level_rows(call, route, 0, type_=type_, key=key, episode_seq=episode[0], episode_at=episode[1], at=at, kinds=kinds, event_seq=ev.seq, extra={"reason": reason})
-        elif ev.type == "operator_note":
-            action = p.get("action")
-            episode = (call.ep_seq, call.ep_at) if call.ep_seq is not None else None
-            if episode is None or call.state == UncertainCall.State.RESOLVED:
-                continue
-            if action in ("claim", "assign"):
-                who = str(p.get("assignee") or p.get("by") or "")
-                rows += _follow_rows(call, "call.acknowledged", "acknowledge", _triggered(call.pk, episode[0]), key=key, at=at, kinds=kinds, event_seq=ev.seq, extra={"acknowledged_by": who})
-            elif action == "release":
-                route = route_for(call, routes)
-                if route is not None:
-                    type_ = "call.overdue" if call.escalation_reason == "overdue" else "call.escalated"
-                    rows += level_rows(call, route, 0, type_=type_, key=key, episode_seq=ev.seq, episode_at=at, at=at, kinds=kinds, event_seq=ev.seq, extra={"released_by": str(p.get("by") or "")})
-        elif ev.type == "tool_call_resolved":
-            by = "a person" if p.get("by") else "a rule"
-            rows += _follow_rows(
-                call,
-                "call.resolved",
-                "resolve",
-                _triggered(call.pk),
-                key=key,
-                at=at,
-                kinds=kinds,
-                event_seq=ev.seq,
-                extra={"disposition": str(p.get("disposition") or ""), "resolved_by": str(p.get("by") or by)},
-            )
+        rows += OUTBOX_RULES[ev.type](ev, _Cause(run_id, f"ev:{run_id}:{ev.seq}", _aware(ev.ts), routes, kinds))
     rows_write(rows, new_causes=True)
+
+
+# Applied after the uncertain-call projection (runs.rules.ORDER): it reads the call's row as this
+# append has left it. Only the types that can cause a notification are named: the agent's hot start
+# and completion never run it, and keep their one-statement append.
+RULE = ReadModelRule("notification outbox", NOTIFY_TYPES, outbox_project)

@@ -7,15 +7,16 @@ class RecoveryConfig(AppConfig):
 
     def ready(self) -> None:
         # The uncertain-call projection is kept in the same transaction as every append, whoever
-        # appends (the agent, an import, recovery itself), so it is registered as soon as Django loads.
+        # appends (the agent, an import, recovery itself), so it is added as soon as Django loads;
+        # the decision log after it (both in the order of runs.rules.ORDER).
+        from recovery import projection_forms
         from recovery.decision_log import DECISION_TYPES, recovery_decisions_log
-        from recovery.projection import RELEVANT, projection_apply, projection_rider, projection_statement
-        from runs.store import projector_register
+        from runs.rules import ReadModelRule, rule_add
 
         # Only appends that carry a type the projection reads pay for a transaction around them.
-        projector_register(projection_apply, types=RELEVANT, statement=projection_statement, rider=projection_rider)
+        rule_add(projection_forms.RULE)
         # One JSON log line per recovery decision, logged when its append commits.
-        projector_register(recovery_decisions_log, types=DECISION_TYPES)
+        rule_add(ReadModelRule("decision log", DECISION_TYPES, recovery_decisions_log))
         # How long each tool's reads may be trusted when a run is resumed (the policies' fresh_for).
         from recovery.selectors import fresh_for_by_tool
         from runs.freshness import fresh_for_register

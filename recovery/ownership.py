@@ -27,7 +27,7 @@ from django.db import connection, transaction
 
 from recovery.errors import RunBusy
 from recovery.models import UncertainCall
-from recovery.projection import KnownRows, rows_known
+from recovery.projection_forms import KnownRows, rows_known
 from runs.errors import FenceError, LeaseHeld, RunNotFound, StaleEpoch
 from runs.faults import fault_point
 from runs.leases import Lease, lease_acquire, lease_release, leases_release
@@ -87,7 +87,7 @@ class Owner:
         self.epoch = self.lease.epoch
         self.seq = self.lease.last_seq
         # Rows read under this lease, handed to the projection with the append that follows them
-        # directly (``recovery.projection.projection_rider``).
+        # directly (``recovery.projection_forms.projection_rider``).
         self.known: KnownRows | None = None
 
     def append(self, events: list[NewEvent]) -> None:

@@ -1,5 +1,5 @@
-"""The outbox's escalation rows written inside the append's own statement (``outbox_rider``): the
-same rows the Python projector writes, and no round trip of their own."""
+"""The outbox's escalation rows, written by its rule table in the append's transaction: the level-1
+rows of the route each escalated call matches, its episode kept across a hand-on."""
 
 from __future__ import annotations
 
@@ -7,14 +7,12 @@ import pytest
 
 from notify.config import notifications_load
 from notify.models import Notification, Route
-from notify.outbox import outbox_project, routes_forget
+from notify.outbox import routes_forget
 from recovery.models import UncertainCall
-from runs import store
 from runs.leases import lease_acquire
-from runs.pg import round_trips_count
 from runs.store import NewEvent, events_append, events_read
 
-pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+pytestmark = [pytest.mark.django_db]
 
 ROUTES = """
 [channels.hook]
@@ -121,24 +119,18 @@ def routes(settings):
     routes_forget()
 
 
-def test_an_escalation_writes_in_its_statement_the_rows_the_python_projector_writes(routes, monkeypatch):
-    riding = Run("run-rider-sql")
-    _scenario(riding)
-    monkeypatch.delitem(store._RIDER_FORMS, outbox_project)
-    python = Run("run-rider-py")
-    _scenario(python)
-    assert riding.rows() == python.rows()
-    assert len(python.rows()) == 15  # 2 channels x 7 escalations, and the first route's pager once
-    assert {r[1] for r in python.rows()} == {"call.escalated", "call.overdue"}
-
-
-def test_an_escalation_with_routes_loaded_makes_no_round_trip_more_than_without(routes):
-    run = Run("run-rider-count")
-    run.escalate(2, reason="conflict")  # statements prepared
-    with_routes = round_trips_count(lambda: run.escalate(3, reason="conflict"))
-    Route.objects.all().delete()
-    routes_forget()
-    run.escalate(4, reason="conflict")
-    without = round_trips_count(lambda: run.escalate(5, reason="conflict"))
-    assert Notification.objects.filter(run_id=run.run_id, event_seq=run.seq - 2).count() == 2  # the counted escalation paged
-    assert with_routes == without
+def test_an_escalation_writes_the_rows_of_the_first_level_of_its_route(routes):
+    run = Run("run-outbox")
+    _scenario(run)
+    rows = run.rows()
+    assert len(rows) == 15  # 2 channels x 7 escalations, and the first route's pager once
+    assert {r[1] for r in rows} == {"call.escalated", "call.overdue"}
+    by_event = {}
+    for r in rows:
+        by_event.setdefault(r[7], []).append(r)
+    # A person's hand-on keeps the call's reason and its episode; the in-flight call is written too.
+    first, handed_on = by_event[run.flying_seq + 3], by_event[run.flying_seq + 4]
+    assert [(r[3], r[8], r[13]["reason"]) for r in handed_on] == [("hook", first[0][8], "conflict"), ("mail", first[0][8], "conflict")]
+    assert all(r[9] and r[10] and r[15] == "pending" and r[18] for r in rows)
+    assert [r[3] for r in by_event[run.flying_seq + 7]] == ["pager"]
+    assert [r[5] for r in by_event[run.seq]] == [run.flying_seq, run.flying_seq]
