@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 from celery import current_app
 from django.conf import settings
@@ -35,9 +36,11 @@ from django.utils import timezone as djtz
 from notify.models import Channel, Notification, Route
 from recovery.masking import run_sensitive_values, sensitive_fields, value_mask
 from recovery.models import UncertainCall
-from runs.events import EventType, rule_table
+from recovery.projection import RELEVANT as PROJECTED_TYPES
+from runs.events import CURRENT_SCHEMA_VERSION, EventType, rule_table
 from runs.fold import format_ts
-from runs.rules import ReadModelRule
+from runs.rules import ReadModelRule, Sql, rows_select
+from runs.store import Rider
 
 TRIGGER_TYPES = ("call.escalated", "call.overdue")
 
@@ -53,7 +56,12 @@ class RouteSpec:
     digest: dict | None
 
     def matches(self, call: UncertainCall) -> bool:
-        return all(allowed is None or value in allowed for allowed, value in ((self.risk_class, call.risk_class), (self.tool, call.tool), (self.tenant, call.tenant)))
+        return all(getattr(self, column) is None or getattr(call, column) in getattr(self, column) for column in ROUTE_MATCHED)
+
+
+# The call's columns a route may restrict, each to a list of values: ``RouteSpec.matches``, and the
+# same test as SQL in the escalation's rider (``_route_case``).
+ROUTE_MATCHED = ("risk_class", "tool", "tenant")
 
 
 _CACHE: dict[str, tuple[float, list, dict]] = {}
@@ -326,7 +334,83 @@ def outbox_project(run_id: str, events: list, epoch: int) -> None:
     rows_write(rows, new_causes=True)
 
 
+def _route_case(routes: list[RouteSpec]) -> tuple[str, list]:
+    """``route_for`` as SQL over the call's row ``u``: the position in ``routes`` of the first route
+    with levels that the call matches (``ROUTE_MATCHED``), or NULL."""
+    whens, params = [], []
+    for i, route in enumerate(routes):
+        if route.levels:
+            terms = [f"u.{column} = ANY(%b::text[])" for column in ROUTE_MATCHED if getattr(route, column) is not None]
+            # ``value in allowed``: only a string can equal a column's text.
+            params += [[a for a in getattr(route, column) if isinstance(a, str)] for column in ROUTE_MATCHED if getattr(route, column) is not None]
+            whens.append(f"WHEN {' AND '.join(terms) or 'true'} THEN {i}")
+    return ("CASE " + " ".join(whens) + " END") if whens else "NULL::int", params
+
+
+# The call an escalation names as the rider's statement sees it (before the append) with its
+# current episode (``_call_of``'s), and the route it matches (``_route_case``).
+_RIDER_CALL = """c AS (SELECT u.id, u.run_id, u.tenant, ep.episode_seq AS ep_seq, ep.episode_at AS ep_at, {route} AS route
+          FROM reckon_uncertain_call u
+          LEFT JOIN LATERAL (SELECT n.episode_seq, n.episode_at FROM reckon_notify_notification n
+                              WHERE n.call_pk = u.id AND n.action = 'trigger' AND n.episode_seq IS NOT NULL
+                              ORDER BY n.episode_seq DESC LIMIT 1) ep ON true
+         WHERE u.run_id = %b AND u.start_seq = %b AND EXISTS (SELECT 1 FROM ev))"""
+_RIDER_RESULT = "json_build_object('found', EXISTS (SELECT 1 FROM reckon_uncertain_call WHERE run_id = %b AND start_seq = %b), 'ids', ARRAY(SELECT id FROM {cte}))"
+
+
+def outbox_rider(run_id: str, events: list) -> Rider | None:
+    """``_escalated`` for an append whose one notifying event is an escalation of a call named by
+    its start, with its reason, as SQL in the append's statement: its rows are written with no
+    round trip of their own. The rows are the ones ``_escalated`` builds (``level_rows``), for each
+    route the call might match, with the call's values standing in as SQL (``runs.rules.Sql``):
+    the statement keeps those of the route it matches. None for anything else (the Python rule).
+
+    Exact only where the statement's view of the call (before the append) tells what the Python
+    rule would read after it: no later event of the append touches the call's row, the escalation
+    is the append's only notifying event, and it names its reason (else the Python rule reads the
+    one the projection leaves on the row). The projection marks that very row escalated, so it is
+    never resolved here. When the call has no full row yet (in flight until this append), the
+    Python rule runs after all, in its turn."""
+    notifying = [i for i, e in enumerate(events) if e.type in OUTBOX_RULES]
+    if len(notifying) != 1:
+        return None
+    event = events[notifying[0]]
+    p = event.payload
+    if event.type != "approval_requested" or event.v != CURRENT_SCHEMA_VERSION or not p.get("idempotency_key") or not p.get("reason"):
+        return None
+    if any(e.type in PROJECTED_TYPES for e in events[notifying[0] + 1 :]) or type(p.get("start_seq")) is not int:
+        return None
+    at = _aware(event.ts)
+    if at < djtz.now() - timedelta(seconds=settings.RECKON_NOTIFY_MAX_EVENT_AGE_S):
+        return None
+    routes, kinds = routes_load()
+    route_sql, params = _route_case(routes)
+    reason = str(p["reason"])
+    call = SimpleNamespace(pk=Sql("c.id"), run_id=Sql("c.run_id"), tenant=Sql("c.tenant"))
+    episode = {"episode_seq": Sql("COALESCE(c.ep_seq, %b::bigint)", (event.seq,)), "episode_at": Sql("COALESCE(c.ep_at, %b::timestamptz)", (at,))}
+    selects, columns = [], None
+    params += [run_id, p["start_seq"]]
+    for i, route in enumerate(routes):
+        if route.levels:
+            rows = level_rows(call, route, 0, type_="call.overdue" if reason == "overdue" else "call.escalated", key=f"ev:{run_id}:{event.seq}", **episode, at=at, kinds=kinds, event_seq=event.seq, extra={"reason": reason})
+            if rows:
+                columns, texts, row_params = rows_select(rows)
+                selects += [f"{text} FROM c WHERE c.route = {i}" for text in texts]
+                params += row_params
+    if not selects:
+        return None
+
+    def then(value) -> None:
+        if not value["found"]:
+            outbox_project(run_id, events, 0)
+        elif value["ids"] and settings.RECKON_NOTIFY_DELIVER_ON_COMMIT:
+            transaction.on_commit(lambda: notifications_enqueue(ids=value["ids"]), robust=True)
+
+    cte = f"INSERT INTO reckon_notify_notification ({', '.join(columns)}) WITH {_RIDER_CALL.format(route=route_sql)} {' UNION ALL '.join(selects)} RETURNING id"
+    return Rider(cte=cte, cte_params=tuple(params), result=_RIDER_RESULT, result_params=(run_id, p["start_seq"]), then=then)
+
+
 # Applied after the uncertain-call projection (runs.rules.ORDER): it reads the call's row as this
 # append has left it. Only the types that can cause a notification are named: the agent's hot start
 # and completion never run it, and keep their one-statement append.
-RULE = ReadModelRule("notification outbox", NOTIFY_TYPES, outbox_project)
+RULE = ReadModelRule("notification outbox", NOTIFY_TYPES, outbox_project, rider=outbox_rider)

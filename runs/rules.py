@@ -106,3 +106,38 @@ def rows_insert_statement(model, rows: list[tuple]) -> StatementPart | None:
             f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) SELECT {', '.join('%b' for _ in fields)} FROM ev ON CONFLICT DO NOTHING"
         )
     return StatementPart(cte=sql, cte_params=rows[0])
+
+
+class Sql(str):
+    """A value of a rule's row that the database gives when the row is written by a statement: SQL
+    text (with its own ``%b`` parameters), standing in for the value in the row the rule builds."""
+
+    params: tuple = ()
+
+    def __new__(cls, text: str, params: tuple = ()):
+        sql = super().__new__(cls, text)
+        sql.params = params
+        return sql
+
+
+def rows_select(rows: list) -> tuple[list[str], list[str], list]:
+    """Rows a rule built (instances of one model, some values ``Sql``) as SQL: the columns, one
+    ``SELECT`` list per row, and their parameters in order. Every other value is a ``%b`` parameter
+    cast to its column's type, as the model's field prepares it for saving; a column with a
+    database default is left to it."""
+    model = type(rows[0])
+    fields = [f for f in _columns(model) if not f.has_db_default()]
+    qn = connection.ops.quote_name
+    texts, params = [], []
+    for row in rows:
+        values = []
+        for f in fields:
+            value = f.pre_save(row, True)
+            if isinstance(value, Sql):
+                values.append(f"({value})")
+                params.extend(value.params)
+            else:
+                values.append(f"%b::{f.db_type(connection)}")
+                params.append(f.get_db_prep_save(value, connection))
+        texts.append("SELECT " + ", ".join(values))
+    return [qn(f.column) for f in fields], texts, params

@@ -1,5 +1,6 @@
 """The outbox's escalation rows, written by its rule table in the append's transaction: the level-1
-rows of the route each escalated call matches, its episode kept across a hand-on."""
+rows of the route each escalated call matches, its episode kept across a hand-on; on PostgreSQL the
+same rows by the SQL generated from that rule (``outbox_rider``), with no round trip of their own."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import pytest
 
 from notify.config import notifications_load
 from notify.models import Notification, Route
-from notify.outbox import routes_forget
+from django.db import connection
+
+from notify.outbox import outbox_project, routes_forget
 from recovery.models import UncertainCall
+from runs import store
 from runs.leases import lease_acquire
+from runs.pg import round_trips_count
 from runs.store import NewEvent, events_append, events_read
 
 pytestmark = [pytest.mark.django_db]
@@ -134,3 +139,30 @@ def test_an_escalation_writes_the_rows_of_the_first_level_of_its_route(routes):
     assert all(r[9] and r[10] and r[15] == "pending" and r[18] for r in rows)
     assert [r[3] for r in by_event[run.flying_seq + 7]] == ["pager"]
     assert [r[5] for r in by_event[run.seq]] == [run.flying_seq, run.flying_seq]
+
+
+postgres_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="riders are PostgreSQL's (SQLite always takes the Python path)")
+
+
+@postgres_only
+def test_an_escalation_writes_in_its_statement_the_rows_the_python_rule_writes(routes, monkeypatch):
+    riding = Run("run-rider-sql")
+    _scenario(riding)
+    monkeypatch.delitem(store._RIDER_FORMS, outbox_project)
+    python = Run("run-rider-py")
+    _scenario(python)
+    assert riding.rows() == python.rows()
+    assert len(python.rows()) == 15
+
+
+@postgres_only
+def test_an_escalation_with_routes_loaded_makes_no_round_trip_more_than_without(routes):
+    run = Run("run-rider-count")
+    run.escalate(2, reason="conflict")  # statements prepared
+    with_routes = round_trips_count(lambda: run.escalate(3, reason="conflict"))
+    Route.objects.all().delete()
+    routes_forget()
+    run.escalate(4, reason="conflict")
+    without = round_trips_count(lambda: run.escalate(5, reason="conflict"))
+    assert Notification.objects.filter(run_id=run.run_id, event_seq=run.seq - 2).count() == 2  # the counted escalation paged
+    assert with_routes == without
