@@ -120,24 +120,34 @@ class Sql(str):
         return sql
 
 
+_SELECTED: dict[type, tuple[list[str], list]] = {}
+
+
+def _selected(model) -> tuple[list[str], list]:
+    """The columns ``rows_select`` writes, and each field with its parameter's cast (once per model)."""
+    found = _SELECTED.get(model)
+    if found is None:
+        fields = [f for f in _columns(model) if not f.has_db_default()]
+        found = _SELECTED[model] = ([connection.ops.quote_name(f.column) for f in fields], [(f, f"%b::{f.db_type(connection)}") for f in fields])
+    return found
+
+
 def rows_select(rows: list) -> tuple[list[str], list[str], list]:
     """Rows a rule built (instances of one model, some values ``Sql``) as SQL: the columns, one
     ``SELECT`` list per row, and their parameters in order. Every other value is a ``%b`` parameter
     cast to its column's type, as the model's field prepares it for saving; a column with a
     database default is left to it."""
-    model = type(rows[0])
-    fields = [f for f in _columns(model) if not f.has_db_default()]
-    qn = connection.ops.quote_name
+    columns, fields = _selected(type(rows[0]))
     texts, params = [], []
     for row in rows:
         values = []
-        for f in fields:
+        for f, cast in fields:
             value = f.pre_save(row, True)
             if isinstance(value, Sql):
                 values.append(f"({value})")
                 params.extend(value.params)
             else:
-                values.append(f"%b::{f.db_type(connection)}")
+                values.append(cast)
                 params.append(f.get_db_prep_save(value, connection))
         texts.append("SELECT " + ", ".join(values))
-    return [qn(f.column) for f in fields], texts, params
+    return columns, texts, params
