@@ -69,26 +69,37 @@ class _Sql(str):
     """A value of a call in flight that the database gives in the start's statement: SQL, not a parameter."""
 
 
-def _start_entry(run_id: str, event: Event, p: dict, *, sequence: str) -> tuple[str, dict]:
-    """The entry a live start keeps in flight, as ``in_flight_entry`` writes it for the row
-    ``_started`` builds (``start_fields``), with the three values only the statement knows as SQL:
-    the seq the fence gives the event, an id from the full table's sequence, the lease's epoch.
-    With the call id it is kept under (``recovery.projection.in_flight_write``)."""
-    fields = start_fields(run_id, p, event.ts, lambda: run_key_secret(run_id=run_id))
-    row = SimpleNamespace(**fields, start_seq=_Sql("reckon_run.last_seq + 1"), pk=_Sql(f"nextval({sequence})"), start_epoch=_Sql("reckon_run.lease_epoch"))
-    return fields["call_id"], in_flight_entry(row)
+class _Field(str):
+    """A value of a call in flight that the start gives (``start_fields``): the name of its field,
+    passed as a parameter of the statement, cast to ``cast``."""
+
+    cast = "text"
+
+    def isoformat(self) -> "_Field":
+        time = _Field(self)
+        time.cast = "timestamptz"
+        return time
 
 
-# The start's part of the append statement, by sequence literal: one text (the store assembles
-# and prepares the statement once per text), generated from the entry's keys and kinds.
-_START_SETS: dict[str, str] = {}
+# The start's part of the append statement, by sequence literal: one text (the store assembles and
+# prepares the statement once per text), and the fields whose values are its parameters in order.
+_START_FORMS: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
-def _start_set(entry: dict, sequence: str) -> str:
-    found = _START_SETS.get(sequence)
+def _start_form(sequence: str, fields: dict) -> tuple[str, tuple[str, ...]]:
+    """The entry ``in_flight_entry`` writes, generated once from it: run over a row whose values
+    are their fields' names (the start's own, ``start_fields``) or SQL (the three only the
+    statement knows: the seq the fence gives the event, an id from the full table's sequence, the
+    lease's epoch)."""
+    found = _START_FORMS.get(sequence)
     if found is None:
-        values = ", ".join(f"'{k}', {v if isinstance(v, _Sql) else '%b::text'}" for k, v in entry.items())
-        found = _START_SETS[sequence] = f"in_flight = COALESCE(reckon_run.in_flight, '{{}}'::jsonb) || jsonb_build_object(%b::text, jsonb_build_object({values}))"
+        probe = SimpleNamespace(
+            **{name: _Field(name) for name in fields}, start_seq=_Sql("reckon_run.last_seq + 1"), pk=_Sql(f"nextval({sequence})"), start_epoch=_Sql("reckon_run.lease_epoch")
+        )
+        entry = in_flight_entry(probe)
+        values = ", ".join(f"'{k}', {v if isinstance(v, _Sql) else f'%b::{v.cast}'}" for k, v in entry.items())
+        text = f"in_flight = COALESCE(reckon_run.in_flight, '{{}}'::jsonb) || jsonb_build_object(%b::text, jsonb_build_object({values}))"
+        found = _START_FORMS[sequence] = (text, tuple(str(v) for v in entry.values() if not isinstance(v, _Sql)))
     return found
 
 
@@ -127,10 +138,11 @@ def projection_statement(run_id: str, event: Event) -> StatementPart | None:
     if event.type == _STARTED:
         if p.get("retry_of") is not None or p.get("call_id") is None:
             return None
-        sequence = _call_id_sequence()
-        call_id, entry = _start_entry(run_id, event, p, sequence=sequence)
-        params = (call_id, *(v for v in entry.values() if not isinstance(v, _Sql)))
-        return StatementPart(set=_start_set(entry, sequence), set_params=params, condition=_START_CONDITION, condition_params=(call_id,))
+        fields = start_fields(run_id, p, event.ts, lambda: run_key_secret(run_id=run_id))
+        text, names = _start_form(_call_id_sequence(), fields)
+        # Kept under its call id (``recovery.projection.in_flight_write``).
+        call_id = fields["call_id"]
+        return StatementPart(set=text, set_params=(call_id, *(fields[n] for n in names)), condition=_START_CONDITION, condition_params=(call_id,))
     if event.type == _COMPLETED:
         if p.get("source", "live") != "live" or p.get("call_id") is None:
             return None
