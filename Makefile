@@ -6,9 +6,8 @@ PYTHON ?= python3
 .PHONY: install client-envs demo test bench bench-load bench-peers run clean
 
 # The server's environment also holds the agent client (clients/python, editable): the tests drive
-# it against a live server, and `bench invoke` measures agents through it. The editable install
-# also compiles runs/_chain.c in place (the hash chain's steps; optional, see pyproject.toml).
-$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml runs/_chain.c
+# it against a live server, and `bench invoke` measures agents through it.
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test,load]' -e ./clients/python

@@ -4,9 +4,10 @@ Side by side in one run: the raw single-row INSERT commit rate (the physical ref
 durable commit costs on this database), fenced single-event appends, fenced 100-event batches, full
 replays (read, decode, upcast, fold) of a 4,000- and a 100,000-event run, and the fold alone per
 decoded event. Rates are medians over several timed windows; replay times are medians of repeats.
-Figures compared with each other (the fenced append against raw inserts, with and without the hash
-chain) are taken call by call in turn, and a cost is the median of each round's own ratio
-(``rates_in_turn``).
+Figures compared with each other (the fenced append against raw inserts) are taken call by call in
+turn, and a cost is the median of each round's own ratio (``rates_in_turn``). The chain's cost on a
+batch is the appending process's time linking it (canonical bytes and links) over the batch's whole
+append time.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import psycopg
 from django.db import connection
 from django.test.utils import override_settings
 
-from runs.canonical import COMPILED as CHAIN_COMPILED
 from runs.fold import fold
 from runs.leases import lease_acquire
 from runs.pg import round_trips_count
 from runs.selectors import run_state
-from runs.store import _PG_APPEND_ONE_PLAIN, NewEvent, _append_cursor, chain_hashing, events_append, events_load
+from runs.store import NewEvent, events_append, events_load
+from runs.store_check import batch_canons, events_check
+from runs.verify import chain_links, genesis
 from runs.synthetic import synthetic_events
 
 
@@ -145,8 +147,8 @@ def bench_store(*, quick: bool = False, out=None, routes: bool = False) -> dict:
 
 
 def _single_rates(*, seconds: float, windows: int) -> dict[str, list[float]]:
-    """Raw inserts, fenced single appends and (on PostgreSQL) the fenced statement alone, taking
-    turns window by window so that the machine's drift reaches all three alike."""
+    """Raw inserts and fenced single appends, taking turns window by window so that the machine's
+    drift reaches both alike."""
     insert = _raw_insert()
     counter = iter(range(1, 10**9))
 
@@ -162,52 +164,16 @@ def _single_rates(*, seconds: float, windows: int) -> dict[str, list[float]]:
         state["seq"] += 1
         return 1
 
-    unchained_epoch = run_build("bench-single-unchained", 1)
-    unchained_state = {"seq": 1}
-
-    def unchained_one() -> int:
-        with chain_hashing(enabled=False):
-            events_append(
-                run_id="bench-single-unchained", epoch=unchained_epoch, expected_seq=unchained_state["seq"], events=[NewEvent("user_message", {"content": "hello from the fenced append", "n": 1})]
-            )
-        unchained_state["seq"] += 1
-        return 1
-
     singles = {"raw": raw_one, "fenced": fenced_one}
-    if connection.vendor == "postgresql":
-        singles["unchained"] = unchained_one
-        # The fenced append's statement alone, parameters built once: what the database spends on
-        # the fence, against the raw insert, apart from the Python API's checks and encoding.
-        bare_epoch = run_build("bench-statement", 1)
-        cur = _append_cursor(connection)
-        at = {"seq": 1}
-        stamp = datetime.now(timezone.utc)
-
-        payload = '{"content":"hello from the fenced append","n":1}'
-        canon = b'{"payload":' + payload.encode() + b',"seq":2,"ts":"2026-01-01T00:00:00.000000Z","type":"user_message","v":2}'  # its chain link
-
-        def statement_one() -> int:
-            s = at["seq"]
-            cur.execute(
-                _PG_APPEND_ONE_PLAIN,
-                [canon, len(payload), "bench-statement", bare_epoch, s, 2**62, "user_message", 2, stamp, payload],
-                prepare=True,
-            )
-            assert cur.rowcount == 1, "the fence refused the benchmark's own append"
-            at["seq"] = s + 1
-            return 1
-
-        singles["statement"] = statement_one
     return rates_in_turn(singles, seconds=seconds, windows=windows)
 
 
-def _batch_appender(run_id: str, batch: list[NewEvent], *, chained: bool = True) -> Callable[[], int]:
+def _batch_appender(run_id: str, batch: list[NewEvent]) -> Callable[[], int]:
     epoch = run_build(run_id, 1)
     at = {"seq": 1}
 
     def fenced_batch() -> int:
-        with chain_hashing(enabled=chained):
-            events_append(run_id=run_id, epoch=epoch, expected_seq=at["seq"], events=batch)
+        events_append(run_id=run_id, epoch=epoch, expected_seq=at["seq"], events=batch)
         at["seq"] += len(batch)
         return len(batch)
 
@@ -226,20 +192,11 @@ def _bench_store(*, quick: bool, out) -> dict:
 
     single_rounds = _single_rates(seconds=seconds, windows=windows)
     single_rates = {name: statistics.median(r) for name, r in single_rounds.items()}
-    raw, fenced, statement_only = single_rates["raw"], single_rates["fenced"], single_rates.get("statement")
+    raw, fenced = single_rates["raw"], single_rates["fenced"]
     # A model's turns and messages: no read model subscribes, so the store's own path.
     conversation = [e for e in synthetic_events("bench-batch", 2, 300) if e.type == "model_turn"][:100]
-    # With and without the hash chain, batch by batch in turn (the chain's cost, measured in one run).
-    if connection.vendor == "postgresql":
-        batch_rounds = rates_in_turn(
-            {"chained": _batch_appender("bench-batch", conversation), "unchained": _batch_appender("bench-batch-unchained", conversation, chained=False)},
-            seconds=seconds,
-            windows=windows,
-        )
-        batched, batched_unchained = statistics.median(batch_rounds["chained"]), statistics.median(batch_rounds["unchained"])
-    else:
-        batched, batched_unchained = _batch_rate("bench-batch", conversation, seconds=seconds, windows=windows), None
-    unchained = single_rates.get("unchained")
+    batched = _batch_rate("bench-batch", conversation, seconds=seconds, windows=windows)
+    chain_us = _chain_us(conversation)
     # Turns, tool starts and completions: the uncertain-call projection and the run-tenant read
     # model are kept in the same transaction.
     batched_projected = _batch_rate("bench-batch-tools", synthetic_events("bench-batch-tools", 2, 100), seconds=seconds, windows=windows)
@@ -258,13 +215,9 @@ def _bench_store(*, quick: bool, out) -> dict:
         "raw_insert_per_s": round(raw, 1),
         "fenced_append_per_s": round(fenced, 1),
         "fenced_vs_raw": round(1 - cost_in_turn(single_rounds, "fenced", "raw"), 3),
-        "fenced_statement_only_per_s": round(statement_only, 1) if statement_only else None,
         "fenced_batch_per_s": round(batched, 1),
-        "fenced_append_unchained_per_s": round(unchained, 1) if unchained else None,
-        "chain_cost_single": round(cost_in_turn(single_rounds, "fenced", "unchained"), 3) if unchained else None,
-        "fenced_batch_unchained_per_s": round(batched_unchained, 1) if batched_unchained else None,
-        "chain_cost_batch": round(cost_in_turn(batch_rounds, "chained", "unchained"), 3) if batched_unchained else None,
-        "chain_compiled": CHAIN_COMPILED,
+        "chain_us_batch": round(chain_us, 1),
+        "chain_cost_batch": round(chain_us * batched / 1e8, 3),
         "fenced_batch_with_projections_per_s": round(batched_projected, 1),
         "replay_4k_ms": round(replay_4k, 2),
         ("replay_100k_ms" if big == 100_000 else f"replay_{big // 1000}k_ms"): round(replay_big, 2),
@@ -275,16 +228,8 @@ def _bench_store(*, quick: bool, out) -> dict:
         figures.update(round_trips_single=trips[0], round_trips_batch=trips[1])
     say(f"  raw single-row INSERT commits   {figures['raw_insert_per_s']:>12,.0f} /s   (physical reference: one event-shaped row, no fence)")
     say(f"  fenced single-event append      {figures['fenced_append_per_s']:>12,.0f} events/s   ({figures['fenced_vs_raw']:.0%} of raw, median of {windows} rounds' ratios, call by call in turn)")
-    if statement_only:
-        say(f"  ... its statement alone          {statement_only:>12,.0f} events/s   ({1 - cost_in_turn(single_rounds, 'statement', 'raw'):.0%} of raw: the database's share of the gap)")
-    if unchained:
-        say(f"  ... without the hash chain      {unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_single']:.1%}, median of {windows} rounds' ratios, append by append in turn)")
     say(f"  fenced 100-event batch append   {figures['fenced_batch_per_s']:>12,.0f} events/s   (model turns: no read model subscribed)")
-    if batched_unchained:
-        steps = "compiled, runs/_chain.c" if CHAIN_COMPILED else "in Python: runs._chain was not built"
-        say(
-            f"  ... without the hash chain      {batched_unchained:>12,.0f} events/s   (the chain costs {figures['chain_cost_batch']:.1%}, median of {windows} rounds' ratios, batch by batch in turn; its steps {steps})"
-        )
+    say(f"  ... of which the hash chain     {chain_us:>12,.0f} us a batch   ({figures['chain_cost_batch']:.1%} of the batch's append: canonical bytes and links, in this process)")
     say(f"  ... with tool calls             {figures['fenced_batch_with_projections_per_s']:>12,.0f} events/s   (read models kept in the same transaction)")
     say(f"  full replay, 4,000 events       {figures['replay_4k_ms']:>12,.2f} ms")
     say(f"  full replay, {big:,} events   {replay_big:>12,.2f} ms   ({figures['replay_us_per_event']:.2f} us/event)")
@@ -292,6 +237,21 @@ def _bench_store(*, quick: bool, out) -> dict:
     if trips:
         say(f"  round trips per append          {trips[0]:>12.2f} single, {trips[1]:.2f} per 100-event batch (libpq's trace)")
     return figures
+
+
+def _chain_us(batch: list[NewEvent]) -> float:
+    """Microseconds the appending process spends on the hash chain of one 100-event batch: its
+    canonical bytes (``runs.store_check.batch_canons``, as ``events_check`` frames them) and their
+    links (``runs.verify.chain_links``), timed on their own."""
+    checked = events_check("bench-chain", 1, batch, True, datetime.now(timezone.utc))
+    args = (1, checked.appended, checked.tss, checked.encoded, True, None)
+    start = genesis("bench-chain")
+
+    def chain() -> None:
+        canons, _ = batch_canons(*args)
+        chain_links(start, canons)
+
+    return median_ms(chain, 51) * 1000
 
 
 def _round_trips(batch: list[NewEvent]) -> tuple[float, float]:

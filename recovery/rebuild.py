@@ -16,7 +16,7 @@ from recovery.models import UncertainCall
 from recovery.policies import call_terms
 from recovery.projection import RELEVANT, Policies, RunRows, in_flight_write, plain_in_flight, rows_apply
 from recovery.rows import call_ids_allocate, rows_insert, user_lookup
-from runs.fold import Event, gc_paused
+from runs.fold import Event
 from runs.models import Run
 from runs.pg import server_cursor
 from runs.store import payload_loads
@@ -74,15 +74,13 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
             with server_cursor() as cur:
                 cur.execute("SET LOCAL work_mem = '64MB'")
                 cur.execute(sql, types, binary=True)
-                with gc_paused():
-                    while batch := cur.fetchmany(chunk):
-                        fold(batch)
+                while batch := cur.fetchmany(chunk):
+                    fold(batch)
         else:
             with connection.cursor() as cur:
                 cur.execute(sql, types)
-                with gc_paused():
-                    while batch := cur.fetchmany(chunk):
-                        fold(batch)
+                while batch := cur.fetchmany(chunk):
+                    fold(batch)
         if current is not None:
             flush_run(current, evs, epochs)
         if created:

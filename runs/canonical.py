@@ -17,13 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 import orjson
 
 from runs.identity import KEY_SECRET_FIELD
-from runs.verify import SEALED, canonical_json, chain_link, commitment, event_canonical, pointer_get, pointer_join, pointers_replace, ts_text
+from runs.verify import SEALED, canonical_json, commitment, event_canonical, number_text, pointer_get, pointer_join, pointers_replace, ts_text
 
 _sha256 = hashlib.sha256
 _orjson_dumps = orjson.dumps
@@ -37,42 +38,72 @@ def _loads(stored: bytes):
 
 
 _SORTED = orjson.OPT_SORT_KEYS
-# orjson's sorted output is already RFC 8785's for strings, integers and most doubles. It differs
-# for a double it writes with an exponent (a digit, then "e-" or "e+": "1e-6", "1e+16") or as a
-# whole number ("1.0"), and sorts
-# keys by code point where RFC 8785 sorts by UTF-16 unit (different only beside a character beyond
-# U+FFFF, whose UTF-8 begins with F0-F4). Any of those marks sends the payload to the slow, exact
-# encoder; the marks may also occur inside a string, which costs time, never correctness
-# (tests/runs/test_chain.py checks every kind of double against both encoders).
+# orjson's sorted, compact output ``raw`` is taken as the payload's RFC 8785 bytes only where that is
+# proved, token by token, whatever orjson version wrote it (tests/runs/test_canonical_rfc8785.py
+# holds both to the ``rfc8785`` package):
+# - strings: orjson escapes exactly what RFC 8785 escapes, the same way (", \, \b \t \n \f \r, other
+#   controls as \u00xx) and writes everything else as UTF-8 (tested, not assumed: a difference
+#   would show in those tests, never silently);
+# - keys: sorted by code point, which is RFC 8785's UTF-16 order unless a key holds a character
+#   beyond U+FFFF (UTF-8 lead bytes F0-F4), so any such byte takes the exact encoder;
+# - integers: written in full by both (``runs.verify._canonical``);
+# - every other number token (one with a fraction or an exponent) is compared with RFC 8785's
+#   own text for its value (``runs.verify.number_text``), and any difference ("1e+16", "1.0",
+#   "-0.0") takes the exact encoder.
+# The scans run in C (``translate``, ``find``); Python looks only at candidates, and a token's
+# verdict is kept (``_tokens``), so a batch of model turns each with a cost like 0.0031 checks it once.
+_CLASS = bytearray(b"x" * 256)
+for _c in b"0123456789":
+    _CLASS[_c] = 48  # "0"
+_CLASS[46], _CLASS[101], _CLASS[69], _CLASS[43], _CLASS[45] = 46, 101, 101, 43, 43  # . e E + -
+for _c in b":,[":
+    _CLASS[_c] = 60  # "<": what may stand before a number in compact JSON
+for _c in b"}]":
+    _CLASS[_c] = 62  # ">": what may stand after one, with ","
+_CLASS = bytes(_CLASS)
+_TOKEN_END = re.compile(rb"[0.e+]*")
+_BEFORE = frozenset(b"<")
+_AFTER = frozenset(b"<>")
+_tokens: dict[bytes, bool] = {}
+
+
+def _token_exact(token: bytes) -> bool:
+    ok = _tokens.get(token)
+    if ok is None:
+        try:
+            ok = number_text(float(token)).encode() == token
+        except ValueError:  # not a number after all (text inside a string): nothing to compare
+            ok = True
+        if len(_tokens) > 4096:
+            _tokens.clear()
+        _tokens[token] = ok
+    return ok
+
+
+def _numbers_exact(raw: bytes) -> bool:
+    """Whether every number token with a fraction or an exponent in ``raw`` is written as RFC 8785
+    writes it. A candidate is a digit followed by "." and a digit, or by an exponent; one inside a
+    string is compared too, which can only send the payload to the exact encoder."""
+    classes = raw.translate(_CLASS)
+    for needle in (b"0.0", b"0e"):
+        i = classes.find(needle)
+        while i >= 0:
+            start = i
+            while start and classes[start - 1] in (48, 43):  # back over the digits and the sign
+                start -= 1
+            end = _TOKEN_END.match(classes, i).end()
+            if (start == 0 or classes[start - 1] in _BEFORE) and (end == len(classes) or classes[end] in _AFTER):
+                if not _token_exact(raw[start:end]):
+                    return False
+            i = classes.find(needle, end)
+    return True
 
 
 def _orjson_exact(raw: bytes) -> bool:
-    """Whether orjson's sorted output ``raw`` is certainly RFC 8785's (the marks above absent).
-
-    Called once per event appended or imported, so it is written for CPython's byte search: an
-    ``int in bytes`` is a memchr, far cheaper than a two-byte ``in`` (which walks every byte in
-    Python 3.11), so each two-byte search runs only after a one-byte look says it may find
-    something."""
-    for sign, mark in _EXPONENTS:
-        if sign in raw:  # "-" is common (dates, ids), "+" less so; "e-" and "e+" rarer still
-            i = raw.find(mark)
-            while i >= 0:  # an exponent follows a digit ("1e-7"); "one-time" and "ue+1" are text
-                if i and 48 <= raw[i - 1] <= 57:
-                    return False
-                i = raw.find(mark, i + 2)
-    i = raw.find(b".0")
-    end = len(raw)
-    while i >= 0:  # a whole double "N.0" ends before a comma, a closing bracket or the text's end
-        i += 2
-        if i == end or raw[i] in _AFTER_WHOLE:
-            return False
-        i = raw.find(b".0", i)
-    # A character beyond U+FFFF (UTF-8 lead bytes F0-F4) sorts differently by UTF-16 unit.
-    return raw.isascii() or not (240 in raw or 241 in raw or 242 in raw or 243 in raw or 244 in raw)
-
-
-_AFTER_WHOLE = frozenset(b",}]")
-_EXPONENTS = ((45, b"e-"), (43, b"e+"))
+    """Whether orjson's sorted output ``raw`` is certainly RFC 8785's (see above)."""
+    if not (raw.isascii() or not (240 in raw or 241 in raw or 242 in raw or 243 in raw or 244 in raw)):
+        return False  # a character beyond U+FFFF sorts differently by UTF-16 unit
+    return _numbers_exact(raw)
 
 
 def canonical_fast(value) -> bytes:
@@ -156,85 +187,6 @@ def _tail(type: str, ts: datetime, v: int) -> bytes:
 def _frame(seq: int, type: str, ts: datetime, v: int) -> bytes:
     """What follows the payload in the event's canonical bytes: the seq, then ``_tail``."""
     return b',"seq":%d' % seq + _tail(type, ts, v)
-
-
-# The chain's work for a whole batch (docs/evidence.md): whether the batch's stored texts can be
-# framed as they are (``_plain``: no mark of _orjson_exact, no sealed field name), each event's
-# canonical bytes (the payload's RFC 8785 text framed by the seq and each event's tail) and the
-# links from a head. Compiled (runs/_chain.c) where it was built: a hashlib call costs about half a
-# microsecond before it hashes a byte, and CPython 3.11 searches bytes for a short needle at about a
-# nanosecond a byte. The Python below is the same computation (tests/runs/test_chain_compiled.py
-# holds the two to each other).
-
-
-def _canonicals_py(raws: list[bytes], first_seq: int, tails: list[bytes]) -> list[bytes]:
-    return [b'{"payload":' + raw + b',"seq":%d' % (first_seq + i) + tail for i, (raw, tail) in enumerate(zip(raws, tails, strict=True))]
-
-
-def _plain_py(text: bytes, needles: tuple[bytes, ...]) -> bool:
-    return _orjson_exact(text) and not any(text.find(n) >= 0 for n in needles)
-
-
-def _links_py(prev: bytes, canons: list[bytes]) -> list[bytes]:
-    out = []
-    for c in canons:
-        prev = chain_link(prev, c)
-        out.append(prev)
-    return out
-
-
-def _links_framed_py(prev: bytes, canons: list[bytes], prefix: bytes) -> bytes:
-    return b"".join([prefix + h for h in _links_py(prev, canons)])
-
-
-def _links_parts_py(prev: bytes, raws: list[bytes], first_seq: int, tails: list[bytes], prefix: bytes) -> bytes:
-    return _links_framed_py(prev, _canonicals_py(raws, first_seq, tails), prefix)
-
-
-try:
-    from runs._chain import canonical_one as _canonical_one, canonicals as _canonicals, links as _links, links_framed as _links_framed, links_parts as _links_parts, plain as _plain
-except ImportError:  # not built here (no compiler or no OpenSSL headers at install), or built before chain v3
-    _canonicals, _links, _links_framed, _links_parts, _plain = _canonicals_py, _links_py, _links_framed_py, _links_parts_py, _plain_py
-    _canonical_one = None  # event_canon's own steps below do the same in Python
-
-COMPILED = _canonicals is not _canonicals_py
-
-
-class Framed:
-    """A batch's canonical bytes kept as their parts: event i's are ``b'{"payload":' + raws[i] +
-    b',"seq":' + str(first_seq + i) + tails[i]`` (``raws``: the payloads' stored texts). The links
-    hash them where they lie (``runs/_chain.c``'s ``links_parts``), so a batch appended with its
-    chain builds no bytes object per event; ``canon_list`` builds them where they are sent."""
-
-    __slots__ = ("raws", "first_seq", "tails")
-
-    def __init__(self, raws: list[bytes], first_seq: int, tails: list[bytes]):
-        self.raws, self.first_seq, self.tails = raws, first_seq, tails
-
-    def __len__(self) -> int:
-        return len(self.raws)
-
-
-def canon_list(canons: list[bytes] | Framed) -> list[bytes]:
-    """The events' canonical bytes, each as one bytes object."""
-    return _canonicals(canons.raws, canons.first_seq, canons.tails) if type(canons) is Framed else canons
-
-
-def chain_links(prev: bytes, canons: list[bytes] | Framed) -> list[bytes]:
-    """The chain's hashes after ``prev`` for events with canonical bytes ``canons``: ``chain_link``
-    applied in turn."""
-    if type(canons) is Framed:
-        text = _links_parts(prev, canons.raws, canons.first_seq, canons.tails, b"")
-        return [text[i : i + 32] for i in range(0, len(text), 32)]
-    return _links(prev, canons)
-
-
-def chain_links_framed(prev: bytes, canons: list[bytes] | Framed, prefix: bytes) -> bytes:
-    """``chain_links``' hashes as one text, each preceded by ``prefix`` (a binary array's length
-    word): what a batch append sends, built without a list of hashes in between."""
-    if type(canons) is Framed:
-        return _links_parts(prev, canons.raws, canons.first_seq, canons.tails, prefix)
-    return _links_framed(prev, canons, prefix)
 
 
 # --- sealed values -------------------------------------------------------------------------------
@@ -338,13 +290,6 @@ def event_canon(
     sorted encoding of ``payload`` (``orjson.dumps(payload, option=OPT_SORT_KEYS)``, which the store
     writes), so the common case frames it as it is, with no second encoding."""
     names, needles = sealing
-    if stored_sorted and _canonical_one is not None and ts.tzinfo is UTC and ts.year >= 1000:
-        # The single append's common case in one compiled call (runs/_chain.c): the checks below,
-        # the time's text and the frame. None: a mark or a sealed name was found.
-        type_tail = _type_tails.get((type, v)) or _type_tail(type, v)
-        canon = _canonical_one(stored, seq, ts, type_tail, needles)
-        if canon is not None:
-            return canon, None
     for n in needles:
         if stored.find(n) >= 0:  # find: one C scan, cheaper than ``in`` for a bytes needle
             break
@@ -386,10 +331,9 @@ def event_canons(
     stored_sorted: bool,
     sealing: tuple[frozenset[str], tuple[bytes, ...]],
     texts: list[bytes] | None = None,
-) -> tuple[list[bytes] | Framed, list[tuple[int, dict[str, str]]]]:
+) -> tuple[list[bytes], list[tuple[int, dict[str, str]]]]:
     """``event_canon`` for consecutive events (an append's batch, an import's chunk) at seqs
-    ``first_seq, first_seq + 1, ...``: their canonical bytes (as their parts, ``Framed``, when every
-    payload's stored text is its RFC 8785 bytes), and (seq, salts) of those with sealed values.
+    ``first_seq, first_seq + 1, ...``: their canonical bytes, and (seq, salts) of those with sealed values.
 
     ``stored_sorted``: every text in ``stored`` is orjson's sorted encoding of its payload. Then the
     scans that send a payload to the exact or the sealing path run once over the whole batch (one
@@ -397,7 +341,11 @@ def event_canons(
     events looked at one by one. ``texts``: the times' texts (``ts_texts``), when the caller has them."""
     names, needles = sealing
     # A NUL never occurs in JSON text, so no mark spans two events.
-    per_event = not stored_sorted or not _plain(b"\x00".join(stored), needles)
+    if stored_sorted:
+        joined = b"\x00".join(stored)
+        per_event = not _orjson_exact(joined) or any(joined.find(n) >= 0 for n in needles)
+    else:
+        per_event = True
     canons: list[bytes] = []
     seals: list[tuple[int, dict[str, str]]] = []
     if per_event:
@@ -422,7 +370,7 @@ def event_canons(
         tails = list(map(by_type.__getitem__, types))
     else:
         tails = [_tail(type_, ts, v) for ts, type_, v in zip(tss, types, vs)]
-    return Framed(stored, first_seq, tails), seals
+    return [b'{"payload":' + raw + b',"seq":%d' % (first_seq + i) + tail for i, (raw, tail) in enumerate(zip(stored, tails, strict=True))], seals
 
 
 def seal_commitments(payload, salts: dict[str, bytes]) -> dict[str, bytes]:

@@ -3,9 +3,9 @@ the check that recomputes every chain from the stored events and their seals.
 
 The definitions (canonical bytes, seals, genesis, the link) live in ``runs.verify``, the
 standalone verifier, so the writer and an offline reviewer share one text; docs/evidence.md states
-them. The append path (runs/store.py) frames each event's canonical bytes in the appending process
-(runs.canonical), and the database hashes them onto the run's head inside the fence's own
-statement: the previous hash never travels to the client and back. A run chained before chain v3
+them. The append path frames each event's canonical bytes (runs.canonical) and links them in the
+appending process (runs/store_pg.py, runs/store_sqlite.py), from the run's head, which the fence
+compares and sets in the append's own statement: the database computes no hash. A run chained before chain v3
 links its first ``chain_v2_upto`` events by their digests (``runs.verify.event_link``).
 """
 

@@ -13,8 +13,6 @@ give a resumed run a context the live run had already discarded.
 from __future__ import annotations
 
 import copy
-import gc
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, NamedTuple
@@ -307,15 +305,14 @@ def fold(events: Iterable[Event], initial: RunState | None = None) -> RunState:
     current = CURRENT_SCHEMA_VERSION
     last = st.last_seq
     try:
-        with gc_paused():
-            for seq, type_, payload, ts, v in events:
-                if seq != last + 1 or v > current:
-                    _out_of_turn(seq, last, v)
-                rule = rules.get(type_)
-                if rule is None:
-                    event_type(type_)  # raises UnknownEventType naming it
-                rule(st, payload, seq, ts)  # type: ignore[misc]
-                last = seq
+        for seq, type_, payload, ts, v in events:
+            if seq != last + 1 or v > current:
+                _out_of_turn(seq, last, v)
+            rule = rules.get(type_)
+            if rule is None:
+                event_type(type_)  # raises UnknownEventType naming it
+            rule(st, payload, seq, ts)  # type: ignore[misc]
+            last = seq
     except BaseException:
         # A reader of the log (runs.store.events_replay) is told at once that it will not be read
         # further, rather than whenever the error's traceback, which holds this frame, is let go:
@@ -326,20 +323,3 @@ def fold(events: Iterable[Event], initial: RunState | None = None) -> RunState:
         raise
     st.last_seq = last
     return st
-
-
-@contextmanager
-def gc_paused():
-    """Pause the cyclic garbage collector while a replay builds long-lived objects.
-
-    A long run allocates many small objects that all stay alive; the collector would scan them
-    again and again, and replay cost per event would grow with run length. Decoding and folding
-    create no reference cycles, so pausing it changes nothing but the time.
-    """
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()

@@ -33,7 +33,7 @@ from django.db import connection, transaction
 from runs import store
 from runs.errors import FenceError, InvalidEvent, LeaseHeld, TooLarge
 from runs.events import CURRENT_SCHEMA_VERSION, KEY_SECRET_SINCE, PLAIN_CHECKS, EventType, UnknownEventType, event_type, missing_fields, version_problem
-from runs.fold import Event, gc_paused
+from runs.fold import Event
 from runs.identity import KEY_SECRET_FIELD, KEY_SECRET_WITHHELD
 from runs.leases import lease_acquire, lease_release
 from runs.json_strict import JsonRefused, json_loads_strict_bytes
@@ -398,7 +398,7 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
         # objects (decoded payloads, events, rows) that live until the chunk is written, and the
         # collector would scan them, and the whole process's heap, many times over. Checking and
         # writing events make no reference cycles, and the pause ends with the import.
-        with gc_paused(), transaction.atomic(), after_append_merged(), store.rereads_kept(run_id):
+        with transaction.atomic(), after_append_merged(), store.rereads_kept(run_id):
             job = _Import(path, run_id)
             for events in chunks:
                 events = job.new_events(events)

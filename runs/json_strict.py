@@ -133,8 +133,7 @@ def _keys_count(value: object) -> int:
 
 def _proved_py(raw: bytes, value: object) -> bool:
     """Whether ``raw``'s bytes prove that ``value``, orjson's decoding of them, holds nothing the
-    strict decoder refuses (``json_loads_strict_bytes`` says why); ``runs._chain.strict_proved``
-    answers the same in one pass of C."""
+    strict decoder refuses (``json_loads_strict_bytes`` says why)."""
     # ``find`` and ``int in bytes`` rather than ``bytes in bytes``: the same answers, and in CPython
     # 3.11 the latter costs several times as much per line (a line is checked per event imported).
     folded = raw.translate(_FOLD)
@@ -144,12 +143,6 @@ def _proved_py(raw: bytes, value: object) -> bool:
     return raw.count(b'":') - (raw.count(b'\\":') if escaped else 0) == _keys_count(value)
 
 
-try:
-    # The proof in C: one pass over the bytes, and the keys counted without a Python call per
-    # object. A module built before it has none.
-    from runs._chain import strict_proved as _strict_proved
-except ImportError:
-    _strict_proved = _proved_py
 
 
 def json_loads_strict_bytes(raw: bytes, root: str = "") -> object:
@@ -171,7 +164,7 @@ def json_loads_strict_bytes(raw: bytes, root: str = "") -> object:
     except orjson.JSONDecodeError:
         pass
     else:
-        if _strict_proved(raw, value):
+        if _proved_py(raw, value):
             return value
     try:
         text = raw.decode("utf-8")

@@ -120,6 +120,11 @@ def hashes_array(n: int, framed: bytes) -> bytes:
     return _ByteaArray(_array_header(17, n) + framed)
 
 
+def nulls_bytea_array(n: int) -> bytes:
+    """``n`` NULLs as one binary bytea[] (the hashes of a batch of a run recorded before the chain)."""
+    return _ByteaArray(struct.pack("!iiIii", 1, 1, 17, n, 1) + _I32(-1) * n)
+
+
 def _type_item(name: str) -> bytes:
     b = name.encode()
     return _I32(len(b)) + b

@@ -43,7 +43,7 @@ from django.db.models.functions import Now
 from runs.errors import RunNotFound
 from runs.events import UnknownEventType
 from runs.faults import fault_point
-from runs.fold import Event, RunState, apply, fold, gc_paused
+from runs.fold import Event, RunState, apply, fold
 from runs.measurements import metrics_record
 from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_dumps, state_loads, state_to_jsonable
@@ -234,11 +234,10 @@ class SnapshotFold:
 
     def feed(self, events: Iterable[Event]) -> None:
         st, drained, every = self.st, self.drained, self.every
-        with gc_paused():
-            for ev in events:
-                apply(st, ev)
-                if not ev.seq % every:
-                    drained.take(st)
+        for ev in events:
+            apply(st, ev)
+            if not ev.seq % every:
+                drained.take(st)
 
     def close(self) -> None:
         self.drained.close()

@@ -65,7 +65,7 @@ MAX_JSON_DEPTH = 256
 # --- RFC 8785 (JSON Canonicalization Scheme) ----------------------------------------------------
 
 
-def _number(x: float) -> str:
+def number_text(x: float) -> str:
     """A double as ECMAScript's Number.prototype.toString writes it (RFC 8785 section 3.2.2.3)."""
     if math.isnan(x) or math.isinf(x):
         raise ValueError(f"{x!r} has no JSON form")
@@ -133,7 +133,7 @@ def _canonical(value, out: list[str]) -> None:
         # RFC 8785 would round through a double, and Reckon will not let a hash ignore digits.
         out.append(str(value))
     elif isinstance(value, float):
-        out.append(_number(value))
+        out.append(number_text(value))
     elif isinstance(value, str):
         out.append(_string(value))
     elif isinstance(value, (list, tuple)):
@@ -214,6 +214,17 @@ def chain_link(prev: bytes, entry: bytes) -> bytes:
     """The next hash of a chain: sha256 of the previous hash's 32 bytes and the entry's bytes (an
     event's canonical bytes; an access record's, or a chain v2 event's, digest)."""
     return hashlib.sha256(prev + entry).digest()
+
+
+def chain_links(prev: bytes, entries) -> list[bytes]:
+    """The hashes after ``prev`` of entries appended in turn (``chain_link`` each): what an append
+    writes beside its events."""
+    out = []
+    sha256 = hashlib.sha256
+    for entry in entries:
+        prev = sha256(prev + entry).digest()
+        out.append(prev)
+    return out
 
 
 def event_link(prev: bytes, seq: int, canonical: bytes, v2_upto: int = 0) -> bytes:

@@ -176,12 +176,12 @@ def _batch(k, tag):
 
 @pytestmark_db
 def test_batches_linked_by_the_appending_process_chain_exactly_as_the_database_would():
-    from runs import store
+    from runs import store_pg as store
 
     lease = lease_acquire(run_id="r1", holder="w", ttl_seconds=60)
     events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "r1"})])
     seq = 1
-    for tag in "abcd":  # the first batch is linked by the database, the next ones by this process
+    for tag in "abcd":  # every batch linked by this process, from the head it read or remembered
         events_append(run_id="r1", epoch=lease.epoch, expected_seq=seq, events=_batch(5, tag))
         seq += 5
     if connection.vendor == "postgresql":
@@ -193,8 +193,8 @@ def test_batches_linked_by_the_appending_process_chain_exactly_as_the_database_w
 @pytestmark_db
 def test_a_batch_from_a_head_this_process_remembers_wrongly_is_chained_from_the_stored_head():
     # Another writer, a rolled-back transaction or a rebuilt database can leave the remembered head
-    # stale at the very seq the caller expects: the fence refuses it, and the database links instead.
-    from runs import store
+    # stale at the very seq the caller expects: the fence refuses it, and the append is linked again from the stored head.
+    from runs import store_pg as store
 
     if connection.vendor != "postgresql":
         pytest.skip("SQLite links every append from the head its write transaction reads")
@@ -488,3 +488,45 @@ def test_the_verifier_names_each_forgery(tmp_path):
 
 def test_the_console_script_is_installed():
     assert shutil.which("reckon-verify", path=str(Path(sys.executable).parent))
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_head_remembered_by_a_rolled_back_append_never_links_the_next_one():
+    # The remembered head is only a hint: a transaction rolled back after its append leaves it
+    # naming a head the run never kept, and another writer (here a thread on its own connection)
+    # then moves the run to that very seq with other events. The next append of this process
+    # expects that seq: the fence refuses the stale head, and the append is linked from the
+    # stored one, so the chain verifies.
+    import threading
+
+    from django.db import connections, transaction
+
+    from runs import store_pg
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the remembered head is PostgreSQL's")
+    lease = lease_acquire(run_id="r1", holder="w", ttl_seconds=60)
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "r1"})])
+    with pytest.raises(RuntimeError), transaction.atomic():
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=_batch(3, "rolled back"))
+        raise RuntimeError
+    stale = store_pg._heads[(connection.alias, "r1")]
+    assert stale[0] == 4
+
+    def other_writer():
+        try:
+            events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=_batch(3, "other"))
+            store_pg._heads.pop((connection.alias, "r1"), None)  # its own process would remember its own
+        finally:
+            connections.close_all()
+
+    store_pg._heads[(connection.alias, "r1")] = stale
+    t = threading.Thread(target=other_writer)
+    t.start()
+    t.join()
+    store_pg._heads[(connection.alias, "r1")] = stale  # as this process still remembers it
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=4, events=_batch(2, "next"))
+    ok, rows = _verify("r1")
+    assert ok and rows[0]["last_seq"] == 6, rows
+    assert store_pg._heads[(connection.alias, "r1")] == (6, bytes(Run.objects.get(run_id="r1").head))

@@ -315,7 +315,7 @@ def test_on_postgres_a_single_append_of_values_the_direct_path_does_not_send_tak
 
 @pytest.mark.postgres
 def test_on_postgres_a_streamed_replay_crosses_its_ranges_and_fetches_and_gives_the_chunked_replays_events(monkeypatch):
-    import runs.store as store
+    import runs.store_read as store
 
     lease = started("r1")
     events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg(f"m{i}") for i in range(11)])
@@ -334,7 +334,7 @@ def test_on_postgres_a_streamed_replay_crosses_its_ranges_and_fetches_and_gives_
 def test_on_postgres_a_replay_abandoned_midway_leaves_the_callers_transaction_usable(monkeypatch):
     from django.db import transaction
 
-    import runs.store as store
+    import runs.store_read as store
 
     lease = started("r1")
     # 24 MB of payloads: more than the socket holds, so the server is still sending when the
