@@ -4,10 +4,12 @@ template (or the named partial of it that htmx asked for)."""
 from __future__ import annotations
 
 import json
+import secrets
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
 from django.http import Http404, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -23,7 +25,7 @@ from access.models import AccessRecord
 from access.masking import mask_for, masks_sensitive, may_reveal_on_call
 from access.roles import MANAGER, perm, requires, role_names
 from console import forms, paging, selectors, services, svg
-from console.models import UserPreference
+from console.models import DecisionFormUse, UserPreference
 from console.templatetags.console_tags import utc
 from console.zones import ZONE_KEY
 from notify import selectors as notify_selectors
@@ -477,6 +479,8 @@ def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> di
         "can_note": user.has_perm(perm("add_note")),
         "can_reveal": may_reveal_on_call(user, call),
         "decision_form": decision_form or forms.DecisionForm(initial={"seen_version": call.version}),
+        # A fresh one-time token each time the form is drawn, a re-drawn bound form included.
+        "form_token": secrets.token_urlsafe(24),
         "note_form": note_form or forms.NoteForm(),
         "paging": notify_selectors.call_paging_line(call_pk=call.pk),
     }
@@ -516,6 +520,9 @@ def call_decide(request, pk: int):
         ctx = _call_context(request, pk, decision_form=form)
         return _render(request, "console/call.html", ctx, nav="queue", status=400)
     d = form.cleaned_data
+    if d.get("form_token") and not _form_token_spend(d["form_token"], pk=pk, user=request.user):
+        messages.info(request, "This decision form had already been sent (the same page sent again, after Back or a second click): nothing new was recorded. Here is the call as it is now.")
+        return redirect("console:call", pk=pk)
     try:
         if d["decision"] == Decision.ESCALATE:
             row = assignment.call_escalate(pk=pk, by=request.user, reason=d["reason"], seen_version=d["seen_version"], assignee=(d.get("assignee") or "").strip() or None)
@@ -538,6 +545,16 @@ def call_decide(request, pk: int):
         return _render(request, "console/call.html", _call_context(request, pk, decision_form=form), nav="queue", status=400)
     messages.success(request, f"Recorded: {Decision(d['decision']).label}. The call is now {row.state}{' (' + row.disposition + ')' if row.disposition else ''}.")
     return redirect("console:call", pk=pk)
+
+
+def _form_token_spend(token: str, *, pk: int, user) -> bool:
+    """True the first time a decision form's one-time token is sent; False for every later send."""
+    try:
+        with transaction.atomic():
+            DecisionFormUse.objects.create(token=token, call_pk=pk, username=user.get_username())
+    except IntegrityError:
+        return False
+    return True
 
 
 def _call_write(request, pk: int, fn, ok: str):
