@@ -102,6 +102,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "console.middleware.ConsoleErrorsMiddleware",
     "console.session.SignedOutMiddleware",
+    "console.middleware.BidiVisibleMiddleware",
     "console.middleware.ReaderTimeZoneMiddleware",
     # Last, as django-axes asks: it turns a locked-out sign-in into its lockout answer.
     "axes.middleware.AxesMiddleware",
