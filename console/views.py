@@ -169,6 +169,8 @@ def _run_screen_context(request, run, *, at: int | None, fields: frozenset[str])
         "stale_resumptions": selectors.run_stale_observations(run_id=run.run_id),
         "status": selectors.run_status(run, now=timezone.now()),
         "calls": selectors.run_calls(run_id=run.run_id),
+        # Counted as the runs list counts them: a resolved call is listed below, not in doubt.
+        "in_doubt": selectors.runs_open_calls([run.run_id])[run.run_id],
         "can_export": request.user.has_perm(perm("export_run")),
         "export_masked": masks_sensitive(mask_for(request.user)),
     }
