@@ -180,3 +180,9 @@ function reckonSignedOut() {
     if (event.persisted && form) form.reset();
   });
 })();
+
+// The queue's filters fold away on a phone unless one is in use, so the first screen shows calls.
+document.addEventListener("DOMContentLoaded", function () {
+  var fold = document.getElementById("queue-filters-d");
+  if (fold && !fold.hasAttribute("data-active") && window.matchMedia("(max-width: 700px)").matches) fold.open = false;
+});
