@@ -496,7 +496,11 @@ def _stale_words(ctx: dict, user) -> SafeString:
     """What landed between the page being loaded and the decision being sent: who did what, and
     when (the same person in another tab is named as such), and whether anything is left to decide."""
     call = ctx["call"]
-    last = next((h for h in reversed(ctx["history"]) if h["type"] in _ACTS), None)
+    acts = [h for h in ctx["history"] if h["type"] in _ACTS]
+    last = acts[-1] if acts else None
+    # An escalation is a decision followed by the request it makes: name the decision, what was done.
+    if last and last["type"] == "approval_requested" and len(acts) > 1 and acts[-2]["type"] == "approval_decided":
+        last = acts[-2]
     who = (last["shown"].get("by") or last["shown"].get("escalated_by") or "the recovery worker") if last else "someone"
     what = (last["shown"].get("decision") or last["shown"].get("disposition") or last["shown"].get("action") or last["type"]).replace("_", " ") if last else "changed it"
     at = format_html(" at {}", utc(last["ts"])) if last else ""

@@ -186,3 +186,13 @@ document.addEventListener("DOMContentLoaded", function () {
   var fold = document.getElementById("queue-filters-d");
   if (fold && !fold.hasAttribute("data-active") && window.matchMedia("(max-width: 700px)").matches) fold.open = false;
 });
+
+// The reason's counter: how many of its 2,000 characters are used (the limit the server checks).
+document.addEventListener("DOMContentLoaded", function () {
+  var box = document.getElementById("id_reason"), out = document.getElementById("reason-count");
+  if (!box || !out) return;
+  var limit = parseInt(out.getAttribute("data-limit"), 10);
+  function count() { out.textContent = box.value.length + " of " + limit.toLocaleString("en-GB") + " characters"; }
+  box.addEventListener("input", count);
+  count();
+});
