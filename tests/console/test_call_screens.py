@@ -347,3 +347,14 @@ def test_deciding_a_call_someone_else_holds_says_who_holds_it(oncall, conflict_c
 def test_the_queue_says_how_long_past_its_deadline_a_call_is(oncall, conflict_call):
     page = client_for(oncall).get("/queue/").content.decode()
     assert "min past it" in page
+
+
+def test_after_deciding_the_page_repeats_the_reason_and_evidence_and_offers_the_next_call(oncall, conflict_call):
+    from tests.console.test_lists import _calls
+
+    _calls(1)
+    client = client_for(oncall)
+    data = {"seen_version": conflict_call.version, "decision": "happened", "reason": "seen in the ledger", "evidence_ref": "LEDGER-TKT-9001"}
+    page = client.post(f"/calls/{conflict_call.pk}/decide/", data, follow=True).content.decode()
+    assert "with your reason “seen in the ledger”. Evidence: LEDGER-TKT-9001." in page
+    assert 'id="next-call"' in page and f'href="/calls/{conflict_call.pk}/" id="next-call"' not in page
