@@ -192,7 +192,7 @@ document.addEventListener("DOMContentLoaded", function () {
   var box = document.getElementById("id_reason"), out = document.getElementById("reason-count");
   if (!box || !out) return;
   var limit = parseInt(out.getAttribute("data-limit"), 10);
-  function count() { out.textContent = box.value.length + " of " + limit.toLocaleString("en-GB") + " characters"; }
+  function count() { out.textContent = "reason: " + box.value.length.toLocaleString("en-GB") + " of " + limit.toLocaleString("en-GB") + " characters"; }
   box.addEventListener("input", count);
   count();
 });
