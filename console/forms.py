@@ -73,9 +73,12 @@ class DecisionForm(forms.Form):
         widget=forms.RadioSelect,
         error_messages={"required": "Choose what you know about this call: one of the options below.", "invalid_choice": "%(value)s is not one of the options below; choose one of them."},
     )
-    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}), error_messages={"required": "Give a reason: it is recorded with your decision."}, help_text="Required: why you decided this. It is kept in the run's log.")
+    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 3}), error_messages={"required": "Give a reason: it is recorded with your decision.", "max_length": "The reason is too long: at most %(limit_value)d characters (it has %(show_value)d). Shorten it, or put the details in a note."}, help_text="Required: why you decided this. It is kept in the run's log.")
     evidence_ref = forms.CharField(max_length=500, required=False, label="Evidence reference", help_text="For “it happened”: where you saw it (ticket, ledger entry, receipt id).")
     seen_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
+    # One-time token of the page the form was drawn on (console.views_call._form_token_spend); a client
+    # that sends none (a script) is not protected against its own second send.
+    form_token = forms.CharField(max_length=64, required=False, widget=forms.HiddenInput)
     assignee = forms.CharField(max_length=150, required=False, label="Escalate to (user name, optional)")
     confirm_twice = forms.BooleanField(
         required=False,

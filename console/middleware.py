@@ -6,6 +6,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.http import Http404
 
+from evidence.report import bidi_visible
+
 from console.templatetags.console_tags import reader_zone
 from console.views import not_found
 from console.zones import reader_zone_name
@@ -50,3 +52,23 @@ class ConsoleErrorsMiddleware:
         if isinstance(exc, Http404) and match is not None and match.namespace == "console":
             return not_found(request, exc)
         return None
+
+
+class BidiVisibleMiddleware:
+    """Every HTML page and fragment the site answers shows Unicode's bidirectional controls as their
+    code points (evidence.report.bidi_visible), wherever the text came from: a reason, a note, an
+    agent's argument, a run id. One place, so no template can forget it. JSON and exports are data
+    and keep the characters as they are."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.streaming or not response.get("Content-Type", "").startswith("text/html"):
+            return response
+        text = response.content.decode(response.charset or "utf-8")
+        shown = bidi_visible(text)
+        if shown is not text:
+            response.content = shown.encode(response.charset or "utf-8")
+        return response

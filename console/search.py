@@ -160,6 +160,19 @@ def argument_matches(arguments, q: str, *, fields: frozenset[str], values: froze
     return [p for p, text in _texts(seen) if needle in text.casefold() and text != MASK]
 
 
+def _runs_matching(q: str, n: int) -> list:
+    """At most ``n`` runs whose id contains ``q`` ignoring case, as the runs page's "Run id contains"
+    finds them: those whose id starts with it first (a btree range), then the others (the trigram
+    index of run ids on PostgreSQL). Unordered in SQL (sorting every match would read them all),
+    sorted once fetched."""
+    col = '"reckon_run"."run_id"'
+    first = sorted(_filter(Run.objects.all(), starts(col, q, lookup="run_id")).order_by()[:n], key=lambda r: r.run_id)
+    if len(first) < n:
+        rest = _first(_filter(Run.objects.all(), contains(col, q, lookup="run_id")).exclude(run_id__in=[r.run_id for r in first]).order_by(), n - len(first))
+        first += sorted(rest, key=lambda r: r.run_id)
+    return first
+
+
 def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kind: int = PER_KIND) -> Results:
     """Runs, calls and decisions matching ``q`` (already ``query_clean``), ``per_kind`` of each.
 
@@ -169,9 +182,7 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
     """
     res = Results(q=q)
     may_see = fields <= NEVER_REVEALED  # the searcher's mask hides nothing but the key secret
-    # Runs by the start of their id: unordered in SQL (the pattern index gives no order the screen
-    # wants, and sorting every match would read them all), sorted once fetched.
-    runs = sorted(_filter(Run.objects.all(), starts('"reckon_run"."run_id"', q, lookup="run_id")).order_by()[: per_kind + 1], key=lambda r: r.run_id)
+    runs = _runs_matching(q, per_kind + 1)
     res.more["runs"] = len(runs) > per_kind
     res.runs = runs[:per_kind]
     if res.runs:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from console import evidence, notifications, views, views_find
+from console import evidence, notifications, views, views_call, views_find
 
 app_name = "console"
 
@@ -24,12 +24,12 @@ urlpatterns += [
     path("overview/", views.overview, name="overview"),
     path("queue/", views.queue, name="queue"),
     path("queue/bulk/", views.queue_bulk, name="queue_bulk"),
-    path("calls/<int:pk>/", views.call_detail, name="call"),
-    path("calls/<int:pk>/decide/", views.call_decide, name="call_decide"),
-    path("calls/<int:pk>/claim/", views.call_claim, name="call_claim"),
-    path("calls/<int:pk>/release/", views.call_release, name="call_release"),
-    path("calls/<int:pk>/assign/", views.call_assign, name="call_assign"),
-    path("calls/<int:pk>/note/", views.call_note, name="call_note"),
+    path("calls/<int:pk>/", views_call.call_detail, name="call"),
+    path("calls/<int:pk>/decide/", views_call.call_decide, name="call_decide"),
+    path("calls/<int:pk>/claim/", views_call.call_claim, name="call_claim"),
+    path("calls/<int:pk>/release/", views_call.call_release, name="call_release"),
+    path("calls/<int:pk>/assign/", views_call.call_assign, name="call_assign"),
+    path("calls/<int:pk>/note/", views_call.call_note, name="call_note"),
     path("calls/<int:pk>/reveal/", views.call_reveal, name="call_reveal"),
     path("decisions/", views.decisions, name="decisions"),
     path("access/", views.access_log, name="access"),

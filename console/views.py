@@ -12,9 +12,7 @@ from django.http import Http404, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.urls import reverse
-from django.utils.html import format_html
 from django.utils.http import content_disposition_header
-from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET, require_POST
 
 from access import assignment
@@ -24,13 +22,10 @@ from access.masking import mask_for, masks_sensitive, may_reveal_on_call
 from access.roles import MANAGER, perm, requires, role_names
 from console import forms, paging, selectors, services, svg
 from console.models import UserPreference
-from console.templatetags.console_tags import utc
 from console.zones import ZONE_KEY
 from notify import selectors as notify_selectors
-from recovery import decisions as actions
 from recovery import masking
-from recovery.errors import CallNotFound, NotDecidable, RecoveryError, RunBusy, StaleDecision
-from recovery.models import Decision
+from recovery.errors import CallNotFound
 from recovery.policies import PolicyError
 from recovery.policy_changes import policy_update
 from recovery.selectors import (
@@ -167,6 +162,8 @@ def _run_screen_context(request, run, *, at: int | None, fields: frozenset[str])
         "stale_resumptions": selectors.run_stale_observations(run_id=run.run_id),
         "status": selectors.run_status(run, now=timezone.now()),
         "calls": selectors.run_calls(run_id=run.run_id),
+        # Counted as the runs list counts them: a resolved call is listed below, not in doubt.
+        "in_doubt": selectors.runs_open_calls([run.run_id])[run.run_id],
         "can_export": request.user.has_perm(perm("export_run")),
         "export_masked": masks_sensitive(mask_for(request.user)),
     }
@@ -459,143 +456,6 @@ def queue_bulk(request):
     ctx["results"] = services.bulk_apply(rows=rows, seen=seen, action=action, user=request.user, assignee=form.cleaned_data.get("assignee", ""), reason=form.cleaned_data.get("reason", ""))
     ctx["applied"] = sum(1 for r in ctx["results"] if r["ok"])
     return _render(request, "console/bulk.html", ctx, nav="queue")
-
-
-# --- one call: the approval screen ------------------------------------------------------------
-
-
-def _call_context(request, pk: int, *, decision_form=None, note_form=None) -> dict:
-    try:
-        ctx = selectors.call_screen(pk=pk, fields=masking.sensitive_fields())
-    except CallNotFound as exc:
-        raise Http404(str(exc))
-    call, user = ctx["call"], request.user
-    return {
-        **ctx,
-        "can_decide": user.has_perm(perm("decide_call")) and ctx["not_decidable"] is None,
-        "can_claim": user.has_perm(perm("claim_call")) and call.state != "resolved",
-        "can_note": user.has_perm(perm("add_note")),
-        "can_reveal": may_reveal_on_call(user, call),
-        "decision_form": decision_form or forms.DecisionForm(initial={"seen_version": call.version}),
-        "note_form": note_form or forms.NoteForm(),
-        "paging": notify_selectors.call_paging_line(call_pk=call.pk),
-    }
-
-
-# What a person or the worker does to a call that makes an open screen of it stale.
-_ACTS = ("approval_decided", "tool_call_resolved", "approval_requested", "operator_note", "tool_call_completed", "reconciliation_attempted")
-
-
-def _stale_words(ctx: dict, user) -> SafeString:
-    """What landed between the page being loaded and the decision being sent: who did what, and
-    when (the same person in another tab is named as such), and whether anything is left to decide."""
-    call = ctx["call"]
-    last = next((h for h in reversed(ctx["history"]) if h["type"] in _ACTS), None)
-    who = (last["shown"].get("by") or last["shown"].get("escalated_by") or "the recovery worker") if last else "someone"
-    what = (last["shown"].get("decision") or last["shown"].get("disposition") or last["shown"].get("action") or last["type"]).replace("_", " ") if last else "changed it"
-    at = format_html(" at {}", utc(last["ts"])) if last else ""
-    actor = "You had already acted on this call (in another tab or window)" if who == user.get_username() else f"{who} acted on this call first"
-    if call.state == "resolved":
-        tail = format_html('{} There is nothing left to decide; <a href="{}">see the resolved call</a>.', ctx["status_words"], reverse("console:call", args=[call.pk]))
-    else:
-        tail = format_html('It is still open: <a href="{}">read it as it is now</a> and decide again only if it is still needed.', reverse("console:call", args=[call.pk]))
-    return format_html("<strong>Your decision was not recorded.</strong> {}{}: {}. {}", actor, at, what, tail)
-
-
-@requires("view_console")
-@require_GET
-def call_detail(request, pk: int):
-    return _render(request, "console/call.html", _call_context(request, pk), nav="queue")
-
-
-@requires("view_console", "decide_call")
-@require_POST
-def call_decide(request, pk: int):
-    form = forms.DecisionForm(request.POST)
-    if not form.is_valid():
-        ctx = _call_context(request, pk, decision_form=form)
-        return _render(request, "console/call.html", ctx, nav="queue", status=400)
-    d = form.cleaned_data
-    try:
-        if d["decision"] == Decision.ESCALATE:
-            row = assignment.call_escalate(pk=pk, by=request.user, reason=d["reason"], seen_version=d["seen_version"], assignee=(d.get("assignee") or "").strip() or None)
-        else:
-            row = actions.decision_record(pk=pk, decision=d["decision"], by=request.user, reason=d["reason"], seen_version=d["seen_version"], evidence_ref=(d.get("evidence_ref") or None))
-    except CallNotFound as exc:
-        raise Http404(str(exc))
-    except StaleDecision:
-        ctx = _call_context(request, pk)
-        return _render(request, "console/call.html", {**ctx, "stale": _stale_words(ctx, request.user)}, nav="queue", status=409)
-    except NotDecidable as exc:
-        # The same reason the API gives (409 not_decidable); the page shows it in place of the form.
-        messages.error(request, f"Your decision was not recorded. {exc}")
-        return _render(request, "console/call.html", _call_context(request, pk), nav="queue", status=409)
-    except RunBusy as exc:
-        messages.error(request, f"Your decision was not recorded: {exc}.")
-        return _render(request, "console/call.html", _call_context(request, pk, decision_form=form), nav="queue", status=409)
-    except RecoveryError as exc:
-        messages.error(request, f"Your decision was not recorded: {exc}.")
-        return _render(request, "console/call.html", _call_context(request, pk, decision_form=form), nav="queue", status=400)
-    messages.success(request, f"Recorded: {Decision(d['decision']).label}. The call is now {row.state}{' (' + row.disposition + ')' if row.disposition else ''}.")
-    return redirect("console:call", pk=pk)
-
-
-def _call_write(request, pk: int, fn, ok: str):
-    try:
-        seen = int(request.POST.get("seen_version", ""))
-    except ValueError:
-        return _bad(request, BadParam("seen_version must be the version number shown on the page"))
-    try:
-        fn(seen)
-    except CallNotFound as exc:
-        raise Http404(str(exc))
-    except StaleDecision:
-        messages.error(request, "Not done: the call changed since you loaded the page (someone else may have claimed or decided it). Here it is as it is now.")
-    except RecoveryError as exc:
-        messages.error(request, f"Not done: {exc}.")
-    else:
-        messages.success(request, ok)
-    nxt = request.POST.get("next", "")
-    return redirect(nxt if nxt.startswith("/queue/") else f"/calls/{pk}/")
-
-
-@requires("view_console", "claim_call")
-@require_POST
-def call_claim(request, pk: int):
-    return _call_write(request, pk, lambda v: actions.call_claim(pk=pk, user=request.user, seen_version=v), "You have claimed this call.")
-
-
-@requires("view_console", "claim_call")
-@require_POST
-def call_release(request, pk: int):
-    return _call_write(request, pk, lambda v: actions.call_release(pk=pk, user=request.user, seen_version=v), "You have released this call.")
-
-
-@requires("view_console", "claim_call")
-@require_POST
-def call_assign(request, pk: int):
-    form = forms.AssignForm(request.POST)
-    if not form.is_valid():
-        return _bad(request, BadParam("name the person to assign the call to"))
-    name = form.cleaned_data["assignee"].strip()
-    return _call_write(request, pk, lambda v: assignment.call_assign(pk=pk, user=request.user, assignee=name, seen_version=v), f"Assigned to {name}.")
-
-
-@requires("view_console", "add_note")
-@require_POST
-def call_note(request, pk: int):
-    form = forms.NoteForm(request.POST)
-    if not form.is_valid():
-        return _render(request, "console/call.html", _call_context(request, pk, note_form=form), nav="queue", status=400)
-    try:
-        actions.call_note(pk=pk, by=request.user, text=form.cleaned_data["text"])
-    except CallNotFound as exc:
-        raise Http404(str(exc))
-    except RecoveryError as exc:
-        messages.error(request, f"The note was not saved: {exc}.")
-    else:
-        messages.success(request, "Note added to the run's log.")
-    return redirect("console:call", pk=pk)
 
 
 # --- the person's own preferences ------------------------------------------------------------

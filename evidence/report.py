@@ -6,7 +6,8 @@ bundle's own lines, so a masked bundle's report is masked alike."""
 from __future__ import annotations
 
 import json
-from html import escape
+import re
+from html import escape as _escape
 
 from access.shown import cut_note, json_shown
 
@@ -22,6 +23,24 @@ th{background:#f0f0f0}code,pre{font:12px/1.35 ui-monospace,monospace;white-space
 .muted{color:#666}dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}dt{font-weight:600}
 @media (max-width:600px){main{padding:.5em}table,tbody,tr,td{display:block;width:auto}tr{border-bottom:2px solid #ccc}th,.wide{display:none}td{border:0;padding:2px 4px}dl{display:block}dd{margin:0 0 .4em}}
 """
+
+
+# Unicode's bidirectional controls (embeddings, overrides, isolates, marks): live, they make text
+# read as something other than what it is ("account \u202e1234" reads "account 4321"). Every page
+# of Reckon and this report shows each as its code point, ``<U+202E>``.
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+def bidi_visible(text: str) -> str:
+    """``text`` with each bidirectional control written as ``<U+XXXX>`` (escaped for HTML: text that
+    is already HTML gets ``&lt;U+XXXX&gt;``, which reads the same)."""
+    if not BIDI_CONTROLS.search(text):
+        return text
+    return BIDI_CONTROLS.sub(lambda m: f"&lt;U+{ord(m.group()):04X}&gt;", text)
+
+
+def escape(value) -> str:
+    return bidi_visible(_escape(str(value)))
 
 
 def _j(value, seq=None) -> str:

@@ -101,6 +101,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "console.middleware.ConsoleErrorsMiddleware",
+    "console.session.SignedOutMiddleware",
+    "console.middleware.BidiVisibleMiddleware",
     "console.middleware.ReaderTimeZoneMiddleware",
     # Last, as django-axes asks: it turns a locked-out sign-in into its lockout answer.
     "axes.middleware.AxesMiddleware",
@@ -168,6 +170,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
+# A form whose security token is missing or stale says that nothing was recorded (console/session.py).
+CSRF_FAILURE_VIEW = "console.session.csrf_failure"
 
 # Sign-in lockout (django-axes): after RECKON_LOGIN_FAILURE_LIMIT failed sign-ins for one username,
 # or from one client address, further attempts for it (the right password included) are answered

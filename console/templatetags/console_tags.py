@@ -69,6 +69,16 @@ def age(value) -> str:
 
 
 @register.filter
+def past_by(value) -> str:
+    """How long ago a deadline passed, in words: ``25 min past it`` (empty if it has not)."""
+    dt = _as_dt(value)
+    if dt is None:
+        return ""
+    delta = (datetime.now(timezone.utc) - dt).total_seconds()
+    return f"{duration_words(delta)} past it" if delta > 0 else ""
+
+
+@register.filter
 def when(value) -> str:
     """Absolute UTC time followed by the relative age."""
     dt = _as_dt(value)

@@ -318,3 +318,43 @@ def test_an_empty_mine_view_says_how_calls_become_yours_and_where_the_others_are
     empty = re.search(r'<td colspan="9"[^>]*>(.*?)</td>', body, re.S).group(1)
     assert "You hold no" in empty and "claim" in empty
     assert 'href="/queue/?view=unassigned"' in empty and 'href="/queue/"' in empty
+
+
+def test_the_second_tabs_refusal_names_the_escalation_it_lost_to(oncall, conflict_call):
+    c = client_for(oncall)
+    assert decide(c, conflict_call, decision="escalate", reason="needs the ledger team").status_code == 302
+    body = decide(c, conflict_call, decision="escalate", reason="needs the ledger team").content.decode()
+    assert ": escalate." in body and "approval requested" not in body.split('id="stale"')[1].split("</div>")[0]
+
+
+def test_a_reason_over_the_limit_is_refused_naming_the_reason_and_the_limit(oncall, conflict_call):
+    resp = decide(client_for(oncall), conflict_call, decision="escalate", reason="x" * 2001)
+    assert resp.status_code == 400
+    assert "The reason is too long: at most 2000 characters (it has 2001)" in resp.content.decode()
+    assert 'maxlength="2000"' in resp.content.decode() and 'id="reason-count"' in resp.content.decode()
+
+
+def test_deciding_a_call_someone_else_holds_says_who_holds_it(oncall, conflict_call):
+    from tests.console.conftest import _user
+
+    other = _user("oscar.oncall", "oncall")
+    assert client_for(other).post(f"/calls/{conflict_call.pk}/claim/", {"seen_version": conflict_call.version}).status_code == 302
+    page = client_for(oncall).get(f"/calls/{conflict_call.pk}/").content.decode()
+    assert "oscar.oncall is on this call" in page
+    assert "is on this call" not in client_for(other).get(f"/calls/{conflict_call.pk}/").content.decode()
+
+
+def test_the_queue_says_how_long_past_its_deadline_a_call_is(oncall, conflict_call):
+    page = client_for(oncall).get("/queue/").content.decode()
+    assert "min past it" in page
+
+
+def test_after_deciding_the_page_repeats_the_reason_and_evidence_and_offers_the_next_call(oncall, conflict_call):
+    from tests.console.test_lists import _calls
+
+    _calls(1)
+    client = client_for(oncall)
+    data = {"seen_version": conflict_call.version, "decision": "happened", "reason": "seen in the ledger", "evidence_ref": "LEDGER-TKT-9001"}
+    page = client.post(f"/calls/{conflict_call.pk}/decide/", data, follow=True).content.decode()
+    assert "with your reason “seen in the ledger”. Evidence: LEDGER-TKT-9001." in page
+    assert 'id="next-call"' in page and f'href="/calls/{conflict_call.pk}/" id="next-call"' not in page

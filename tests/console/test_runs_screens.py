@@ -137,3 +137,13 @@ def test_an_unmasked_evidence_bundle_without_a_reason_shows_the_run_screen_again
     body = unescape(resp.content.decode())
     assert resp.status_code == 400 and f'value="{long.strip()}"' in body and "at most 500 characters" in body
     assert not AccessRecord.objects.filter(front_end="export").exists()
+
+
+def test_the_run_screen_counts_only_the_calls_still_in_doubt_as_the_runs_list_does(oncall, conflict_call):
+    from recovery.decisions import decision_record
+
+    client = client_for(oncall)
+    assert "1 call in doubt" in client.get("/runs/run-conflict/").text
+    decision_record(pk=conflict_call.pk, decision="not_happened", by=oncall, reason="reversed by the ledger team", seen_version=conflict_call.version)
+    status = client.get("/runs/run-conflict/").text.split('id="run-status"')[1].split("</dd>")[0]
+    assert "no call in doubt" in status and "1 resolved, listed below" in status and "uncertain or in flight" not in status

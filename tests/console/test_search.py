@@ -117,3 +117,11 @@ def test_the_badge_counts_the_calls_in_doubt(oncall, conflict_call, flying):
     resp = client_for(oncall).get("/nav/open-count/")
     assert resp.status_code == 200
     assert '<span class="count">1</span> open' in resp.text  # the call in flight is not in doubt
+
+
+def test_a_fragment_from_inside_a_run_id_finds_the_run_as_the_runs_page_does(oncall, conflict_call):
+    client = client_for(oncall)
+    for q in ("CONFLICT", "nflic"):
+        resp = client.get("/search/", {"q": q})
+        assert 'href="/runs/run-conflict/"' in resp.text, q
+        assert "run-conflict" in client.get("/runs/", {"q": q}).text, q

@@ -107,3 +107,92 @@ function reckonLocalTimes(root) {
 }
 document.addEventListener("DOMContentLoaded", function () { reckonLocalTimes(document); });
 document.addEventListener("htmx:afterSwap", function (e) { reckonLocalTimes(e.target); });
+
+// The session ended (console/session.py): an htmx request was answered with nothing to swap and
+// this event. The page stays as it is, with a banner saying so and a sign-in link back here.
+document.addEventListener("reckon:signed-out", reckonSignedOut);
+function reckonSignedOut() {
+  var banner = document.getElementById("signed-out");
+  if (!banner || !banner.hidden) return;
+  document.getElementById("signed-out-link").href = "/login/?next=" + encodeURIComponent(location.pathname + location.search);
+  banner.hidden = false;
+}
+
+// What was typed into a decision form is kept in this tab (sessionStorage) until it is sent and
+// answered. If the answer was "nothing was recorded, sign in again" (or the banner above sent the
+// person to sign in), the call's screen puts it back after signing in and says so. Any other
+// arrival on the screen (the decision recorded, Back, a new visit) starts from an empty form.
+(function () {
+  var FIELDS = ["decision", "reason", "evidence_ref", "assignee"];
+  function key(path) { return "reckon-draft:" + path; }
+  function read(path) {
+    try { return JSON.parse(sessionStorage.getItem(key(path)) || "null"); } catch (e) { return null; }
+  }
+  function write(path, draft) { try { sessionStorage.setItem(key(path), JSON.stringify(draft)); } catch (e) { /* storage off: nothing kept */ } }
+  function values(form) {
+    var out = {};
+    FIELDS.forEach(function (name) {
+      var el = form.elements[name];  // a RadioNodeList's value is its checked radio's
+      if (el) out[name] = el.value;
+    });
+    return out;
+  }
+  function fill(form, fields) {
+    FIELDS.forEach(function (name) {
+      var value = fields[name] || "";
+      if (name === "decision") {
+        var radio = form.querySelector("input[name='decision'][value='" + value + "']:not([disabled])");
+        if (radio) radio.checked = true;
+      } else if (form.elements[name]) {
+        form.elements[name].value = value;
+      }
+    });
+  }
+  function resume(path) {
+    var draft = read(path);
+    if (draft) { draft.resume = true; write(path, draft); }
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    var ended = document.getElementById("nothing-recorded");
+    if (ended) resume(ended.getAttribute("data-resume"));
+    var link = document.getElementById("signed-out-link");
+    var form = document.getElementById("decide-form");
+    if (!form) return;
+    var path = form.getAttribute("data-draft");
+    if (link) link.addEventListener("click", function () { write(path, {fields: values(form), resume: true}); });
+    var draft = read(path);
+    var nav = (performance.getEntriesByType && performance.getEntriesByType("navigation")[0]) || {};
+    if (!form.hasAttribute("data-posted") && nav.type === "back_forward") form.reset();
+    if (draft && draft.resume && !form.hasAttribute("data-posted")) {
+      fill(form, draft.fields || {});
+      document.getElementById("draft-restored").hidden = false;
+      write(path, {fields: draft.fields, resume: false});
+    } else {
+      sessionStorage.removeItem(key(path));
+    }
+    form.addEventListener("input", function () { write(path, {fields: values(form), resume: false}); });
+    form.addEventListener("change", function () { write(path, {fields: values(form), resume: false}); });
+  });
+  // A page put back from the back-forward cache shows the form as it was when left: empty it, so
+  // Back after a decision never offers the same decision ready to send again.
+  window.addEventListener("pageshow", function (event) {
+    var form = document.getElementById("decide-form");
+    if (event.persisted && form) form.reset();
+  });
+})();
+
+// The queue's filters fold away on a phone unless one is in use, so the first screen shows calls.
+document.addEventListener("DOMContentLoaded", function () {
+  var fold = document.getElementById("queue-filters-d");
+  if (fold && !fold.hasAttribute("data-active") && window.matchMedia("(max-width: 700px)").matches) fold.open = false;
+});
+
+// The reason's counter: how many of its 2,000 characters are used (the limit the server checks).
+document.addEventListener("DOMContentLoaded", function () {
+  var box = document.getElementById("id_reason"), out = document.getElementById("reason-count");
+  if (!box || !out) return;
+  var limit = parseInt(out.getAttribute("data-limit"), 10);
+  function count() { out.textContent = "reason: " + box.value.length.toLocaleString("en-GB") + " of " + limit.toLocaleString("en-GB") + " characters"; }
+  box.addEventListener("input", count);
+  count();
+});
