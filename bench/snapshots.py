@@ -18,7 +18,7 @@ from bench.store import median_ms
 from runs.leases import lease_acquire
 from runs.selectors import run_state
 from runs.snapshot_plan import COMPACT_EVERY, plan_compute, plan_measure
-from runs.snapshots import _restore, run_state_fast, snapshot_current, snapshot_write
+from runs.snapshots import run_state_fast, snapshot_current, snapshot_restore, snapshot_write
 from runs.store import NewEvent, events_append
 from runs.synthetic import synthetic_events
 
@@ -43,7 +43,7 @@ def _measure_run(run_id: str, n: int, repeats: int) -> dict:
 
     def load_only():
         s, exists = snapshot_current(run_id=run_id)
-        assert _restore(run_id, s, exists, s.seq).state is not None
+        assert snapshot_restore(run_id, s, exists, s.seq).state is not None
 
     load = median_ms(load_only, repeats)
     fast = median_ms(lambda: run_state_fast(run_id), repeats * 2)

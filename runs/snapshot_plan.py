@@ -24,7 +24,7 @@ from django.db import connection, transaction
 
 from runs.fold import fold
 from runs.leases import lease_acquire
-from runs.snapshots import _restore, snapshot_current, snapshot_write
+from runs.snapshots import snapshot_current, snapshot_restore, snapshot_write
 from runs.store import NewEvent, events_append, events_load
 from runs.synthetic import synthetic_events
 
@@ -163,7 +163,7 @@ def plan_measure(*, events: int, repeats: int = 5) -> Measured:
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 snap, exists = snapshot_current(run_id=run_id)
-                restored = _restore(run_id, snap, exists, None)
+                restored = snapshot_restore(run_id, snap, exists, None)
                 load.append((time.perf_counter() - t0) * 1000)
                 assert restored.state is not None, restored.detail
             result = Measured(statistics.median(replay) / events, statistics.median(write), statistics.median(load), events, connection.vendor)
