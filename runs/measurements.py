@@ -23,14 +23,13 @@ import os
 import threading
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 
 # Load the settings (which export PROMETHEUS_MULTIPROC_DIR) before the client is imported: the
-# client chooses between process memory and the shared folder once, at its own import.
+# client chooses between process memory and the shared folder once, at its own import (and the
+# settings refuse to load if it was imported earlier under another choice).
 _ = settings.PROMETHEUS_MULTIPROC_DIR
 
 from prometheus_client import CollectorRegistry, Gauge, Summary  # noqa: E402
-from prometheus_client import values as _values  # noqa: E402
 from prometheus_client.multiprocess import MultiProcessCollector  # noqa: E402
 
 # name: what one observation is. Every series the seed names, plus the reasons behind the misses
@@ -52,21 +51,6 @@ REGISTRY = CollectorRegistry(auto_describe=True)  # our own: the global one carr
 def multiprocess_dir() -> str:
     """The folder the processes share, or "" when this process keeps its figures to itself."""
     return getattr(settings, "PROMETHEUS_MULTIPROC_DIR", "") or ""
-
-
-def _check_mode() -> None:
-    # prometheus_client picks its value class once, when first imported, from the environment.
-    # reckon/settings.py sets the variable before anything imports the client; if something did
-    # earlier, the figures would silently stay in one process.
-    multiprocess = getattr(_values.ValueClass, "_multiprocess", False)
-    if multiprocess != bool(multiprocess_dir()):
-        raise ImproperlyConfigured(
-            "prometheus_client was imported before reckon.settings set PROMETHEUS_MULTIPROC_DIR "
-            f"(settings: {multiprocess_dir()!r}, client: {'multiprocess' if multiprocess else 'single process'})"
-        )
-
-
-_check_mode()
 
 
 class _Series:
