@@ -1,4 +1,4 @@
-"""Reconciliation: one attempt per uncertain call by the seed's table (5.6), alone or in a group of
+"""Reconciliation: one attempt per uncertain call by the rules of docs/recovery.md, alone or in a group of
 calls that share a durable commit, and the pass that runs them.
 """
 
@@ -185,7 +185,7 @@ def _pk(pk) -> int:
         raise CallNotFound(pk) from None
 
 def call_reconcile(*, pk: int, attempt: int | None = None) -> AttemptResult:
-    """One reconciliation attempt for one uncertain call, by the seed's table (5.6).
+    """One reconciliation attempt for one uncertain call, by the rules of docs/recovery.md.
 
     ``attempt`` is the attempt number a task was enqueued for: a redelivered task whose attempt was
     already recorded does nothing, so a task acknowledged late never writes twice. Adapter errors

@@ -1,4 +1,4 @@
-"""Replay and snapshot measurements (seed 5.8), kept in process memory with prometheus_client.
+"""Replay and snapshot measurements (docs/schema-versions.md, "Measurements"), kept in process memory with prometheus_client.
 
 A replay is a read, and a read must not write to the database: these figures used to be upserted
 into a table on every replay, which turned every ``GET`` of a run's state into a write. They are now
@@ -32,7 +32,7 @@ _ = settings.PROMETHEUS_MULTIPROC_DIR
 from prometheus_client import CollectorRegistry, Gauge, Summary  # noqa: E402
 from prometheus_client.multiprocess import MultiProcessCollector  # noqa: E402
 
-# name: what one observation is. Every series the seed names, plus the reasons behind the misses
+# name: what one observation is. The six replay and snapshot series, plus the reasons behind the misses
 # and the replays that started from event 1.
 SERIES = {
     "events_replayed": "Events folded by one replay (the tail after a snapshot, or the whole log)",
@@ -62,7 +62,7 @@ class _Series:
 
 _SERIES = {name: _Series(name, doc) for name, doc in SERIES.items()}
 
-# The seed's six are shown from the first scrape, at 0 until observed: a series that first appears
+# The six are shown from the first scrape, at 0 until observed: a series that first appears
 # at 1 hides that first increase from rate() and increase(), and the first
 # full_replay_equivalence_failures is exactly the one a release gate must not miss.
 SEED_SERIES = ("events_replayed", "replay_duration_ms", "snapshot_load_ms", "snapshot_write_ms", "snapshot_seq_gap", "full_replay_equivalence_failures")

@@ -1,4 +1,4 @@
-"""Snapshot economics (seed 5.8): is a snapshot interval worth its writes, and which one meets the objective?
+"""Snapshot economics (docs/schema-versions.md, "Choosing an interval"): is a snapshot interval worth its writes, and which one meets the objective?
 
 With N events per run, interval K, replay cost c per event, snapshot write cost s and R expected
 recoveries per run, uniformly spread through the run:
@@ -94,7 +94,7 @@ def plan_compute(
     interval: int | None = None,
     snapshot_load_ms: float | None = None,
 ) -> Plan:
-    """The seed's 5.8 figures for these inputs. ``interval`` defaults to the largest K meeting the objective."""
+    """The figures docs/schema-versions.md ("Choosing an interval") defines, for these inputs. ``interval`` defaults to the largest K meeting the objective."""
     c, s = replay_ms_per_event, snapshot_write_ms
     k_max = _largest_interval(objective_ms, c)
     k = interval or min(k_max if k_max is not None else events, events)
