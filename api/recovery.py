@@ -137,7 +137,7 @@ class PolicyOut(Schema):
 
 
 class PolicyIn(Schema):
-    fields: dict[str, Any] = Field(..., description="CONTRACTS section 4 names and forms; null removes a field")
+    fields: dict[str, Any] = Field(..., description="policy fields by their names and forms in docs/recovery.md (Policies); null removes a field")
 
 
 def _overdue(row: UncertainCall) -> bool:

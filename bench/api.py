@@ -34,7 +34,7 @@ from runs.synthetic import synthetic_events
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -42,7 +42,7 @@ def _free_port() -> int:
 
 def gunicorn_start(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
     """gunicorn serving reckon.wsgi against the current database; returns the process and port."""
-    port = _free_port()
+    port = free_port()
     # Snapshots off on both sides: they are written after the commit (inline when tasks run
     # eagerly) and measured by their own suite, not as append time.
     env = dict(

@@ -49,10 +49,10 @@ def _load_pg(runs: int, per_run: int, calls: int, now) -> None:
             "FROM generate_series(1, %s) r, generate_series(1, %s) s",
             [now, per_run, runs, per_run],
         )
-    _load_calls_sql(runs, per_run, calls, now)
+    load_calls_sql(runs, per_run, calls, now)
 
 
-def _load_calls_sql(runs: int, per_run: int, calls: int, now, *, first: int = 1) -> None:
+def load_calls_sql(runs: int, per_run: int, calls: int, now, *, first: int = 1) -> None:
     from recovery.models import UncertainCall
 
     rows = []
@@ -112,7 +112,7 @@ def _load_generic(runs: int, per_run: int, calls: int, now) -> None:
                 Event.objects.bulk_create(batch)
                 batch = []
     Event.objects.bulk_create(batch)
-    _load_calls_sql(runs, per_run, calls, now)
+    load_calls_sql(runs, per_run, calls, now)
 
 
 def _load_history_pg(n: int, now) -> int:
@@ -288,7 +288,7 @@ def _plans(client: Client, pk: int) -> tuple[list[dict], list[str]]:
     from access.tokens import token_create
     from bench.plans import indexes_unused, queue_plans, statement_sql_plan, statements_plans
     from recovery.detection import uncertain_calls_detect
-    from recovery.reconcile import _call_sql, due_calls
+    from recovery.reconcile import call_row_sql, due_calls
     from recovery.rows import CALL_COLUMNS
     from recovery.selectors import uncertain_call_get
 
@@ -304,7 +304,7 @@ def _plans(client: Client, pk: int) -> tuple[list[dict], list[str]]:
     # The statement recovery.rows.run_rows_read prepares, with a start seq named.
     run_rows_sql = f"SELECT r.in_flight, {CALL_COLUMNS.select()} FROM reckon_run r LEFT JOIN reckon_uncertain_call uc ON uc.run_id = r.run_id AND (uc.state <> %s OR uc.start_seq = ANY(%s)) WHERE r.run_id = %s"
     plans += statements_plans("worker: due calls (reconcile_scan)", lambda: list(due_calls().values_list("pk", "attempts")))
-    plans += statement_sql_plan("worker: a call, its run and policy", _call_sql(), [pk])
+    plans += statement_sql_plan("worker: a call, its run and policy", call_row_sql(), [pk])
     plans += statement_sql_plan("projection: a run's rows", run_rows_sql, ["resolved", [row.start_seq], row.run_id])
     plans += statements_plans("detection: runs with calls in flight", lambda: uncertain_calls_detect())
     for p in plans:

@@ -26,23 +26,25 @@ from django.test.utils import override_settings
 
 from access.tokens import token_create
 from bench.api import gunicorn_start
-from bench.store import _raw_insert, rates_in_turn
+from bench.store import raw_insert, rates_in_turn
 from reckon_client import ToolCall, open_run
 from runs.client import StoreTransport
 from runs.pg import round_trips_count
 
 
-def _instant_tool(arguments, *, idempotency_key):
+def instant_tool(arguments, *, idempotency_key):
+    """A tool that returns at once: what remains of a call is Reckon's own work."""
     return {"ok": True, "key": idempotency_key}
 
 
-def _call(prefix: str, i: int) -> ToolCall:
-    # Distinct arguments per call: every call is its own logical action (no replayed key).
+def numbered_call(prefix: str, i: int) -> ToolCall:
+    """Call number ``i`` of a series: distinct arguments per call, so every call is its own logical
+    action (no replayed key). ``bench peers`` times the same calls."""
     return ToolCall(f"{prefix}-{i}", "post_note", {"tenant": "acme", "n": i, "batch": prefix})
 
 
 def _calls(prefix: str, n: int) -> list[ToolCall]:
-    return [_call(prefix, i) for i in range(n)]
+    return [numbered_call(prefix, i) for i in range(n)]
 
 
 def _statements_per_call() -> dict[str, float]:
@@ -50,7 +52,7 @@ def _statements_per_call() -> dict[str, float]:
     (statements prepared), each averaged over 50 calls traced together."""
     run = open_run("bench-invoke-count", transport=StoreTransport(), ttl=3600, renew=False)
     for call in _calls("warm", 20):
-        run.invoke(call, _instant_tool)
+        run.invoke(call, instant_tool)
     n = 50
     calls = _calls("count", n)
 
@@ -64,7 +66,7 @@ def _statements_per_call() -> dict[str, float]:
 
     def whole() -> None:
         for call in _calls("whole", n):
-            run.invoke(call, _instant_tool)
+            run.invoke(call, instant_tool)
 
     counts = {"start": round_trips_count(starts) / n, "completion": round_trips_count(completions) / n, "call": round_trips_count(whole) / n}
     run.close(release=True)
@@ -85,7 +87,7 @@ def _http_window(port: int, secret: str, agents: int, n: int, tag: str) -> float
         barrier.wait()
         try:
             for call in calls:
-                run.invoke(call, _instant_tool)
+                run.invoke(call, instant_tool)
         except Exception as exc:  # noqa: BLE001 (reported after the window, not swallowed)
             errors.append(exc)
 
@@ -117,7 +119,7 @@ def _bench_invoke(*, quick: bool, out) -> dict:
     workers, agents, http_n = 4, 8, (40 if quick else 150)
     say(f"invoke benchmark on {connection.vendor}: about {n} calls a round, median of {repeats} rounds\n")
 
-    insert = _raw_insert()
+    insert = raw_insert()
     counter = iter(range(1, 10**9))
 
     def raw_one() -> int:
@@ -128,7 +130,7 @@ def _bench_invoke(*, quick: bool, out) -> dict:
     numbers = iter(range(10**9))
 
     def call_one() -> int:
-        run.invoke(_call("bench-invoke-0", next(numbers)), _instant_tool)
+        run.invoke(numbered_call("bench-invoke-0", next(numbers)), instant_tool)
         return 1
 
     for _ in range(50):  # statements prepared, connections warm

@@ -46,7 +46,7 @@ from django.db import connection
 
 from access.roles import ONCALL, roles_ensure
 from access.tokens import token_create
-from bench.api import _free_port
+from bench.api import free_port
 from reckon.env import database_url
 from recovery.models import InFlightCall, UncertainCall
 from recovery.policy_changes import policies_load
@@ -227,7 +227,7 @@ def bench_load(*, quick: bool, out, duration: float = 60, agents: int = 10, oper
 
 
 def _bench_load(procs: _Procs, tmp: Path, say, *, duration: float, agents: int, operators: int, web_workers: int, drain: float) -> dict:
-    receiver_port, web_port = _free_port(), _free_port()
+    receiver_port, web_port = free_port(), free_port()
     receiver = f"http://127.0.0.1:{receiver_port}"
     web = f"http://127.0.0.1:{web_port}"
     queue = f"reckon-load-{os.getpid()}"

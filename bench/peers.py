@@ -24,7 +24,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.test.utils import override_settings
 
-from bench.invoke import _call, _instant_tool
+from bench.invoke import instant_tool, numbered_call
 from bench.notify import ROUTES
 from bench.store import rates_in_turn, run_build
 from notify.config import notifications_load
@@ -202,7 +202,7 @@ def _tool_calls(dbos, db: dict, *, steps: int, seconds: float, windows: int) -> 
     numbers = iter(range(10**9))
 
     def call_one() -> int:
-        run.invoke(_call("bench-peers-invoke", next(numbers)), _instant_tool)
+        run.invoke(numbered_call("bench-peers-invoke", next(numbers)), instant_tool)
         return 1
 
     with _dbos_workflow(dbos, db, steps) as workflow:

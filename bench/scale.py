@@ -35,7 +35,7 @@ from django.db import connection
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from bench.console import _load_calls_sql
+from bench.console import load_calls_sql
 from bench.scale_log import log_write
 from runs.leases import lease_acquire
 from runs.snapshots import run_state_fast, snapshot_write
@@ -83,7 +83,7 @@ def _fill(first: int, runs: int) -> None:
     with connection.cursor() as c:
         c.execute(_FILL_RUNS, params)
         c.execute(_FILL, params)
-    _load_calls_sql(runs, PER_RUN, 2, timezone.now(), first=first)
+    load_calls_sql(runs, PER_RUN, 2, timezone.now(), first=first)
     with connection.cursor() as c:
         c.execute("ANALYZE")
 

@@ -2,7 +2,7 @@
 
 A 100,000-event run (10,000 with ``--quick``) of a working agent that compacts its context every 300
 events is replayed in full and from a snapshot at seq 99,500 plus its 500-event tail; snapshot write
-and load times are measured on the same state; and ``snapshot_plan`` prices the seed's illustrative
+and load times are measured on the same state; and ``snapshot_plan`` prices the illustrative
 run (4,000 events, 6 recoveries, 300 ms objective) with costs measured here. A second, never-compacting
 run (``runs.synthetic.synthetic_events`` without compaction, full mode only) shows the worst case: a state carrying every message
 makes the snapshot itself large. Every figure is a median of several repeats.
@@ -18,7 +18,7 @@ from bench.store import median_ms
 from runs.leases import lease_acquire
 from runs.selectors import run_state
 from runs.snapshot_plan import COMPACT_EVERY, plan_compute, plan_measure
-from runs.snapshots import _restore, run_state_fast, snapshot_current, snapshot_write
+from runs.snapshots import run_state_fast, snapshot_current, snapshot_restore, snapshot_write
 from runs.store import NewEvent, events_append
 from runs.synthetic import synthetic_events
 
@@ -43,7 +43,7 @@ def _measure_run(run_id: str, n: int, repeats: int) -> dict:
 
     def load_only():
         s, exists = snapshot_current(run_id=run_id)
-        assert _restore(run_id, s, exists, s.seq).state is not None
+        assert snapshot_restore(run_id, s, exists, s.seq).state is not None
 
     load = median_ms(load_only, repeats)
     fast = median_ms(lambda: run_state_fast(run_id), repeats * 2)
@@ -103,5 +103,5 @@ def bench_snapshots(*, quick: bool = False, out=None) -> dict:
     k500 = next(r for r in plan.table if r.interval == 500)
     figures["plan_4000_6_300ms"]["k500_with_snapshots_ms"] = round(k500.with_snapshots_ms, 2)
     figures["plan_4000_6_300ms"]["k500_break_even_recoveries"] = round(k500.break_even_recoveries, 4)
-    say(f"    at K=500 (the seed's interval): {k500.with_snapshots_ms:,.1f} ms with snapshots, break-even {k500.break_even_recoveries:.3f} recoveries per run")
+    say(f"    at K=500 (the default interval): {k500.with_snapshots_ms:,.1f} ms with snapshots, break-even {k500.break_even_recoveries:.3f} recoveries per run")
     return figures

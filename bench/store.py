@@ -90,7 +90,7 @@ def median_ms(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def _raw_insert() -> Callable[[int], None]:
+def raw_insert() -> Callable[[int], None]:
     """A single-row INSERT into a table shaped like the event table (same columns, same indexes),
     committed on its own: the physical cost of making one event row durable, with no fence."""
     payload = '{"content": "hello from the fenced append", "n": 1}'
@@ -149,7 +149,7 @@ def bench_store(*, quick: bool = False, out=None, routes: bool = False) -> dict:
 def _single_rates(*, seconds: float, windows: int) -> dict[str, list[float]]:
     """Raw inserts and fenced single appends, taking turns window by window so that the machine's
     drift reaches both alike."""
-    insert = _raw_insert()
+    insert = raw_insert()
     counter = iter(range(1, 10**9))
 
     def raw_one() -> int:

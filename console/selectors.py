@@ -162,7 +162,7 @@ def _export_rows(*, run_id: str, upto: int):
 
 
 def run_export_lines(*, run_id: str, fields: frozenset[str], upto: int) -> Iterator[dict]:
-    """The run's events seq 1..``upto`` as CONTRACTS section-1 objects (``v`` only when not 1),
+    """The run's events seq 1..``upto`` as run log lines (docs/formats.md) (``v`` only when not 1),
     masked by ``fields`` and by the run's sensitive values wherever they occur."""
     values = run_sensitive_values(run_ids=[run_id], fields=fields)
     for seq, type_, ts, payload, v in _export_rows(run_id=run_id, upto=upto):

@@ -1,4 +1,4 @@
-"""A run's evidence bundle (CONTRACTS section 9, docs/evidence.md): its chained events, manifest,
+"""A run's evidence bundle (docs/evidence.md): its chained events, manifest,
 public key, access records, decisions and an offline report, masked unless asked otherwise.
 
 Masked, each sealed value (runs/canonical.py) is shown as its commitment; an event that would still

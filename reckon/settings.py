@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 
 from datetime import timedelta
@@ -297,6 +298,13 @@ RECKON_READ_CHUNK = envint("RECKON_READ_CHUNK", 2000, minimum=1)
 # (runs/metrics_dir.py), never here, since every worker loads these settings. "" turns it off:
 # each process then keeps its figures to itself and /metrics shows only its own.
 PROMETHEUS_MULTIPROC_DIR = envstr("PROMETHEUS_MULTIPROC_DIR", str(VAR_DIR / "prometheus")) or ""
+if "prometheus_client" in sys.modules and bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")) != bool(PROMETHEUS_MULTIPROC_DIR):
+    # Imported earlier, the client chose its mode from the variable as it was then: the figures
+    # would silently stay in one process, or be written to a folder nobody merges.
+    raise ImproperlyConfigured(
+        "prometheus_client was imported before reckon.settings set PROMETHEUS_MULTIPROC_DIR "
+        f"(settings: {PROMETHEUS_MULTIPROC_DIR!r}, at the client's import: {os.environ.get('PROMETHEUS_MULTIPROC_DIR', '')!r})"
+    )
 if PROMETHEUS_MULTIPROC_DIR:
     PROMETHEUS_MULTIPROC_DIR = str(Path(PROMETHEUS_MULTIPROC_DIR).resolve())
     Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)

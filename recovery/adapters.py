@@ -3,10 +3,10 @@
 Every lookup returns ``Evidence`` with one of four outcomes (match, absent, conflict, unavailable),
 the observed fields, the raw response and, for a conflict, both values of every field that differs.
 An adapter never turns a transport problem into "absent": only an authoritative answer is absence
-(CONTRACTS section 5). Execute transmits the call's idempotency key to the receiver, so a retry of an
+(docs/formats.md, "The `http` adapter"). Execute transmits the call's idempotency key to the receiver, so a retry of an
 effect that did happen returns the receiver's stored result instead of doing it twice.
 
-Built in: ``http`` (CONTRACTS section 5; every URL passes ``recovery.outbound``'s check when the
+Built in: ``http`` (docs/formats.md; every URL passes ``recovery.outbound``'s check when the
 policy is written and again at each call), ``python`` (a function named by dotted path in a module
 ``RECKON_LOOKUP_MODULES`` lists, called as ``fn(call=CallRef, spec=dict,
 kind="lookup"|"execute"|"compensate")`` and returning Evidence, Execution or a dict with the same

@@ -69,7 +69,7 @@ def completion_event(row: UncertainCall, *, content: Any, source: str, is_error:
             "name": row.tool,
             "content": content,
             "is_error": is_error,
-            # A proven failure occupies no key (the seed's asymmetry): it may be attempted again.
+            # A proven failure occupies no key (docs/architecture.md, The fold): it may be attempted again.
             "idempotency_key": None if is_error else row.idempotency_key,
             "signature": signature(row.tool, row.arguments),
             "source": source,

@@ -7,7 +7,7 @@ scratch by ``projections_rebuild``), and from the tool's policy for the columns 
 are concurrency tokens, not facts: ``version`` rises on every change so a decision taken on a stale
 screen can be refused.
 
-``ToolPolicy`` is configuration (CONTRACTS section 4); every change to it leaves a ``PolicyChange``
+``ToolPolicy`` is configuration (docs/recovery.md, Policies); every change to it leaves a ``PolicyChange``
 with who, when, and the policy before and after. ``DemoLedgerEntry`` is the demo ledger adapter's
 store, used by the quickstart.
 """
@@ -181,7 +181,7 @@ class UncertainCall(models.Model):
         escalated (``UNRESOLVED_STATES``) and ``deadline < now``. ``objects.overdue(now)`` is the
         same condition in SQL.
 
-        An in-flight call is never overdue, even past its deadline. Overdue is the seed's "unresolved
+        An in-flight call is never overdue, even past its deadline. Overdue is the "unresolved
         uncertainty past its recovery deadline", the figure that tells people where to intervene;
         an in-flight call is not uncertain yet (its writer's lease is live and it may complete the
         call), and nobody may decide it (``decidable``), so naming it would ask for an
@@ -231,7 +231,7 @@ class InFlightCall(models.Model):
 
 
 class ToolPolicy(models.Model):
-    """How one tool's uncertain calls are reconciled (CONTRACTS section 4)."""
+    """How one tool's uncertain calls are reconciled (docs/recovery.md, Policies)."""
 
     tool = models.CharField(max_length=200, unique=True)
     risk_class = models.CharField(max_length=16, choices=UncertainCall.Risk.choices)
@@ -246,7 +246,7 @@ class ToolPolicy(models.Model):
     execute = models.JSONField(null=True, blank=True)
     compensate = models.JSONField(null=True, blank=True)
     value_rules = models.JSONField(default=list, blank=True)
-    source = models.JSONField(default=dict, blank=True, help_text="the policy as written (CONTRACTS section 4 table)")
+    source = models.JSONField(default=dict, blank=True, help_text="the policy as written (its [tools.<name>] table)")
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = models.CharField(max_length=150, blank=True, default="")
 

@@ -1,4 +1,4 @@
-"""Tool policies (CONTRACTS section 4): parsing, validation and what a policy decides for one call.
+"""Tool policies (docs/recovery.md, "Policies"): parsing, validation and what a policy decides for one call.
 
 A policy is plain data here (``Policy``), so the rule table and the projection can use it without
 caring whether it came from the database or a file. Parsing is strict: every problem names the tool
@@ -214,7 +214,7 @@ def policy_parse(tool: str, table: Any) -> Policy:
 
 
 def policies_parse(text: str) -> list[Policy]:
-    """Every policy in a section-4 TOML document; PolicyError on the first problem (nothing loaded)."""
+    """Every policy in a policy file (TOML); PolicyError on the first problem (nothing loaded)."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -282,7 +282,7 @@ class Action:
 
 
 def rule_choose(*, policy: Policy, outcome: str | None, risk_class: str, retry_window_open: bool) -> Action:
-    """The seed's table (5.6) per strategy. ``outcome`` None means the tool has no lookup hook."""
+    """The rules of docs/recovery.md ("The rules") per strategy. ``outcome`` None means the tool has no lookup hook."""
     if outcome == "match":
         return Action("complete", "match: every semantic field equals the call's; the effect happened")
     if outcome == "conflict":

@@ -52,7 +52,7 @@ def _policy_store(p: Policy, source: dict, *, user, name: str, origin: str) -> s
     return outcome
 
 def policies_load(*, text: str, by) -> dict[str, str]:
-    """Load a section-4 TOML document, all or nothing; returns tool -> created|updated|unchanged."""
+    """Load a policy file (TOML), all or nothing; returns tool -> created|updated|unchanged."""
     parsed = policies_parse(text)  # raises PolicyError naming the tool and field
     tables = tomllib.loads(text)["tools"]
     user, name = _user_of(by)
@@ -63,7 +63,7 @@ def policies_load(*, text: str, by) -> dict[str, str]:
     return out
 
 def policy_update(*, tool: str, fields: dict, by) -> ToolPolicy:
-    """Change some fields of a tool's policy (section-4 names and forms); recorded with who and when."""
+    """Change some fields of a tool's policy (named and written as in a policy file); recorded with who and when."""
     if not isinstance(fields, dict) or not fields:
         raise PolicyError("no fields to change")
     user, name = _user_of(by)

@@ -7,7 +7,7 @@ the same events in the same order, so the rebuilt table equals the incremental o
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 from django.db import connection, transaction
 from django.utils import timezone as djtz
@@ -55,8 +55,10 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
                 if current is not None:
                     flush_run(current, evs, epochs)
                 current, evs, epochs = run_id, [], {}
-            if not pg and isinstance(ts, str):
-                ts = datetime.fromisoformat(ts)
+            if not pg:
+                # SQLite keeps the column in UTC without an offset; Django's backend hands it back
+                # as a naive datetime (or text): read it back aware.
+                ts = (datetime.fromisoformat(ts) if isinstance(ts, str) else ts).replace(tzinfo=timezone.utc)
             evs.append(Event(seq, type_, loads(payload) if isinstance(payload, str) else payload, ts, v))
             epochs[seq] = epoch
         if len(created) >= chunk:

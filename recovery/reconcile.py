@@ -1,4 +1,4 @@
-"""Reconciliation: one attempt per uncertain call by the seed's table (5.6), alone or in a group of
+"""Reconciliation: one attempt per uncertain call by the rules of docs/recovery.md, alone or in a group of
 calls that share a durable commit, and the pass that runs them.
 """
 
@@ -66,7 +66,7 @@ def _attempt(
         },
     )
 
-def _call_sql() -> str:
+def call_row_sql() -> str:
     """The call, its run's last seq and its tool's policy, in one statement."""
     sql = _CALL_SQL.get(connection.vendor)
     if sql is None:
@@ -83,7 +83,7 @@ _CALL_SQL: dict = {}
 
 def _call_read(pk: int) -> tuple[UncertainCall, int | None, Policy]:
     """The call (CallNotFound if none), the last seq of its run when it was read, and its policy."""
-    rows = rows_fetch(_call_sql(), [pk])
+    rows = rows_fetch(call_row_sql(), [pk])
     if not rows:
         raise CallNotFound(pk)
     values = rows[0]
@@ -129,7 +129,7 @@ _DUE_SQL = (
 )
 
 def _call_leasing_sql(lazily: bool) -> str:
-    """``_call_sql`` and the run's lease in one statement (PostgreSQL): the call, its run's last seq
+    """``call_row_sql`` and the run's lease in one statement (PostgreSQL): the call, its run's last seq
     as the read saw it, its policy, and the outcome of the lease tried on its run (``runs.leases``'
     own acquisition, writing its record) when the call is due and its run is not one whose lease a
     call waiting in the group holds (``%(held)s``)."""
@@ -185,7 +185,7 @@ def _pk(pk) -> int:
         raise CallNotFound(pk) from None
 
 def call_reconcile(*, pk: int, attempt: int | None = None) -> AttemptResult:
-    """One reconciliation attempt for one uncertain call, by the seed's table (5.6).
+    """One reconciliation attempt for one uncertain call, by the rules of docs/recovery.md.
 
     ``attempt`` is the attempt number a task was enqueued for: a redelivered task whose attempt was
     already recorded does nothing, so a task acknowledged late never writes twice. Adapter errors

@@ -367,7 +367,7 @@ def uncertain_calls_count_by_state() -> dict[str, int]:
 
 
 def uncertain_calls_export(*, state: str | list[str] | None = None) -> list[dict]:
-    """The ``manage.py uncertain --json`` objects (CONTRACTS section 6), most dangerous first."""
+    """The ``manage.py uncertain --json`` objects (docs/formats.md), most dangerous first."""
     from runs.fold import format_ts
 
     out, after = [], None

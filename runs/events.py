@@ -17,9 +17,9 @@ from runs.errors import WriterRefused
 from runs.identity import key_secret_problem
 
 # The newest event schema version this release can read and the one it writes.
-#   1: the reference format (CONTRACTS section 1).
+#   1: the reference format (docs/formats.md, The run log).
 #   2: completions carry source (live, reconciliation, retry, operator); starts and completions carry
-#      tenant and operation_id; the recovery types of CONTRACTS section 3 exist. runs/upcasters.py
+#      tenant and operation_id; the recovery types exist (docs/formats.md, Event types). runs/upcasters.py
 #      reads version 1 as version 2. A change of meaning (not a new field with a default) is not an
 #      upcast: it needs a data migration and a new version, see docs/schema-versions.md.
 #   3: run_started carries the run's key secret (``key_secret``, filled by the store when a writer
@@ -48,7 +48,7 @@ class EventType(str, Enum):
     CONTEXT_COMPACTED = "context_compacted"
     MEMORY_WRITTEN = "memory_written"
     RUN_FINISHED = "run_finished"
-    # Version 2: recovery facts Reckon itself writes (CONTRACTS section 3).
+    # Version 2: recovery facts Reckon itself writes (docs/recovery.md).
     RUN_RESUMED = "run_resumed"
     TOOL_CALL_UNCERTAIN = "tool_call_uncertain"
     RECONCILIATION_ATTEMPTED = "reconciliation_attempted"

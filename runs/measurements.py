@@ -1,4 +1,4 @@
-"""Replay and snapshot measurements (seed 5.8), kept in process memory with prometheus_client.
+"""Replay and snapshot measurements (docs/schema-versions.md, "Measurements"), kept in process memory with prometheus_client.
 
 A replay is a read, and a read must not write to the database: these figures used to be upserted
 into a table on every replay, which turned every ``GET`` of a run's state into a write. They are now
@@ -23,17 +23,16 @@ import os
 import threading
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 
 # Load the settings (which export PROMETHEUS_MULTIPROC_DIR) before the client is imported: the
-# client chooses between process memory and the shared folder once, at its own import.
+# client chooses between process memory and the shared folder once, at its own import (and the
+# settings refuse to load if it was imported earlier under another choice).
 _ = settings.PROMETHEUS_MULTIPROC_DIR
 
 from prometheus_client import CollectorRegistry, Gauge, Summary  # noqa: E402
-from prometheus_client import values as _values  # noqa: E402
 from prometheus_client.multiprocess import MultiProcessCollector  # noqa: E402
 
-# name: what one observation is. Every series the seed names, plus the reasons behind the misses
+# name: what one observation is. The six replay and snapshot series, plus the reasons behind the misses
 # and the replays that started from event 1.
 SERIES = {
     "events_replayed": "Events folded by one replay (the tail after a snapshot, or the whole log)",
@@ -54,21 +53,6 @@ def multiprocess_dir() -> str:
     return getattr(settings, "PROMETHEUS_MULTIPROC_DIR", "") or ""
 
 
-def _check_mode() -> None:
-    # prometheus_client picks its value class once, when first imported, from the environment.
-    # reckon/settings.py sets the variable before anything imports the client; if something did
-    # earlier, the figures would silently stay in one process.
-    multiprocess = getattr(_values.ValueClass, "_multiprocess", False)
-    if multiprocess != bool(multiprocess_dir()):
-        raise ImproperlyConfigured(
-            "prometheus_client was imported before reckon.settings set PROMETHEUS_MULTIPROC_DIR "
-            f"(settings: {multiprocess_dir()!r}, client: {'multiprocess' if multiprocess else 'single process'})"
-        )
-
-
-_check_mode()
-
-
 class _Series:
     def __init__(self, name: str, doc: str):
         self.summary = Summary(f"reckon_{name}", doc, ["label"], registry=REGISTRY)
@@ -78,7 +62,7 @@ class _Series:
 
 _SERIES = {name: _Series(name, doc) for name, doc in SERIES.items()}
 
-# The seed's six are shown from the first scrape, at 0 until observed: a series that first appears
+# The six are shown from the first scrape, at 0 until observed: a series that first appears
 # at 1 hides that first increase from rate() and increase(), and the first
 # full_replay_equivalence_failures is exactly the one a release gate must not miss.
 SEED_SERIES = ("events_replayed", "replay_duration_ms", "snapshot_load_ms", "snapshot_write_ms", "snapshot_seq_gap", "full_replay_equivalence_failures")

@@ -1,4 +1,4 @@
-"""Snapshot economics (seed 5.8): is a snapshot interval worth its writes, and which one meets the objective?
+"""Snapshot economics (docs/schema-versions.md, "Choosing an interval"): is a snapshot interval worth its writes, and which one meets the objective?
 
 With N events per run, interval K, replay cost c per event, snapshot write cost s and R expected
 recoveries per run, uniformly spread through the run:
@@ -24,7 +24,7 @@ from django.db import connection, transaction
 
 from runs.fold import fold
 from runs.leases import lease_acquire
-from runs.snapshots import _restore, snapshot_current, snapshot_write
+from runs.snapshots import snapshot_current, snapshot_restore, snapshot_write
 from runs.store import NewEvent, events_append, events_load
 from runs.synthetic import synthetic_events
 
@@ -94,7 +94,7 @@ def plan_compute(
     interval: int | None = None,
     snapshot_load_ms: float | None = None,
 ) -> Plan:
-    """The seed's 5.8 figures for these inputs. ``interval`` defaults to the largest K meeting the objective."""
+    """The figures docs/schema-versions.md ("Choosing an interval") defines, for these inputs. ``interval`` defaults to the largest K meeting the objective."""
     c, s = replay_ms_per_event, snapshot_write_ms
     k_max = _largest_interval(objective_ms, c)
     k = interval or min(k_max if k_max is not None else events, events)
@@ -163,7 +163,7 @@ def plan_measure(*, events: int, repeats: int = 5) -> Measured:
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 snap, exists = snapshot_current(run_id=run_id)
-                restored = _restore(run_id, snap, exists, None)
+                restored = snapshot_restore(run_id, snap, exists, None)
                 load.append((time.perf_counter() - t0) * 1000)
                 assert restored.state is not None, restored.detail
             result = Measured(statistics.median(replay) / events, statistics.median(write), statistics.median(load), events, connection.vendor)

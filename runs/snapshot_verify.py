@@ -14,7 +14,7 @@ from runs.fold import fold
 from runs.measurements import metrics_record
 from runs.models import Snapshot, SnapshotPointer
 from runs.snapshot_format import state_diff
-from runs.snapshots import Restored, _pointed, _restore, snapshot_discard, version_quarantine
+from runs.snapshots import Restored, snapshot_discard, snapshot_pointed, snapshot_restore, version_quarantine
 from runs.store import events_replay
 
 
@@ -50,7 +50,7 @@ def _check(run_id: str, snap: Snapshot | None, pointer_exists: bool) -> tuple[Ve
     result = Verification(run_id, snap.id if snap else None, snap.seq if snap else None, version, "equal")
     with transaction.atomic():
         # One transaction, so both computations read the same log even while a writer appends.
-        restored = _restore(run_id, snap, pointer_exists, None)
+        restored = snapshot_restore(run_id, snap, pointer_exists, None)
         if restored.miss:
             result.outcome, result.detail = "miss", f"{restored.miss}: {restored.detail}"
         else:
@@ -86,7 +86,7 @@ def snapshot_verify(*, run_id: str) -> Verification:
     version quarantined, so no snapshot of that version is loaded again. A snapshot that fails its
     own checks is an ordinary miss (counted and discarded, not an equivalence failure).
     """
-    pointed = _pointed(run_id)
+    pointed = snapshot_pointed(run_id)
     if pointed is None:
         return Verification(run_id, None, None, "", "none")
     snap = Snapshot.objects.filter(id=pointed, run_id=run_id).first()
@@ -105,7 +105,7 @@ def snapshot_repair(*, run_id: str, snapshot_id: int) -> Verification:
     snapshot is never touched.
     """
     snap = Snapshot.objects.filter(id=snapshot_id, run_id=run_id).first()
-    pointed = snapshot_id if snap is None and _pointed(run_id) == snapshot_id else None
+    pointed = snapshot_id if snap is None and snapshot_pointed(run_id) == snapshot_id else None
     if snap is None and pointed is None:
         return Verification(run_id, snapshot_id, None, "", "none", detail="gone: the pointer no longer names it")
     result, restored = _check(run_id, snap, True)

@@ -353,13 +353,14 @@ def _prune(run_id: str) -> None:
 # --- reading -------------------------------------------------------------------------------------
 
 
-def _pointed(run_id: str) -> int | None:
+def snapshot_pointed(run_id: str) -> int | None:
+    """The id the run's current pointer names, or None when the run has no pointer."""
     return SnapshotPointer.objects.filter(run_id=run_id).values_list("snapshot_id", flat=True).first()
 
 
 def snapshot_current(*, run_id: str) -> tuple[Snapshot | None, bool]:
     """The run's current snapshot and whether a pointer exists (a pointer without a row: deleted)."""
-    pointed = _pointed(run_id)
+    pointed = snapshot_pointed(run_id)
     if pointed is None:
         return None, False
     return Snapshot.objects.filter(id=pointed, run_id=run_id).first(), True
@@ -396,7 +397,9 @@ class Restored:
     load_ms: float = 0.0
 
 
-def _restore(run_id: str, snap: Snapshot | None, pointer_exists: bool, upto: int | None) -> Restored:
+def snapshot_restore(run_id: str, snap: Snapshot | None, pointer_exists: bool, upto: int | None) -> Restored:
+    """``snap`` checked, decoded and the log after it (to ``upto``) folded on top; or, in ``miss``,
+    why it cannot be used (a cache miss: the caller folds from event 1)."""
     t0 = time.perf_counter()
     if snap is None:
         return Restored(None, "missing", "the current pointer names a snapshot that no longer exists") if pointer_exists else Restored(None)
@@ -466,13 +469,13 @@ def run_state_fast(run_id: str, at: int | None = None) -> RunState:
     head = Run.objects.filter(run_id=run_id).values_list("last_seq", flat=True).first()
     if head is None:
         raise RunNotFound(run_id)
-    pointed = _pointed(run_id)
+    pointed = snapshot_pointed(run_id)
     snap = Snapshot.objects.filter(id=pointed, run_id=run_id).first() if pointed is not None else None
     restored, why = Restored(None), "none"
     if snap is not None and at is not None and snap.seq > at:
         why = "before_snapshot"  # the snapshot is later than the state asked for: not a miss
     else:
-        restored = _restore(run_id, snap, pointed is not None, at)
+        restored = snapshot_restore(run_id, snap, pointed is not None, at)
     observations: list[tuple[str, str, float]] = []
     if restored.state is not None:
         st = restored.state
@@ -535,7 +538,7 @@ def snapshot_maybe(run_id: str) -> Snapshot | None:
     if not policy.interval or head < policy.min_events:
         return None
     # The current snapshot's seq and version, not its body: a long run's body is tens of megabytes.
-    pointed = _pointed(run_id)
+    pointed = snapshot_pointed(run_id)
     snap = Snapshot.objects.filter(id=pointed, run_id=run_id).defer("body").first() if pointed is not None else None
     since = snap.seq if snap is not None and snap.discarded_at is None and snap.fold_version == FOLD_VERSION and snap.fold_code == FOLD_CODE else 0
     if head - since < policy.interval:

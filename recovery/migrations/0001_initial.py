@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
                 ('execute', models.JSONField(blank=True, null=True)),
                 ('compensate', models.JSONField(blank=True, null=True)),
                 ('value_rules', models.JSONField(blank=True, default=list)),
-                ('source', models.JSONField(blank=True, default=dict, help_text='the policy as written (CONTRACTS section 4 table)')),
+                ('source', models.JSONField(blank=True, default=dict, help_text='the policy as written (its [tools.<name>] table)')),
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('updated_by', models.CharField(blank=True, default='', max_length=150)),
             ],

@@ -1,4 +1,4 @@
-"""Pins what /metrics shows of replay and snapshots (seed 5.8: events_replayed, replay_duration_ms,
+"""Pins what /metrics shows of replay and snapshots (docs/schema-versions.md, "Measurements": events_replayed, replay_duration_ms,
 snapshot_load_ms, snapshot_write_ms, snapshot_seq_gap, full_replay_equivalence_failures).
 
 Only the scraped TEXT is pinned (names, counts moving), not where the figures are kept."""
@@ -24,7 +24,7 @@ from tests.runs.test_snapshots import working_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SEED = ("events_replayed", "replay_duration_ms", "snapshot_load_ms", "snapshot_write_ms", "snapshot_seq_gap", "full_replay_equivalence_failures")
+SIX = ("events_replayed", "replay_duration_ms", "snapshot_load_ms", "snapshot_write_ms", "snapshot_seq_gap", "full_replay_equivalence_failures")
 
 
 def scrape(reader) -> dict:
@@ -47,7 +47,7 @@ def total(m: dict, name: str) -> float:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_exposes_every_snapshot_metric_of_the_seed_before_anything_was_replayed(tmp_path):
+def test_it_exposes_every_snapshot_metric_before_anything_was_replayed(tmp_path):
     """A counter that first appears at 1 hides its first increase from rate() and increase(): the
     release gate's failures must be visible at 0, before the first one happens. The figures live in
     process memory, so "before anything" is a fresh process with a folder of its own."""
@@ -56,12 +56,12 @@ def test_it_exposes_every_snapshot_metric_of_the_seed_before_anything_was_replay
     done = subprocess.run([sys.executable, "manage.py", "shell", "-v", "0", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     m = _samples(done.stdout)
-    for name in SEED:
+    for name in SIX:
         assert _over_labels(m, f"reckon_{name}_count"), f"/metrics does not show reckon_{name}"
         assert count(m, name) == 0
 
 
-def test_it_shows_every_snapshot_metric_of_the_seed_moving_on_metrics(reader):
+def test_it_shows_every_snapshot_metric_moving_on_metrics(reader):
     working_run("run-pin-m", 30)
     snapshot_write(run_id="run-pin-m", state=run_state(run_id="run-pin-m", at=20))
     truth = run_state(run_id="run-pin-m")
@@ -77,7 +77,7 @@ def test_it_shows_every_snapshot_metric_of_the_seed_moving_on_metrics(reader):
     assert snapshot_verify(run_id="run-pin-m").outcome == "mismatch"
     after = scrape(reader)
 
-    for name in SEED:
+    for name in SIX:
         assert count(after, name) > count(before, name), f"reckon_{name}_count did not move"
         assert _over_labels(after, f"reckon_{name}_last") and _over_labels(after, f"reckon_{name}_max")
     assert 10 in _over_labels(after, "reckon_snapshot_seq_gap_last")

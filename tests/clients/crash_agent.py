@@ -1,7 +1,7 @@
-"""An agent that imports only the agent client and the standard library: the seed's ledger
+"""An agent that imports only the agent client and the standard library: a ledger
 correction, run in a fresh environment where Django is not installed.
 
-It can pause at the seed's three points, named by RECKON_FAULT_AT: ``model_call`` (the "model" is
+It can pause at three points, named by RECKON_FAULT_AT: ``model_call`` (the "model" is
 thinking, nothing recorded yet), ``tool_execution`` (the start is recorded, the effect not made) and
 ``after_effect`` (the effect is made, its completion not recorded). On reaching it, it writes
 RECKON_FAULT_FILE and waits to be killed. Prints one JSON line; exit 0 finished, 3 uncertain.

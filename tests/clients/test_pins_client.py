@@ -1,4 +1,4 @@
-"""Pins the agent client's load-bearing line (seed 5.5): a key the log already completed returns the
+"""Pins the agent client's load-bearing line (docs/agents.md, "What the client does"): a key the log already completed returns the
 stored result, and the tool is not called again.
 
 Both transports: the store in-process, and Reckon's HTTP API served by gunicorn on 127.0.0.1.

@@ -1,4 +1,4 @@
-"""The four outcomes of the seed's table (5.6), end to end against a real HTTP ledger on 127.0.0.1."""
+"""The four lookup outcomes (docs/recovery.md, "The rules"), end to end against a real HTTP ledger on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_an_authoritative_absence_is_retried_once_with_the_same_key(policies):
 def test_a_conflicting_operation_pauses_the_run_and_escalates_with_both_payloads(policies):
     ledger = policies
     (call,) = crashed_run("run-conflict", [("call_03", "post_correction", correction(amount="840.00"))])
-    ledger.seed(call.idempotency_key, correction(amount="480.00"))  # the seed's C-771 for 480 instead of 840
+    ledger.seed(call.idempotency_key, correction(amount="480.00"))  # C-771 for 480 instead of 840
 
     result = call_reconcile(pk=call.pk)
 

@@ -1,6 +1,6 @@
 """Pins the projection's key: the idempotency key RECORDED in the log's tool_call_started is the
-call's key, never one computed again from name and arguments (CONTRACTS section 2). A writer may
-derive the key when the operation is accepted (seed 5.5), so the two can differ."""
+call's key, never one computed again from name and arguments (docs/schema-versions.md). A writer may
+derive the key when the operation is accepted, so the two can differ."""
 
 from __future__ import annotations
 

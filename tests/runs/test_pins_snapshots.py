@@ -1,4 +1,4 @@
-"""Pins the release gate of seed 5.8: snapshot plus tail is compared with the full replay on EVERY
+"""Pins the release gate (docs/schema-versions.md): snapshot plus tail is compared with the full replay on EVERY
 field of the folded state. Each field of ``RunState`` (and of the ``Message`` and ``OpenCall`` it
 holds) is changed in turn, taken from ``dataclasses.fields``, so a field added later is covered
 without touching this file; the comparison must name it, and ``verify_snapshots`` must not call the

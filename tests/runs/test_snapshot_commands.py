@@ -1,5 +1,5 @@
 """``verify_snapshots`` is the release gate (a snapshot that disagrees with the full log quarantines
-its version and fails the command) and ``snapshot_plan`` prints the seed's 5.8 figures."""
+its version and fails the command) and ``snapshot_plan`` prints the figures docs/schema-versions.md works through."""
 
 import io
 import json
@@ -119,8 +119,8 @@ def plan(*args):
     return out.getvalue()
 
 
-def test_snapshot_plan_reproduces_the_seeds_illustrative_figures():
-    # Seed 5.8: 4,000 events, 2 ms per event, 120 ms per snapshot, six recoveries, every 500 events.
+def test_snapshot_plan_reproduces_the_documented_figures():
+    # docs/schema-versions.md: 4,000 events, 2 ms per event, 120 ms per snapshot, six recoveries, every 500 events.
     doc = json.loads(
         plan("--events", "4000", "--recoveries", "6", "--objective-ms", "300", "--replay-ms-per-event", "2", "--snapshot-ms", "120", "--interval", "500", "--json")
     )

@@ -11,7 +11,7 @@ from runs.selectors import run_get, run_state
 
 
 class Command(BaseCommand):
-    help = "Fold a run's log and print its state (CONTRACTS section 6). The JSON holds sensitive values unmasked and is recorded in the access record."
+    help = "Fold a run's log and print its state (docs/formats.md). The JSON holds sensitive values unmasked and is recorded in the access record."
 
     def add_arguments(self, parser):
         parser.add_argument("run_id", metavar="RUN_ID")

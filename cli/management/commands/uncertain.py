@@ -1,4 +1,4 @@
-"""``manage.py uncertain [--json] [--state S]``: the uncertain calls, most dangerous first (CONTRACTS section 6)."""
+"""``manage.py uncertain [--json] [--state S]``: the uncertain calls, most dangerous first (docs/formats.md)."""
 
 import json
 

@@ -179,7 +179,7 @@ def _reconcile_loop(stop: threading.Event, interval: float, err) -> None:
 #
 # The fixtures are history: every call in them is settled. These runs give the console something to
 # work on: an agent started a ledger correction and died before recording the result, and the demo
-# ledger (policies-demo.toml) holds what the receiver did. Each case is one row of the seed's table.
+# ledger (policies-demo.toml) holds what the receiver did. Each case is one row of docs/recovery.md's rules.
 
 SCENARIOS = (
     # (run id, minutes ago, arguments, what the demo ledger holds for the key: None = nothing)

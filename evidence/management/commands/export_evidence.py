@@ -9,7 +9,7 @@ from runs.errors import RunNotFound
 
 
 class Command(BaseCommand):
-    help = "Write a run's evidence bundle into DIR, masked unless --unmasked (CONTRACTS section 9, docs/evidence.md)."
+    help = "Write a run's evidence bundle into DIR, masked unless --unmasked (docs/evidence.md)."
 
     def add_arguments(self, parser):
         parser.add_argument("run_id", metavar="RUN_ID")

@@ -11,7 +11,7 @@ from evidence.signing import checkpoint_check_signature
 
 
 class Command(BaseCommand):
-    help = "Recompute each run's hash chain from its stored events, and the chain of its access records; non-zero naming run, seq and what broke (CONTRACTS section 6)."
+    help = "Recompute each run's hash chain from its stored events, and the chain of its access records; non-zero naming run, seq and what broke (docs/evidence.md)."
 
     def add_arguments(self, parser):
         parser.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="the runs to check (default: every run)")

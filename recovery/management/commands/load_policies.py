@@ -1,4 +1,4 @@
-"""``manage.py load_policies FILE [--by NAME]``: load tool policies (CONTRACTS section 4), all or nothing."""
+"""``manage.py load_policies FILE [--by NAME]``: load tool policies (docs/recovery.md, Policies), all or nothing."""
 
 from pathlib import Path
 

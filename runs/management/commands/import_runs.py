@@ -7,7 +7,7 @@ from runs.importer import paths_import
 
 
 class Command(BaseCommand):
-    help = "Import run logs (files or folders of <run_id>.jsonl, CONTRACTS section 1), all-or-nothing per file."
+    help = "Import run logs (files or folders of <run_id>.jsonl, docs/formats.md), all-or-nothing per file."
 
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+", metavar="PATH")

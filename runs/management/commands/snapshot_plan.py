@@ -1,4 +1,4 @@
-"""``manage.py snapshot_plan --events N --recoveries R --objective-ms M``: the seed's 5.8 arithmetic on measured costs."""
+"""``manage.py snapshot_plan --events N --recoveries R --objective-ms M``: a snapshot interval's costs from measured ones (docs/schema-versions.md)."""
 
 import json
 
