@@ -117,3 +117,15 @@ def conflict_call(demo_policies):
     call = UncertainCall.objects.get(run_id="run-conflict")
     assert call.state == "escalated" and call.last_outcome == "conflict", (call.state, call.last_outcome)
     return call
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """Debian's Chromium (tests/console/browser.py), never a downloaded browser build; flags keep it quiet and offline."""
+    from tests.console.browser import CHROMIUM
+
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+    }
