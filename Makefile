@@ -26,9 +26,11 @@ client-envs: install
 demo: install
 	$(PY) manage.py demo
 
-# The slowest twenty tests are listed after the results: where the suite's time goes.
+# On every core (pytest-xdist; tests/session_env.py gives each worker its own database, folder,
+# queue and cache keys); the slowest twenty tests are listed after the results: where the time goes.
+# PYTEST_ARGS="-n 0" runs it in one process.
 test: install
-	$(PY) -m pytest --durations=20 $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto --dist loadgroup --durations=20 $(PYTEST_ARGS)
 
 # Production's shape on one machine: web (gunicorn), worker and beat from the Procfile, under honcho.
 # Needs DATABASE_URL and REDIS_URL (without REDIS_URL the worker and beat have no broker); migrate first.

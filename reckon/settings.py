@@ -329,7 +329,8 @@ CELERY_BEAT_SCHEDULE: dict = {}
 # The cache holds the API's rate-limit counters: Redis when REDIS_URL is set, so every gunicorn
 # worker and host shares them; otherwise this process's memory (one process: `manage.py demo`).
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": "reckon"}}
+    # Deployments (or test runs) sharing one Redis name their keys apart, as their queues.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": envstr("CACHE_KEY_PREFIX", "reckon") or "reckon"}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "reckon"}}
 

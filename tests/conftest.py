@@ -139,6 +139,20 @@ def live_server(request):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def server(django_db_setup, django_db_blocker):
+    """gunicorn (two workers) serving Reckon on a free port of 127.0.0.1 against this process's test
+    database: started once per test process (once per xdist worker) and shared by the tests that
+    drive the agent client over HTTP. Tests that need a server configured otherwise (production
+    settings, a database that goes away) start their own ``tests.api.live.Server``."""
+    from tests.api.live import Server
+
+    with django_db_blocker.unblock():
+        srv = Server(workers=2)
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _signing_key():
     """Evidence bundles and checkpoints are signed, and DEBUG is off in tests, so no key would be

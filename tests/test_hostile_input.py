@@ -3,8 +3,9 @@ the OpenAPI document) gets NUL bytes, lone surrogates, oversized numbers and 10 
 its path parameters, query parameters, form fields and JSON fields, signed in as an administrator or
 with a token holding every scope. A new endpoint is covered without editing this module.
 
-One request per (endpoint, parameter, hostile value); each test collects every failure and reports
-them together, so one run shows the whole list."""
+One request per (endpoint, parameter, hostile value); each test (the API's one, the console's one per
+URL, so the suite's workers share the sweep) collects every failure and reports them together, so
+one run shows the whole list."""
 
 from __future__ import annotations
 
@@ -133,30 +134,38 @@ def _console_path(route: str, samples: dict, override: tuple[str, str] | None = 
     return "/" + re.sub(r"<(\w+):(\w+)>", sub, route)
 
 
-def test_no_console_url_answers_a_hostile_value_with_a_5xx(seeded):
+CONSOLE_ROUTES = [route for route, _ in _console_patterns() if not route.startswith("logout")]
+
+
+def test_the_console_sweep_finds_the_console_urls():
+    # The sweep below is one test per URL (so the suite's workers share it): an empty list of URLs
+    # would sweep nothing and pass.
+    assert len(CONSOLE_ROUTES) > 20 and "" in CONSOLE_ROUTES
+
+
+@pytest.mark.parametrize("route", CONSOLE_ROUTES)
+def test_no_console_url_answers_a_hostile_value_with_a_5xx(seeded, route):
+    # An administrator signed in without a password (force_login): no hashing, the same session.
     from django.contrib.auth.models import User
 
     call, _ = seeded
     client = Client()
-    client.force_login(User.objects.create_superuser("ada.admin", password="x" * 20))
+    client.force_login(User.objects.create_superuser("ada.admin", password=None))
     samples = {"run_id": "run-hostile", "pk": call.pk, "seq": 1, "fmt": "jsonl"}
     names = _console_params()
     seen = []
-    for route, _ in _console_patterns():
-        if route.startswith("logout"):
-            continue
-        plain = _console_path(route, samples)
-        method = "post" if client.get(plain).status_code == 405 else "get"
-        for label, in_url, _ in HOSTILE:
-            for name in re.findall(r"<\w+:(\w+)>", route):
-                r = getattr(client, method)(_console_path(route, samples, (name, in_url)))
-                seen.append((f"{method.upper()} /{route} path {name}", label, r))
-            for name in names:
-                if method == "get":
-                    r = client.get(plain, QUERY_STRING=f"{name}={in_url}")
-                else:
-                    r = client.post(plain, f"{name}={in_url}", content_type="application/x-www-form-urlencoded")
-                seen.append((f"{method.upper()} /{route} {name}", label, r))
+    plain = _console_path(route, samples)
+    method = "post" if client.get(plain).status_code == 405 else "get"
+    for label, in_url, _ in HOSTILE:
+        for name in re.findall(r"<\w+:(\w+)>", route):
+            r = getattr(client, method)(_console_path(route, samples, (name, in_url)))
+            seen.append((f"{method.upper()} /{route} path {name}", label, r))
+        for name in names:
+            if method == "get":
+                r = client.get(plain, QUERY_STRING=f"{name}={in_url}")
+            else:
+                r = client.post(plain, f"{name}={in_url}", content_type="application/x-www-form-urlencoded")
+            seen.append((f"{method.upper()} /{route} {name}", label, r))
     assert len(seen) > 100
     assert _failures(seen) == []
 
@@ -222,7 +231,7 @@ def test_an_oversized_event_is_refused_with_a_413_naming_the_limit_and_the_run_s
         r = post("/api/runs/run-oversized/events", {"epoch": lease["epoch"], "expected_seq": seq, "events": [{"type": "user_message", "payload": {"content": "y" * (limit - 20)}}]})
         assert r.status_code == 201, r.content
     console = Client()
-    console.force_login(User.objects.create_superuser("ada.oversized", password="x" * 20))
+    console.force_login(User.objects.create_superuser("ada.oversized", password=None))
     r = console.get("/runs/run-oversized/?at=21&expand=all")
     assert r.status_code == 200 and len(r.content) < 1_000_000, len(r.content)
 
@@ -248,7 +257,7 @@ def test_a_lookup_url_or_channel_url_reaching_an_internal_service_is_refused_by_
 
     settings.RECKON_OUTBOUND_ALLOW = ()
     client = Client()
-    client.force_login(User.objects.create_superuser("ada.admin", password="x" * 20))
+    client.force_login(User.objects.create_superuser("ada.admin", password=None))
     seen = []
     for url in INTERNAL_URLS:
         body = json.dumps({"fields": {"risk_class": "idempotent", "strategy": "escalate", "lookup": {"adapter": "http", "url": url}}})
@@ -267,7 +276,7 @@ def test_a_python_adapter_path_outside_the_listed_modules_is_refused_by_the_api_
 
     settings.RECKON_LOOKUP_MODULES = ("tests",)
     client = Client()
-    client.force_login(User.objects.create_superuser("ada.admin", password="x" * 20))
+    client.force_login(User.objects.create_superuser("ada.admin", password=None))
     for path in ("os.getcwd", "subprocess.run", "builtins.eval", "django.core.management.call_command", "testsuite.x"):
         body = json.dumps({"fields": {"risk_class": "idempotent", "strategy": "escalate", "lookup": {"adapter": "python", "path": path}}})
         r = client.patch("/api/policies/hostile_tool", body, content_type="application/json")

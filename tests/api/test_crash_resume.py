@@ -1,6 +1,6 @@
 """The seed's regression test through the in-process agent client and real processes (5.5, hands-on step 5).
 The same over HTTP, with the agent client installed alone in a fresh environment, is
-tests/clients/test_fresh_venv.py; this module also keeps the ``server`` fixture other tests share.
+tests/clients/test_fresh_venv.py (both take the ``server`` fixture of tests/conftest.py).
 
 An agent process posts a ledger correction and is killed with SIGKILL at one of three points: mid
 model call, mid tool execution (start recorded, effect not made), and between the side effect and
@@ -21,19 +21,11 @@ import pytest
 from access.tokens import token_create
 from runs.selectors import run_state
 from runs.store import events_read
-from tests.api.live import PYTHON, ROOT, EffectReceiver, Server, child_env
+from tests.api.live import PYTHON, ROOT, EffectReceiver, child_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TTL = "1"  # lease seconds of the killed process: the fresh one waits at most this long
-
-
-@pytest.fixture(scope="module")
-def server(django_db_setup, django_db_blocker):
-    with django_db_blocker.unblock():
-        srv = Server(workers=2)
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture

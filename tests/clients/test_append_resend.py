@@ -22,7 +22,6 @@ from reckon_client import HttpTransport, SeqConflict, open_run
 
 from access.tokens import token_create
 from runs.store import events_read
-from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -84,7 +83,7 @@ def token(db):
     return token_create(name="resend agent", scopes=["append", "read"])[1]
 
 
-def test_a_retried_append_whose_first_copy_landed_is_taken_as_acknowledged(server, token):  # noqa: F811
+def test_a_retried_append_whose_first_copy_landed_is_taken_as_acknowledged(server, token):
     run_id = "run-resend-ok"
     proxy = LosingProxy(server.url, b'"the answer to this is lost"')
     try:
@@ -100,7 +99,7 @@ def test_a_retried_append_whose_first_copy_landed_is_taken_as_acknowledged(serve
     assert stored == [("run_started", None), ("user_message", "the answer to this is lost"), ("user_message", "and the run goes on")]
 
 
-def test_a_lost_answer_to_the_first_append_still_gives_the_client_the_runs_key_secret(server, token):  # noqa: F811
+def test_a_lost_answer_to_the_first_append_still_gives_the_client_the_runs_key_secret(server, token):
     run_id = "run-resend-start"
     proxy = LosingProxy(server.url, b'"run_started"')
     try:
@@ -113,7 +112,7 @@ def test_a_lost_answer_to_the_first_append_still_gives_the_client_the_runs_key_s
     assert run.state.key_secret == first.payload["key_secret"] and len(events_read(run_id=run_id)) == 1
 
 
-def test_a_different_event_at_that_seq_stays_a_conflict(server, token):  # noqa: F811
+def test_a_different_event_at_that_seq_stays_a_conflict(server, token):
     from runs.store import NewEvent, events_append
 
     run_id = "run-resend-other"
@@ -134,7 +133,7 @@ def test_a_different_event_at_that_seq_stays_a_conflict(server, token):  # noqa:
     assert [e.payload.get("content") for e in events_read(run_id=run_id)] == [None, "not the client's"]
 
 
-def test_without_a_resend_a_seq_conflict_is_not_read_back(server, token):  # noqa: F811
+def test_without_a_resend_a_seq_conflict_is_not_read_back(server, token):
     """A conflict on the first send is the caller's own mistake (a stale seq): reported at once."""
     run_id = "run-resend-none"
     transport = HttpTransport(f"{server.url}/api", token)

@@ -12,7 +12,6 @@ from reckon_client import CallUncertain, ToolCall, ToolFailed, aio, open_run, to
 from access.tokens import token_create
 from runs.selectors import run_state
 from runs.store import events_read
-from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,7 +21,7 @@ def token():
     return token_create(name="async agent", scopes=["append", "read"])[1]
 
 
-def test_an_async_tool_runs_once_and_a_resumed_run_answers_it_from_the_log(server, token):  # noqa: F811
+def test_an_async_tool_runs_once_and_a_resumed_run_answers_it_from_the_log(server, token):
     effects: list[str] = []
 
     @tool
@@ -43,7 +42,7 @@ def test_an_async_tool_runs_once_and_a_resumed_run_answers_it_from_the_log(serve
     assert run_state(run_id="run-async-notice").resumptions == 1
 
 
-def test_the_decorator_records_a_proven_failure_and_leaves_an_unknown_outcome_uncertain(server, token):  # noqa: F811
+def test_the_decorator_records_a_proven_failure_and_leaves_an_unknown_outcome_uncertain(server, token):
     @tool
     def refund(order: str) -> dict:
         if order == "closed":

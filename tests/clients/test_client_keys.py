@@ -13,7 +13,6 @@ from runs.client import StoreTransport
 from reckon_client.identity import call_key, signature
 from runs.selectors import run_key_secret
 from runs.store import events_read
-from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
 from tests.clients.test_pins_client import CountingTool
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,7 +20,6 @@ from recovery.detection import uncertain_calls_detect
 from runs.selectors import run_state
 from runs.store import events_read
 from tests.api.live import PYTHON, ROOT, EffectReceiver, child_env
-from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
 from tests.clients.venvs import client_python
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,7 +41,7 @@ def receiver():
 
 
 @pytest.fixture
-def agent_env(server, tmp_path):  # noqa: F811
+def agent_env(server, tmp_path):
     token = token_create(name="fresh agent", scopes=["append", "read"], tenants=["acme"])[1]
     # Only what an agent's machine has: no DATABASE_URL, no Django settings, no project on the path.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "DJANGO", "REDIS", "PYTHON"))}

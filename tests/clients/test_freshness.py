@@ -18,7 +18,6 @@ from reckon_client import HttpTransport, ToolCall, open_run
 from runs.client import StoreTransport
 from reckon_client.identity import idempotency_key, refresh_operation_id, signature
 from runs.store import events_read
-from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

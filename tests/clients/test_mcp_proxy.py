@@ -24,7 +24,6 @@ from recovery.detection import uncertain_calls_detect
 from runs.selectors import run_state
 from runs.store import events_read
 from tests.api.live import PYTHON, ROOT, child_env
-from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
 from tests.clients.venvs import client_python
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -99,7 +98,7 @@ def _effects(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_a_proxy_killed_mid_call_leaves_it_uncertain_and_reconciliation_keeps_the_effect_count_at_one(server, mcp_bin, tmp_path):  # noqa: F811
+def test_a_proxy_killed_mid_call_leaves_it_uncertain_and_reconciliation_keeps_the_effect_count_at_one(server, mcp_bin, tmp_path):
     run_id = "run-mcp-kill"
     token = token_create(name="mcp proxy", scopes=["append", "read"])[1]
     effects, paused = tmp_path / "effects.jsonl", tmp_path / "paused"

@@ -15,7 +15,6 @@ from reckon_client.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append, events_read
 from runs.synthetic import calls_started
-from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

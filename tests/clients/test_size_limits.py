@@ -8,12 +8,11 @@ from reckon_client import HttpTransport, InvalidEvent, TooLarge, open_run
 
 from access.tokens import token_create
 from runs.store import events_read
-from tests.api.test_crash_resume import server  # noqa: F401 (a fixture: gunicorn on 127.0.0.1)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_the_agent_client_raises_too_large_naming_the_limit(server):  # noqa: F811
+def test_the_agent_client_raises_too_large_naming_the_limit(server):
     token = token_create(name="big agent", scopes=["append", "read"])[1]
     run = open_run("run-client-big", transport=HttpTransport(server.url + "/api", token), holder="agent-a", renew=False)
     with pytest.raises(TooLarge) as exc:

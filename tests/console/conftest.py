@@ -3,6 +3,7 @@ Otto the outsider (signed in, in no group), Ada the administrator, and an anonym
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -16,10 +17,22 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 PASSWORD = "correct horse battery staple"
 
 
+@functools.cache
+def _password_hash() -> str:
+    """PASSWORD hashed once per test process by the configured hasher (PBKDF2, a third of a second
+    a hash): every actor signs in with it, and hashing it again for each user of each test cost
+    minutes of the suite. Signing in still checks it the full way."""
+    from django.contrib.auth.hashers import make_password
+
+    return make_password(PASSWORD)
+
+
 def _user(username: str, group: str | None = None, **extra):
     from django.contrib.auth.models import Group, User
 
-    u = User.objects.create_user(username, password=PASSWORD, **extra)
+    u = User.objects.create_user(username, **extra)
+    u.password = _password_hash()
+    u.save(update_fields=["password"])
     if group:
         u.groups.add(Group.objects.get(name=group))
     return u
@@ -104,3 +117,15 @@ def conflict_call(demo_policies):
     call = UncertainCall.objects.get(run_id="run-conflict")
     assert call.state == "escalated" and call.last_outcome == "conflict", (call.state, call.last_outcome)
     return call
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """Debian's Chromium (tests/console/browser.py), never a downloaded browser build; flags keep it quiet and offline."""
+    from tests.console.browser import CHROMIUM
+
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+    }

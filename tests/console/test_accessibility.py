@@ -12,7 +12,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 
 from tests.console.conftest import PASSWORD
-from tests.console.test_browser import CHROMIUM, browser_type_launch_args, shot  # noqa: F401 (the fixture: Debian's Chromium)
+from tests.console.browser import CHROMIUM, shot
 
 pytestmark = [
     pytest.mark.browser,

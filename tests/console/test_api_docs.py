@@ -14,7 +14,7 @@ import pytest
 
 from tests.api.live import Server, free_port
 from tests.console.conftest import PASSWORD, client_for
-from tests.console.test_browser import CHROMIUM, browser_type_launch_args, shot  # noqa: F401 (the Debian Chromium fixture)
+from tests.console.browser import CHROMIUM, shot
 from tests.production import production_env
 
 ASSET = re.compile(r"""(?:src|href)=["']([^"']+)["']""")

@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from tests.console.conftest import CONFLICT_ARGS, PASSWORD
-from tests.console.test_browser import ARTIFACTS, CHROMIUM, DOCS, browser_type_launch_args, shot  # noqa: F401 (the fixture: Debian's Chromium)
+from tests.console.browser import ARTIFACTS, CHROMIUM, DOCS, shot
 
 pytestmark = [
     pytest.mark.browser,

@@ -6,41 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.console.browser import CHROMIUM, shot, sign_in
 from tests.console.conftest import PASSWORD
-
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
 ]
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    # Debian's Chromium, never a downloaded browser build; flags keep it quiet and offline.
-    return {
-        **browser_type_launch_args,
-        "executable_path": CHROMIUM,
-        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
-    }
-
-
-def shot(page, name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
-
-
-def sign_in(page, live_server, username: str):
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(f"{live_server.url}/queue/")
 
 
 def test_an_on_call_operator_resolves_a_conflict_escalation_and_it_appears_in_the_timeline(live_server, page, oncall, conflict_call):

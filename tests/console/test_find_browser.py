@@ -9,7 +9,7 @@ import os
 import pytest
 
 from tests.console.conftest import CONFLICT_ARGS
-from tests.console.test_browser import CHROMIUM, browser_type_launch_args, shot, sign_in  # noqa: F401  (the launch arguments fixture)
+from tests.console.browser import CHROMIUM, shot, sign_in
 from tests.console.test_search import decided, flying  # noqa: F401  (fixtures)
 
 pytestmark = [

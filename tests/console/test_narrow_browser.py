@@ -6,7 +6,7 @@ import os
 import pytest
 
 from tests.console.conftest import PASSWORD
-from tests.console.test_browser import CHROMIUM, browser_type_launch_args, shot  # noqa: F401 (the fixture: Debian's Chromium)
+from tests.console.browser import CHROMIUM, shot
 
 pytestmark = [
     pytest.mark.browser,

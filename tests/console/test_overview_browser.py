@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.console.conftest import FIXTURES, PASSWORD
-from tests.console.test_browser import CHROMIUM, browser_type_launch_args, shot  # noqa: F401 (the fixture: Debian's Chromium)
+from tests.console.browser import CHROMIUM, shot
 
 pytestmark = [
     pytest.mark.browser,

@@ -9,7 +9,7 @@ import pytest
 
 from tests.api.live import Server, free_port
 from tests.console.conftest import PASSWORD
-from tests.console.test_browser import CHROMIUM, browser_type_launch_args, shot  # noqa: F401 (the Debian Chromium fixture)
+from tests.console.browser import CHROMIUM, shot
 from tests.production import production_env
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent")]

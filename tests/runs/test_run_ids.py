@@ -9,7 +9,7 @@ from runs.run_ids import InvalidRunId, run_id_problem
 BAD = ["", "..", ".hidden", "-rf", "run x", "run\nx", "run'x", 'run"x', "run/x", "run%2Fx", "é", "r" * 201]
 
 
-@pytest.mark.parametrize("value", ["run-q3-recon", "a", "run.2026-09-08:retry_1", "r" * 200, new_run_id()])
+@pytest.mark.parametrize("value", ["run-q3-recon", "a", "run.2026-09-08:retry_1", "r" * 200, new_run_id()], ids=["plain", "one letter", "dots and colons", "200 letters", "new_run_id"])
 def test_a_valid_run_id_passes(value):
     assert run_id_problem(value) is None
 
