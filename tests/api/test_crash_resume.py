@@ -1,4 +1,4 @@
-"""The seed's regression test through the in-process agent client and real processes (5.5, hands-on step 5).
+"""The crash regression test through the in-process agent client and real processes (docs/agents.md).
 The same over HTTP, with the agent client installed alone in a fresh environment, is
 tests/clients/test_fresh_venv.py (both take the ``server`` fixture of tests/conftest.py).
 
@@ -53,7 +53,7 @@ def _kill_when_paused(proc, marker) -> None:
         assert time.monotonic() < deadline, "agent never reached its pause point"
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    proc.communicate(timeout=10)  # reaps it and closes its pipes
     assert proc.returncode == -signal.SIGKILL
 
 

@@ -53,6 +53,7 @@ class LosingProxy:
                     resp = conn.getresponse()
                     data = resp.read()
                 if lose:
+                    conn.close()
                     if before_drop is not None:
                         before_drop()
                     # The answer never reaches the client: its connection just closes.

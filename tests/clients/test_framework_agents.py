@@ -50,7 +50,7 @@ class LedgerProcess:
 
     def stop(self) -> None:
         self.proc.kill()
-        self.proc.wait()
+        self.proc.communicate()  # reaps it and closes its pipe
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def _kill_inside_the_second_tool_and_resume(python: Path, example: str, run_id: 
             assert time.monotonic() < deadline, f"{example} never reached its second tool"
             time.sleep(0.05)
         first.send_signal(signal.SIGKILL)
-        first.wait(10)
+        first.communicate(timeout=10)  # reaps it and closes its pipes
         assert first.returncode == -signal.SIGKILL
         second = subprocess.run([str(python), str(EXAMPLES / example)], cwd="/", env=env, capture_output=True, text=True, timeout=120)
     except BaseException:

@@ -1,6 +1,6 @@
 """The agent client on its own: a fresh virtual environment holding only clients/python (no Django),
-an agent in it writing to a live Reckon (gunicorn on 127.0.0.1) and killed with SIGKILL at the
-seed's three points. Afterwards the effect exists exactly once, or the call is uncertain, listed by
+an agent in it writing to a live Reckon (gunicorn on 127.0.0.1) and killed with SIGKILL at
+three points (mid model call, mid tool execution, after the effect). Afterwards the effect exists exactly once, or the call is uncertain, listed by
 ``manage.py uncertain --json``, and nothing ran twice.
 """
 
@@ -64,7 +64,7 @@ def _crash_and_resume(python, env, run_id, point, receiver, tmp_path, *, retry=F
         assert time.monotonic() < deadline, "agent never reached its pause point"
         time.sleep(0.02)
     first.send_signal(signal.SIGKILL)
-    first.wait(10)
+    first.communicate(timeout=10)  # reaps it and closes its pipes
     assert first.returncode == -signal.SIGKILL
     second = _agent(python, env, run_id, receiver, retry=retry)
     out, err = second.communicate(timeout=60)

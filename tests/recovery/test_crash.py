@@ -45,6 +45,7 @@ def _wait_for(marker: Path, proc: subprocess.Popen, timeout: float = 90) -> None
             raise AssertionError(f"worker exited ({proc.returncode}) before its pause point: {out} {err[-2000:]}")
         if time.monotonic() > end:
             proc.kill()
+            proc.communicate()
             raise AssertionError("worker never reached its pause point")
         time.sleep(0.02)
 
@@ -53,7 +54,7 @@ def _kill_at(tmp_path: Path, point: str) -> None:
     proc, marker = _worker(tmp_path, point)
     _wait_for(marker, proc)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    proc.communicate(timeout=10)  # reaps it and closes its pipes
     assert proc.returncode == -signal.SIGKILL
 
 

@@ -1,4 +1,4 @@
-"""Pins the http adapter's execute/retry status mapping (CONTRACTS section 5, seed 5.5): 2xx is done;
+"""Pins the http adapter's execute/retry status mapping (docs/formats.md, "The `http` adapter"): 2xx is done;
 a 4xx other than 409 and 429 is a proven failure; 409, 429, 5xx, a timeout and a refused connection
 leave the call UNCERTAIN. "It did not happen" is never recorded for a request the receiver may have
 accepted. Against a real HTTP server on 127.0.0.1 that answers each status, a handler that answers
@@ -54,11 +54,14 @@ class StatusReceiver:
                 else:
                     code = int(self.path.rsplit("/", 1)[-1])
                 data = b"" if code == 204 else json.dumps({"status": code, "key": self.headers.get("Idempotency-Key")}).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # /slow: the client gave up before the answer
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -466,24 +466,23 @@ def test_a_crash_between_writing_the_body_and_publishing_the_pointer_leaves_the_
     more("run-crash", lease.epoch, 40, 20)
     connection.close()  # SQLite: let the child take the write lock
     db_name = connection.settings_dict["NAME"]
-    child = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-c", CHILD, db_name, "run-crash"],
         cwd=ROOT,
         env=child_env(RECKON_FAULT_AT="snapshot_body_written"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        line = child.stdout.readline()
-        assert line.strip() == "paused at snapshot_body_written", child.stderr.read() if not line else line
-        # The body row is inserted (in the child's open transaction) and the pointer is not yet moved.
-        os.kill(child.pid, signal.SIGKILL)
-        assert child.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    ) as child:  # closes the pipes and waits for the child on the way out
+        try:
+            line = child.stdout.readline()
+            assert line.strip() == "paused at snapshot_body_written", child.stderr.read() if not line else line
+            # The body row is inserted (in the child's open transaction) and the pointer is not yet moved.
+            os.kill(child.pid, signal.SIGKILL)
+            assert child.wait(timeout=30) == -signal.SIGKILL
+        finally:
+            if child.poll() is None:
+                child.kill()
     assert snapshot_current(run_id="run-crash")[0].id == previous.id
     assert list(Snapshot.objects.filter(run_id="run-crash").values_list("id", flat=True)) == [previous.id]
     fast = run_state_fast("run-crash")
