@@ -120,7 +120,7 @@ def _aware(ts) -> datetime:
 
 
 def call_body(call: UncertainCall, type_: str, *, at: datetime, extra: dict | None = None) -> dict:
-    """The message about ``call``: what CONTRACTS' webhook body carries, masked for everyone.
+    """The message about ``call``: what the webhook body carries (docs/notifications.md), masked for everyone.
 
     Nothing free-form from the call is included (no arguments, no last error, no rule text): the
     fields are ids, closed vocabularies and times. The mask is applied all the same, by key and by

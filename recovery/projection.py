@@ -39,7 +39,7 @@ from runs.upcasters import event_upcast, events_upcast
 
 S = UncertainCall.State
 
-# Attempts counted per outcome on the call's row (the four outcomes of CONTRACTS section 3).
+# Attempts counted per outcome on the call's row (the four outcomes of a lookup, docs/formats.md).
 _OUTCOME_COLUMNS = {o: f"outcomes_{o}" for o in ("match", "absent", "conflict", "unavailable")}
 
 
