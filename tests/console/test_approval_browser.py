@@ -13,8 +13,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.console.conftest import CONFLICT_ARGS, PASSWORD
-from tests.console.browser import ARTIFACTS, CHROMIUM, DOCS, shot
+from tests.console.conftest import CONFLICT_ARGS
+from tests.console.browser import ARTIFACTS, CHROMIUM, DOCS, shot, sign_in
 
 pytestmark = [
     pytest.mark.browser,
@@ -22,14 +22,6 @@ pytestmark = [
 ]
 
 FOLD = 800
-
-
-def sign_in(page, live_server, username: str):
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(f"{live_server.url}/queue/")
 
 
 def first_screen(page, name: str) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from runs.models import Event
 from tests.console.conftest import PASSWORD
-from tests.console.test_browser import CHROMIUM, browser_type_launch_args  # noqa: F401 (the fixture: Debian's Chromium)
+from tests.console.browser import CHROMIUM
 
 pytestmark = [
     pytest.mark.browser,
