@@ -109,7 +109,7 @@ def _assert_upgraded(doc: dict) -> None:
     assert doc["token"] == ["billing-agent", ["read"], ["acme"]]
     assert doc["idempotency"] == [["token:1", "k-1", 200]]
     assert doc["tenants"] == [["run-upgrade", "acme"]]
-    assert set(doc["console_types"]) <= {"userpreference"}  # nothing is left behind on the old label (the time zone preference is new there)
+    assert set(doc["console_types"]) <= {"userpreference", "decisionformuse"}  # nothing is left behind on the old label (the time zone preference and the decision forms' one-time tokens are new there)
     assert doc["moved_types"] == ["access.access", "access.apitoken", "api.idempotencyrecord", "runs.runtenant"]
 
 

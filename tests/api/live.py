@@ -35,6 +35,9 @@ def child_env(**extra: str) -> dict:
     return env
 
 
+START_S = 90
+
+
 class Server:
     """gunicorn running reckon.wsgi on a free port, against the current database."""
 
@@ -48,7 +51,9 @@ class Server:
             cwd=ROOT,
             env=child_env(**(env or {})),
         )
-        deadline = time.monotonic() + 30
+        # A bound, not a wait: it answers in about a second, but a worker of a loaded machine (xdist on
+        # two cores) has been seen to need more than 30 s for gunicorn's start and its first schema.
+        deadline = time.monotonic() + START_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gunicorn exited with {self.proc.returncode}")
@@ -58,7 +63,7 @@ class Server:
             except OSError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError("gunicorn did not answer within 30 s")
+        raise RuntimeError(f"gunicorn did not answer within {START_S} s")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
