@@ -61,21 +61,23 @@ def utc(value) -> str:
 @register.filter
 def age(value) -> str:
     """How long ago, in words: ``3 h 12 min ago``."""
-    dt = _as_dt(value)
-    if dt is None:
+    delta = _seconds_since(value)
+    if delta is None:
         return ""
-    delta = (datetime.now(timezone.utc) - dt).total_seconds()
     return f"{duration_words(delta)} ago" if delta >= 0 else f"in {duration_words(delta)}"
 
 
 @register.filter
 def past_by(value) -> str:
     """How long ago a deadline passed, in words: ``25 min past it`` (empty if it has not)."""
+    delta = _seconds_since(value)
+    return f"{duration_words(delta)} past it" if delta is not None and delta > 0 else ""
+
+
+def _seconds_since(value) -> float | None:
+    """Seconds from ``value`` (a time, or its ISO text) to now; negative for a time still to come."""
     dt = _as_dt(value)
-    if dt is None:
-        return ""
-    delta = (datetime.now(timezone.utc) - dt).total_seconds()
-    return f"{duration_words(delta)} past it" if delta > 0 else ""
+    return None if dt is None else (datetime.now(timezone.utc) - dt).total_seconds()
 
 
 @register.filter
