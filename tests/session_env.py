@@ -21,7 +21,9 @@ process (the xdist controller's workers gw0, gw1, ..., or the one process withou
 - ``CELERY_DEFAULT_QUEUE`` and ``CACHE_KEY_PREFIX``: names of this run and this worker, so tasks
   and rate-limit counters in a shared Redis stay apart.
 
-The PostgreSQL test database gets pytest-django's per-worker suffix (test_<name>_gw0, ...).
+The PostgreSQL test database is named from the run as well (``TEST_DATABASE_NAME``,
+``test_reckon_<run>``), and pytest-django adds its per-worker suffix (``..._gw0``, ...), so two
+checkouts testing on one PostgreSQL server at once never create or drop each other's database.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ os.environ.setdefault("RECKON_BENCH", "1")
 # The run's name: made by the first process (the xdist controller, or the only one) and inherited
 # by its workers, so the workers' names share it.
 RUN = os.environ.setdefault("RECKON_TEST_RUN", uuid.uuid4().hex[:10])
+os.environ.setdefault("TEST_DATABASE_NAME", f"test_reckon_{RUN}")
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 _given = {name: os.environ.get(f"RECKON_TEST_GIVEN_{name}", os.environ.get(name)) for name in ("RECKON_VAR_DIR", "CELERY_DEFAULT_QUEUE", "CACHE_KEY_PREFIX")}
 for _name, _value in _given.items():

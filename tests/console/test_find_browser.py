@@ -24,8 +24,12 @@ def _search(page, text: str):
     page.keyboard.press("/")  # the shortcut puts the cursor in the navigation's search box
     assert page.evaluate("document.activeElement.id") == "site-q"
     page.keyboard.type(text)
-    page.keyboard.press("Enter")
+    # The results page is already open after the first search, so its summary is no sign that this
+    # search has answered: wait for the navigation itself.
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
     page.wait_for_selector("#search-summary")
+    assert page.input_value("#site-q") == text
 
 
 def test_the_navigation_search_finds_by_key_prefix_call_id_reference_and_argument(live_server, page, oncall, decided, flying):
