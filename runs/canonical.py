@@ -151,14 +151,8 @@ _type_tails: dict[tuple[str, int], bytes] = {}
 
 def ts_texts(tss: list[datetime]) -> list[bytes]:
     """Each time's text in the chain's frame (``runs.verify.ts_text``), as UTF-8: RFC 3339 in UTC,
-    which PostgreSQL reads back as the same timestamptz (``runs.store.events_copy`` writes it)."""
+    which PostgreSQL reads back as the same timestamptz."""
     return [_ts_text(ts).encode() for ts in tss]
-
-
-def _tail_texted(type: str, text: bytes, v: int) -> bytes:
-    """``_tail`` for a time whose text (``ts_texts``) is known already."""
-    type_tail = _type_tails.get((type, v)) or _type_tail(type, v)
-    return b',"ts":"' + text + b'"' + type_tail
 
 
 def _type_tail(type: str, v: int) -> bytes:
@@ -330,7 +324,6 @@ def event_canons(
     stored: list[bytes],
     stored_sorted: bool,
     sealing: tuple[frozenset[str], tuple[bytes, ...]],
-    texts: list[bytes] | None = None,
 ) -> tuple[list[bytes], list[tuple[int, dict[str, str]]]]:
     """``event_canon`` for consecutive events (an append's batch, an import's chunk) at seqs
     ``first_seq, first_seq + 1, ...``: their canonical bytes, and (seq, salts) of those with sealed values.
@@ -338,7 +331,7 @@ def event_canons(
     ``stored_sorted``: every text in ``stored`` is orjson's sorted encoding of its payload. Then the
     scans that send a payload to the exact or the sealing path run once over the whole batch (one
     C scan each, where per event each would cost a call), and only when one finds something are the
-    events looked at one by one. ``texts``: the times' texts (``ts_texts``), when the caller has them."""
+    events looked at one by one."""
     names, needles = sealing
     # A NUL never occurs in JSON text, so no mark spans two events.
     if stored_sorted:
@@ -357,17 +350,15 @@ def event_canons(
         return canons, seals
     # The common case: each payload's stored text is its RFC 8785 bytes; frame them all.
     ts0, v0 = tss[0], vs[0]
-    if texts is not None and vs.count(v0) == len(vs):
-        # An import's chunk: one version, a few types; each tail is its time's text between the
-        # frame's fixed parts, the type's part looked up once per type, no call per event.
-        ends = {type_: b'"' + (_type_tails.get((type_, v0)) or _type_tail(type_, v0)) for type_ in set(types)}
-        tails = [b',"ts":"' + text + ends[type_] for text, type_ in zip(texts, types, strict=True)]
-    elif texts is not None:
-        tails = [_tail_texted(type_, text, v) for text, type_, v in zip(texts, types, vs, strict=True)]
-    elif tss.count(ts0) == len(tss) and vs.count(v0) == len(vs):
+    if tss.count(ts0) == len(tss) and vs.count(v0) == len(vs):
         # An append's batch: one clock reading, one version; a tail per type, no Python per event.
         by_type = {type_: _tail(type_, ts0, v0) for type_ in set(types)}
         tails = list(map(by_type.__getitem__, types))
+    elif vs.count(v0) == len(vs):
+        # An import's chunk: one version, a few types, a time each; each tail is its time's text
+        # between the frame's fixed parts, the type's part looked up once per type.
+        ends = {type_: b'"' + (_type_tails.get((type_, v0)) or _type_tail(type_, v0)) for type_ in set(types)}
+        tails = [b',"ts":"' + text + ends[type_] for text, type_ in zip(ts_texts(tss), types, strict=True)]
     else:
         tails = [_tail(type_, ts, v) for ts, type_, v in zip(tss, types, vs)]
     return [b'{"payload":' + raw + b',"seq":%d' % (first_seq + i) + tail for i, (raw, tail) in enumerate(zip(stored, tails, strict=True))], seals

@@ -4,8 +4,8 @@ or nothing per file.
 
 The file is read as a stream, in chunks of ``RECKON_IMPORT_CHUNK`` events: each chunk is checked
 line by line (``_LogReader``), compared with what is stored for the run where the two overlap, and
-the rest appended. Memory holds one chunk (and the next, read while the last is written), never the
-file. All chunks of one file go into one database transaction, under the run's import lease: a line
+the rest appended through the one append path (``runs.store.events_append``). Memory holds one
+chunk, never the file. All chunks of one file go into one database transaction, under the run's import lease: a line
 rejected anywhere, the last included, rolls back every chunk written before it, so a rejected file
 leaves nothing behind and an import never interleaves with a live writer of the same run. (One
 transaction rather than a staging table: PostgreSQL keeps a long transaction's rows invisible until
@@ -13,8 +13,7 @@ it commits, and the append path's fence, chain and read models then work unchang
 its write lock for the whole file.) Everything runs in the importing process.
 
 Identical to what is stored means unchanged, a longer file with an identical prefix is appended
-as a tail, anything else is rejected. On PostgreSQL each chunk of the tail is written with COPY
-(``runs.store.events_copy``)."""
+as a tail, anything else is rejected."""
 
 from __future__ import annotations
 
@@ -25,10 +24,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO, Iterator
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from runs import store
 from runs.errors import FenceError, InvalidEvent, LeaseHeld, TooLarge
@@ -39,7 +38,7 @@ from runs.leases import lease_acquire, lease_release
 from runs.json_strict import JsonRefused, json_loads_strict_bytes
 from runs.models import Run, RunImport
 from runs.run_ids import run_id_problem
-from runs.store import after_append_merged, events_append, events_copy, events_read, plain_spec
+from runs.store import after_append_merged, events_append, events_read, plain_spec
 from runs.upcasters import payload_complete
 from runs.verify import NotRegularFile, open_regular
 
@@ -271,37 +270,6 @@ class _LogReader:
             raise ImportRejected("no complete events" + (f" (line {self.torn_line} is a torn tail)" if self.torn_line else ""))
 
 
-class _ReadAhead:
-    """A reader's chunks, of which the next may be read early (``read_ahead``): while the database
-    works through a chunk the importer has sent (``events_copy``'s ``meanwhile``)."""
-
-    def __init__(self, chunks: Iterator[list[Event]]):
-        self._chunks = chunks
-        self._next: list[Event] | None = None
-        self._done = False
-
-    def __iter__(self) -> "_ReadAhead":
-        return self
-
-    def __next__(self) -> list[Event]:
-        if self._next is not None:
-            chunk, self._next = self._next, None
-            return chunk
-        if self._done:
-            raise StopIteration
-        return next(self._chunks)
-
-    def read_ahead(self) -> None:
-        if self._next is None and not self._done:
-            try:
-                self._next = next(self._chunks)
-            except StopIteration:
-                self._done = True
-
-    def close(self) -> None:
-        self._chunks.close()  # type: ignore[attr-defined]
-
-
 def log_parse(path: str, data: bytes) -> ParsedLog:
     """Validate a whole file held in memory (tests, fixtures); raise ImportRejected naming the first problem."""
     run_id = log_run_id(path)
@@ -350,18 +318,13 @@ class _Import:
                 raise ImportRejected(f"line {new.seq}: differs from the stored event seq {old.seq} in {differs}; the stored prefix is not this file's")
         return events[upto - first + 1 :]
 
-    def write(self, events: list[Event], meanwhile: Callable[[], None]) -> None:
+    def write(self, events: list[Event]) -> None:
         """Append a chunk of new events. The checked events go to the store as they are (an Event
         has every field a NewEvent has; the store assigns the same seqs), and a log is kept exactly
-        as given: one without a secret keeps the old keys. On PostgreSQL the rows go in with COPY,
-        and the next chunk is read and checked (``meanwhile``) while the server inserts them."""
+        as given: one without a secret keeps the old keys."""
         if self.epoch is None:
             self._begin(events[0])
-        expected_seq = self.stored_last + self.appended
-        if connection.vendor == "postgresql":
-            events_copy(run_id=self.run_id, epoch=self.epoch, expected_seq=expected_seq, events=events, key_secret_fill=False, meanwhile=meanwhile)
-        else:
-            events_append(run_id=self.run_id, epoch=self.epoch, expected_seq=expected_seq, events=events, key_secret_fill=False)
+        events_append(run_id=self.run_id, epoch=self.epoch, expected_seq=self.stored_last + self.appended, events=events, key_secret_fill=False)
         self.appended += len(events)
 
     def _begin(self, first: Event) -> None:
@@ -392,18 +355,14 @@ def log_import_stream(path: str, stream: BinaryIO, *, chunk: int | None = None) 
     except ImportRejected as exc:
         return ImportResult(path, "rejected", reason=str(exc))
     reader = _LogReader(run_id, stream)
-    chunks = _ReadAhead(reader.chunks(chunk or settings.RECKON_IMPORT_CHUNK))
+    chunks = reader.chunks(chunk or settings.RECKON_IMPORT_CHUNK)
     try:
-        # The collector is paused for the file: each chunk makes some hundred thousand small
-        # objects (decoded payloads, events, rows) that live until the chunk is written, and the
-        # collector would scan them, and the whole process's heap, many times over. Checking and
-        # writing events make no reference cycles, and the pause ends with the import.
         with transaction.atomic(), after_append_merged(), store.rereads_kept(run_id):
             job = _Import(path, run_id)
             for events in chunks:
                 events = job.new_events(events)
                 if events:
-                    job.write(events, chunks.read_ahead)
+                    job.write(events)
             job.finish()
     except ImportRejected as exc:
         return ImportResult(path, "rejected", run_id=run_id, reason=str(exc))

@@ -143,3 +143,12 @@ class _PassThroughDumper(Dumper):
 
 
 ARRAY_DUMPERS = {cls: type(f"PassThrough{cls.oid}", (_PassThroughDumper,), {"oid": cls.oid}) for cls in (_TextArray, _Int2Array, _TimestamptzArray, _ByteaArray)}
+
+
+def copy_text(value: bytes) -> bytes:
+    """``value`` as a field of COPY's text format: a backslash, tab, newline or carriage return escaped."""
+    if b"\\" in value:
+        value = value.replace(b"\\", b"\\\\")
+    if b"\t" in value or b"\n" in value or b"\r" in value:
+        value = value.replace(b"\t", b"\\t").replace(b"\n", b"\\n").replace(b"\r", b"\\r")
+    return value

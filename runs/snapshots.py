@@ -47,8 +47,8 @@ from runs.fold import Event, RunState, apply, fold
 from runs.measurements import metrics_record
 from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_dumps, state_loads, state_to_jsonable
-from runs.pg import server_cursor
-from runs.store import _copy_text, events_load, events_replay, events_stream
+from runs.pg import copy_text, server_cursor
+from runs.store import events_load, events_replay, events_stream
 from runs.upcasters import UnsupportedVersion
 
 log = logging.getLogger("reckon.snapshots")
@@ -312,9 +312,9 @@ def _pg_body_copy(run_id: str, seq: int, body: IO[bytes], digest: str) -> int:
     # apply byte by byte, so slice by slice), never one string nor one parameter. The new row's id.
     with server_cursor() as cur:
         with cur.copy(_PG_SNAPSHOT_COPY) as copy:
-            copy.write(b"%b\t%d\t%d\t%b\t" % (_copy_text(run_id.encode()), seq, FOLD_VERSION, FOLD_CODE.encode()))
+            copy.write(b"%b\t%d\t%d\t%b\t" % (copy_text(run_id.encode()), seq, FOLD_VERSION, FOLD_CODE.encode()))
             while piece := body.read(_SLICE):
-                copy.write(_copy_text(piece))
+                copy.write(copy_text(piece))
             copy.write(b"\t%b\t\n" % digest.encode())
         cur.execute(_PG_SNAPSHOT_COPIED, [run_id, seq, digest])
         return cur.fetchone()[0]

@@ -35,20 +35,16 @@ from runs import store_pg, store_sqlite
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, RunTooLarge, SeqConflict, StaleEpoch
 from runs.events import CURRENT_SCHEMA_VERSION
 from runs.fold import Event
-from runs.pg import server_cursor
 from runs.store_check import events_check, plain_spec, room_for, run_too_large
-from runs.store_pg import copy_text as _copy_text
 from runs.store_read import events_load, events_read, events_replay, events_stream, payload_loads
 
 __all__ = [
     "NewEvent", "Event", "StatementPart", "Rider", "projector_register", "after_append_register", "after_append_merged",
-    "rereads_kept", "rereads_for", "events_append", "events_copy", "events_read", "events_load", "events_replay",
-    "events_stream", "payload_loads", "plain_spec", "_copy_text",
+    "rereads_kept", "rereads_for", "events_append", "events_read", "events_load", "events_replay",
+    "events_stream", "payload_loads", "plain_spec",
 ]
 
 log = logging.getLogger("reckon.store")
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,23 +165,23 @@ def after_append_register(fn: AfterAppend) -> AfterAppend:
     return fn
 
 
-# Runs whose after-append hooks wait for the end of an ``after_append_merged`` block: run id ->
-# [first seq, last seq] of everything appended to it meanwhile. None outside such a block.
-_merged: dict[str, list[int]] | None = None
+# Runs whose after-append hooks wait for the end of this thread's (or task's) ``after_append_merged``
+# block: run id -> [first seq, last seq] of everything appended to it meanwhile. None outside one.
+_merged: ContextVar[dict[str, list[int]] | None] = ContextVar("reckon_after_append_merged", default=None)
 
 
 @contextmanager
 def after_append_merged() -> Iterator[None]:
     """Call the after-append hooks once per run for everything appended in this block (the
     importer's chunks), at its end, instead of once per append: a file of 200 chunks enqueues one
-    snapshot check, not 200. Inside a transaction the hooks still wait for its commit."""
-    global _merged
-    outer, _merged = _merged, {}
+    snapshot check, not 200. Inside a transaction the hooks still wait for its commit. The block
+    is this thread's (a context variable): appends of other threads keep their own hooks."""
+    merged: dict[str, list[int]] = {}
+    token = _merged.set(merged)
     try:
         yield
-        merged = _merged
     finally:
-        _merged = outer
+        _merged.reset(token)
     db = connections[DEFAULT_DB_ALIAS]
     for run_id, (first_seq, last_seq) in merged.items():
         _after_append(db, run_id, first_seq, last_seq)
@@ -220,8 +216,9 @@ def rereads_for(run_id: str) -> dict[int, tuple] | None:
 
 
 def _after_append(db, run_id: str, first_seq: int, last_seq: int) -> None:
-    if _merged is not None:
-        span = _merged.setdefault(run_id, [first_seq, last_seq])
+    merged = _merged.get()
+    if merged is not None:
+        span = merged.setdefault(run_id, [first_seq, last_seq])
         span[0], span[1] = min(span[0], first_seq), max(span[1], last_seq)
         return
     if not db.in_atomic_block:
@@ -297,9 +294,11 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
         ok = store_pg.append(db, run_id, epoch, expected_seq, batch, projectors, parts, riders, apply_rules)
     else:
         ok = store_sqlite.append(run_id, epoch, expected_seq, batch, now, apply_rules)
-    if ok:
-        return _appended(db, run_id, expected_seq + 1, batch.last_seq, batch.appended)
-    raise _fence_refused(run_id, epoch, expected_seq, batch.finishing, batch.encoded)
+    if not ok:
+        raise _fence_refused(run_id, epoch, expected_seq, batch.finishing, batch.encoded)
+    if _AFTER_APPEND:
+        _after_append(db, run_id, expected_seq + 1, batch.last_seq)
+    return batch.appended
 
 
 def _statement_parts(projectors, run_id: str, batch) -> list[StatementPart] | None:
@@ -330,59 +329,12 @@ def _riders_for(projectors, run_id: str, batch) -> dict[Projector, Rider]:
     return found
 
 
-def _appended(db, run_id: str, first_seq: int, last_seq: int, appended: list[Event]) -> list[Event]:
-    """How every append that wrote its events ends (``events_append``, ``events_copy``): the
-    after-append hooks, and the events as the fold sees them returned."""
-    if _AFTER_APPEND:
-        _after_append(db, run_id, first_seq, last_seq)
-    return appended
-
 
 def _seals_write(run_id: str, seals: list[tuple[int, dict]]) -> None:
     # An event with sealed values is rare (a call naming a sensitive field, a run's start): its
     # salts take one more statement, inside the append's transaction, and never touch the event row.
     with connection.cursor() as cur:
         cur.executemany("INSERT INTO reckon_event_seal (run_id, seq, salts) VALUES (%s, %s, %s)", [(run_id, seq, json.dumps(salts, sort_keys=True)) for seq, salts in seals])
-
-
-def events_copy(
-    *,
-    run_id: str,
-    epoch: int,
-    expected_seq: int,
-    events: Sequence[NewEvent],
-    key_secret_fill: bool = True,
-    meanwhile: Callable[[], None] | None = None,
-) -> list[Event]:
-    """``events_append`` for an import's chunk on PostgreSQL, written with COPY (runs.store_pg); the
-    same checks, errors, chain and read models. Only inside a transaction (the importer's): the
-    fence is the run row's lock, taken first and held until that transaction ends, so no other
-    writer can append between the check and the rows COPY writes, and the unique (run, seq) key
-    still refuses any row that would fork the log.
-
-    ``meanwhile``: called once the rows are sent, while the server checks and inserts them, before
-    the COPY's end is awaited (the importer reads its next chunk then). It may not use the
-    connection; an exception it raises ends the COPY unwritten and propagates."""
-    db = connections[DEFAULT_DB_ALIAS]
-    if db.vendor != "postgresql" or not db.in_atomic_block:
-        raise InvalidEvent("events_copy is for PostgreSQL, inside a transaction; use events_append")
-    if not events:
-        raise InvalidEvent("an append needs at least one event")
-    times: list[bytes] = []
-    batch = events_check(run_id, expected_seq, events, key_secret_fill, datetime.now(timezone.utc), times)
-    with server_cursor() as cur:
-        row = store_pg.copy_fence(cur, run_id)
-        if row is None:
-            raise RunNotFound(run_id)
-        current_epoch, holder, last_seq, stored_finish, head, stored_bytes = row
-        if current_epoch != epoch or not holder or last_seq != expected_seq or (batch.finishing and stored_finish is not None) or stored_bytes > room_for(batch.nbytes):
-            raise _fence_refused(run_id, epoch, expected_seq, batch.finishing, batch.encoded)
-        store_pg.copy_write(cur, db, run_id, epoch, expected_seq, batch, head, times, meanwhile)
-    if batch.seals:
-        _seals_write(run_id, batch.seals)
-    for project in _projectors_for(events):
-        project(run_id, batch.appended, epoch)
-    return _appended(db, run_id, expected_seq + 1, batch.last_seq, batch.appended)
 
 
 def _fence_refused(run_id: str, epoch: int, expected_seq: int, finishing: bool, encoded: Sequence[bytes]) -> Exception:

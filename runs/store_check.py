@@ -12,7 +12,7 @@ from typing import Sequence
 import orjson
 from django.conf import settings
 
-from runs.canonical import event_canon, event_canons, sealing_now, ts_texts
+from runs.canonical import event_canon, event_canons, sealing_now
 from runs.errors import EventTooLarge, InvalidEvent, RunTooLarge
 from runs.events import (
     COMPLETION_SOURCES,
@@ -162,12 +162,10 @@ def events_check(
     events: Sequence,
     key_secret_fill: bool,
     now: datetime,
-    ts_texted: list[bytes] | None = None,
 ) -> Batch:
-    """Check, number, complete and encode a batch for the append (``events_append``, ``events_copy``),
-    and frame each event's canonical bytes for the chain. Raises InvalidEvent for an event the log
-    must not hold (EventTooLarge for one beyond RECKON_MAX_EVENT_BYTES).
-    ``ts_texted``: a list extended with each time's text in the chain's frame (``runs.canonical.ts_texts``)."""
+    """Check, number, complete and encode a batch for the append (``events_append``), and frame
+    each event's canonical bytes for the chain. Raises InvalidEvent for an event the log must not
+    hold (EventTooLarge for one beyond RECKON_MAX_EVENT_BYTES)."""
     # One pass: check each event, complete its payload to the current version, encode it, and
     # build what the caller gets back. This path runs once per event written; keep it lean (the
     # common case is checked here against ``_PLAIN``; anything unusual takes ``_check_slow``).
@@ -211,13 +209,11 @@ def events_check(
     _batch_check(appended, encoded)
     if max(map(len, encoded)) > settings.RECKON_MAX_EVENT_BYTES:
         raise _event_too_large(expected_seq, appended, encoded)
-    if ts_texted is not None:
-        ts_texted.extend(ts_texts(tss))
-    canons, seals = batch_canons(expected_seq, appended, tss, encoded, stored_sorted, ts_texted)
+    canons, seals = batch_canons(expected_seq, appended, tss, encoded, stored_sorted)
     return Batch(tss, encoded, canons, seals, appended, finished_seq, seq, sum(map(len, encoded)))
 
 
-def batch_canons(expected_seq: int, appended: list[Event], tss: list[datetime], encoded: list[bytes], stored_sorted: bool, ts_texted: list[bytes] | None):
+def batch_canons(expected_seq: int, appended: list[Event], tss: list[datetime], encoded: list[bytes], stored_sorted: bool):
     """Each event's canonical bytes as chained (runs.canonical), and (seq, salts) of the events with
     sealed values, whose salts are written beside them (EventSeal) in the append's transaction."""
     sealing = sealing_now()
@@ -234,7 +230,6 @@ def batch_canons(expected_seq: int, appended: list[Event], tss: list[datetime], 
         stored=encoded,
         stored_sorted=stored_sorted,
         sealing=sealing,
-        texts=ts_texted,
     )
 
 

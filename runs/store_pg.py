@@ -1,6 +1,7 @@
 """The PostgreSQL executor of the append (``runs.store.events_append``): one statement that checks
-the fence, moves the run's head, inserts the events and carries the read models' SQL, and the
-COPY writer of an import's chunks (``runs.store.events_copy``).
+the fence, moves the run's head, inserts the events and carries the read models' SQL. It is the
+one place outside migrations where PostgreSQL's event table is written, for an agent's single
+event, a batch and an import's chunk alike.
 
 The statement, for one event or a batch::
 
@@ -27,11 +28,9 @@ columns as binary arrays (runs.pg).
 from __future__ import annotations
 
 import functools
-from datetime import datetime
 
 import psycopg
 from django.db import transaction
-from psycopg.copy import LibpqWriter
 
 from runs.pg import ARRAY_DUMPERS, HASH_ITEM_PREFIX, binary_arrays, hashes_array, nulls_bytea_array
 from runs.store_check import room_for
@@ -227,62 +226,3 @@ def append_cursor(db) -> psycopg.Cursor:
             cur.adapters.register_dumper(cls, dumper)
         db.__dict__["_reckon_append_cursor"] = cur
     return cur
-
-
-# --- an import's chunk, written with COPY ---------------------------------------------------------
-
-_COPY_FENCE = "SELECT lease_epoch, lease_holder, last_seq, finished_seq, head, payload_bytes FROM reckon_run WHERE run_id = %s FOR UPDATE"
-_COPY = "COPY reckon_event (run_id, seq, type, v, ts, payload, epoch, hash) FROM STDIN"
-_COPY_MOVE = "UPDATE reckon_run SET last_seq = %s, head = %s, finished_seq = COALESCE(finished_seq, %s), payload_bytes = payload_bytes + %s WHERE run_id = %s"
-
-
-def copy_text(value: bytes) -> bytes:
-    """``value`` as a field of COPY's text format: a backslash, tab, newline or carriage return escaped."""
-    if b"\\" in value:
-        value = value.replace(b"\\", b"\\\\")
-    if b"\t" in value or b"\n" in value or b"\r" in value:
-        value = value.replace(b"\t", b"\\t").replace(b"\n", b"\\n").replace(b"\r", b"\\r")
-    return value
-
-
-def _ts_written(tss: list[datetime], framed: list[bytes]) -> list[bytes]:
-    """The times' texts as COPY sends them: the chain frame's (``framed``, RFC 3339 in UTC, read
-    back as the same timestamptz), but isoformat's for a batch with a year before 1000, which the
-    frame's text does not pad to four digits."""
-    if all(ts.year >= 1000 for ts in tss):
-        return framed
-    return [ts.isoformat().encode() for ts in tss]
-
-
-def copy_fence(cur, run_id: str) -> tuple | None:
-    """The run row, locked until the transaction ends: (epoch, holder, last seq, finished seq, head, payload bytes)."""
-    cur.execute(_COPY_FENCE, [run_id])
-    return cur.fetchone()
-
-
-def copy_write(cur, db, run_id: str, epoch: int, expected_seq: int, batch, head, times: list[bytes], meanwhile) -> None:
-    """Write ``batch``'s rows with COPY, linked from the locked row's ``head``, and move the run row."""
-    prev = bytes(head) if head is not None else None
-    hashes = links_from(run_id, expected_seq, prev, batch.canons)
-    if hashes is not None:
-        hexed = b"".join(hashes).hex().encode()
-        hashed = [b"\\\\x" + hexed[i : i + 64] for i in range(0, len(hexed), 64)]
-    else:
-        hashed = [b"\\N"] * len(batch.canons)
-    rid = copy_text(run_id.encode())
-    # The chunk's payload texts are escaped together, a few C passes instead of calls per event.
-    # JSON text holds no NUL (a control character is always escaped), so NUL separates them.
-    copied = copy_text(b"\x00".join(batch.encoded)).split(b"\x00")
-    times = _ts_written(batch.tss, times)
-    line = b"%b\t%d\t%b\t%d\t%b\t%b\t%d\t%b\n"
-    rows = [line % (rid, ev.seq, ev.type.encode(), ev.v, ts, text, epoch, h) for ev, ts, text, h in zip(batch.appended, times, copied, hashed, strict=True)]
-    # Flushed as written (no threshold): once ``write`` returns, every row is on its way to the
-    # server, which works through them while ``meanwhile`` runs here.
-    with cur.copy(_COPY, writer=LibpqWriter(cur, flush_threshold=0)) as copy:
-        copy.write(b"".join(rows))
-        del rows
-        if meanwhile is not None:
-            meanwhile()
-    new_head = hashes[-1] if hashes else None
-    cur.execute(_COPY_MOVE, [batch.last_seq, new_head, batch.finished_seq, batch.nbytes, run_id])
-    head_remember(db.alias, run_id, batch.last_seq, new_head)

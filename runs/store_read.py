@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 import orjson
 import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from psycopg.adapt import Loader
 from psycopg.pq import Format
 from psycopg.rows import tuple_row
