@@ -684,12 +684,47 @@ def _files_bound(manifest: dict, files: dict[str, bytes], warn) -> None:
 
 
 def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None, checkpoints: list[tuple[str, dict]] = (), warn=None) -> str:
-    """Verify a bundle given as its files' bytes by name (see ``bundle_verify``)."""
+    """Verify a bundle given as its files' bytes by name (see ``bundle_verify``): the manifest and
+    its signature, the bundle's files against the manifest's list, the events' chain, the access
+    records' chain, then the files' bytes; each checkpoint compared with what the chains hold."""
     for name in ("manifest.json", "events.jsonl", "public_key.pem"):
         if name not in files:
             raise Problem(f"{name} missing from the bundle")
+    manifest = _manifest_read(files["manifest.json"])
+    # The signature first: nothing else in the manifest means anything until it is known to be
+    # the one the signing key wrote.
+    pinned = _signature_check(manifest, files["public_key.pem"], public_key_pem)
+    # The bundle holds the files the signed manifest lists, no more, no fewer; their bytes are
+    # compared last, after the chain, which names the line where an event was changed.
+    _files_listed(manifest, files)
+    run_id, last = manifest["run_id"], manifest["last_seq"]
+    if manifest["first_seq"] != 1:
+        raise Problem(f"manifest first_seq is {manifest['first_seq']}; a bundle starts at seq 1")
+    # Each checkpoint's entry for this run, once its signature is known to be one of the trusted
+    # keys' (the pinned ones, else the bundle's own); the chains below keep the hashes at their seqs.
+    trusted = {key_fingerprint(_raw(k)): k for k in pinned}
+    marks = []
+    for name, doc in checkpoints:
+        why = checkpoint_problem(doc, trusted)
+        if why:
+            raise Problem(f"checkpoint {name}: {why}")
+        entry = next((r for r in doc["runs"] if isinstance(r, dict) and r.get("run_id") == run_id), None)
+        marks.append((name, doc, entry))
+    at_seq = {e["last_seq"]: None for _, _, e in marks if e is not None and isinstance(e.get("last_seq"), int)}
+    at_count = {e["access_count"]: None for _, _, e in marks if e is not None and isinstance(e.get("access_count"), int)}
+    head = _events_chain(manifest, files["events.jsonl"], at_seq)
+    access_n = _access_chain(manifest, files.get("access.jsonl", b""), at_count)
+    _files_bound(manifest, files, warn)
+    lines = [verified_line(run_id, last, head)]
+    for name, doc, entry in marks:
+        lines.append(_checkpoint_compare(name, doc, entry, run_id=run_id, last=last, heads=at_seq, access=access_n, access_heads=at_count))
+    return "\n".join(lines)
+
+
+def _manifest_read(raw: bytes) -> dict:
+    """The manifest, with every field it must have and the encoding this verifier reads."""
     try:
-        manifest = json_read(files["manifest.json"])
+        manifest = json_read(raw)
     except ValueError as exc:
         raise Problem(f"manifest.json: not JSON ({exc})") from None
     if not isinstance(manifest, dict):
@@ -699,10 +734,13 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
         raise Problem(f"manifest lacks {', '.join(absent)}")
     if manifest["encoding"] != ENCODING:
         raise Problem(f"manifest encoding {manifest['encoding']!r} is not {ENCODING!r}")
+    return manifest
 
-    # The signature first: nothing else in the manifest means anything until it is known to be
-    # the one the signing key wrote.
-    bundled_key = _public_key(files["public_key.pem"], "public_key.pem")
+
+def _signature_check(manifest: dict, bundled_pem: bytes, public_key_pem: bytes | None) -> list:
+    """Check the manifest's signature by the bundle's key, which must be a pinned one when keys
+    are pinned; the trusted keys returned (the pinned ones, else the bundle's own)."""
+    bundled_key = _public_key(bundled_pem, "public_key.pem")
     pinned = public_keys(public_key_pem, "--public-key") if public_key_pem is not None else [bundled_key]
     if public_key_pem is not None:
         if _raw(bundled_key) not in {_raw(k) for k in pinned}:
@@ -721,31 +759,17 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
         bundled_key.verify(signature, manifest_signed_bytes(manifest))
     except InvalidSignature:
         raise Problem("signature invalid") from None
-    # The bundle holds the files the signed manifest lists, no more, no fewer; their bytes are
-    # compared last, after the chain, which names the line where an event was changed.
-    _files_listed(manifest, files)
+    return pinned
 
-    run_id = manifest["run_id"]
-    first, last = manifest["first_seq"], manifest["last_seq"]
-    if first != 1:
-        raise Problem(f"manifest first_seq is {first}; a bundle starts at seq 1")
-    # Each checkpoint's entry for this run, once its signature is known to be one of the trusted
-    # keys' (the pinned ones, else the bundle's own); the chain below keeps the hashes at their seqs.
-    trusted = {key_fingerprint(_raw(k)): k for k in pinned}
-    marks = []
-    for name, doc in checkpoints:
-        why = checkpoint_problem(doc, trusted)
-        if why:
-            raise Problem(f"checkpoint {name}: {why}")
-        entry = next((r for r in doc["runs"] if isinstance(r, dict) and r.get("run_id") == run_id), None)
-        marks.append((name, doc, entry))
-    at_seq = {e["last_seq"]: None for _, _, e in marks if e is not None and isinstance(e.get("last_seq"), int)}
-    at_count = {e["access_count"]: None for _, _, e in marks if e is not None and isinstance(e.get("access_count"), int)}
+
+def _events_chain(manifest: dict, data: bytes, at_seq: dict) -> str:
+    """Link events.jsonl's lines from the run's genesis, each to the hash it states, and compare
+    the last with the signed head; the hex head returned. ``at_seq``: seqs whose hash to keep."""
+    run_id, last = manifest["run_id"], manifest["last_seq"]
     v2_upto, withheld_prev = _chain_fields(manifest, last)
     prev = genesis(run_id, v2_upto=v2_upto)
     expected = 1
-    count = 0
-    for lineno, obj in _lines(files["events.jsonl"], ""):
+    for lineno, obj in _lines(data, ""):
         seq = obj.get("seq")
         if not isinstance(seq, int) or isinstance(seq, bool):
             raise Problem(f"line {lineno}: seq is not a whole number")
@@ -762,32 +786,40 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
                 raise Problem(f"line {lineno}: hash mismatch before withheld seq {seq}")
             prev = _hex(obj, "hash", lineno, 32)
         else:
-            missing = [k for k in ("type", "ts", "payload", "hash") if k not in obj]
-            if missing:
-                raise Problem(f"line {lineno}: lacks {', '.join(missing)}")
-            commitments = _commitments(obj, lineno)
-            try:
-                canon = sealed_event_canonical(seq=seq, type=str(obj["type"]), ts=str(obj["ts"]), v=int(obj.get("v", 1)), payload=obj["payload"], commitments=commitments)
-            except KeyError as exc:
-                raise Problem(f"line {lineno}: sealed value {exc.args[0]} is not in the payload") from None
-            except (TypeError, ValueError) as exc:
-                raise Problem(f"line {lineno}: seq {seq}: payload cannot be encoded: {exc}") from None
-            prev = event_link(prev, seq, canon, v2_upto)
+            prev = event_link(prev, seq, _line_canonical(obj, seq, lineno), v2_upto)
         if obj.get("hash") != prev.hex():
             raise Problem(f"line {lineno}: hash mismatch (seq {seq})")
         if seq in at_seq:
             at_seq[seq] = prev.hex()
         expected += 1
-        count += 1
-    if count != last:
-        raise Problem(f"truncated: manifest says {last}, file has {count}")
+    if expected - 1 != last:
+        raise Problem(f"truncated: manifest says {last}, file has {expected - 1}")
     if manifest["head"] != prev.hex():
         raise Problem("manifest head differs")
+    return prev.hex()
 
-    # The access records: who was shown the run's sensitive values, chained per run the same way.
-    aprev = access_genesis(run_id)
+
+def _line_canonical(obj: dict, seq: int, lineno: int) -> bytes:
+    """The canonical bytes of an event line that shows its event (sealed values by commitment)."""
+    missing = [k for k in ("type", "ts", "payload", "hash") if k not in obj]
+    if missing:
+        raise Problem(f"line {lineno}: lacks {', '.join(missing)}")
+    commitments = _commitments(obj, lineno)
+    try:
+        return sealed_event_canonical(seq=seq, type=str(obj["type"]), ts=str(obj["ts"]), v=int(obj.get("v", 1)), payload=obj["payload"], commitments=commitments)
+    except KeyError as exc:
+        raise Problem(f"line {lineno}: sealed value {exc.args[0]} is not in the payload") from None
+    except (TypeError, ValueError) as exc:
+        raise Problem(f"line {lineno}: seq {seq}: payload cannot be encoded: {exc}") from None
+
+
+def _access_chain(manifest: dict, data: bytes, at_count: dict) -> int:
+    """The access records (who was shown the run's sensitive values), chained per run the same
+    way, compared with the manifest's count and head; their number returned. ``at_count``: counts
+    whose hash to keep."""
+    aprev = access_genesis(manifest["run_id"])
     n = 0
-    for lineno, rec in _lines(files.get("access.jsonl", b""), "access.jsonl "):
+    for lineno, rec in _lines(data, "access.jsonl "):
         absent = [k for k in (*ACCESS_FIELDS, "hash") if k not in rec]
         if absent:
             raise Problem(f"access.jsonl line {lineno}: lacks {', '.join(absent)}")
@@ -808,11 +840,7 @@ def files_verify(files: dict[str, bytes], *, public_key_pem: bytes | None = None
         raise Problem(f"access records truncated: manifest says {manifest['access_count']}, file has {n}")
     if (aprev.hex() if n else None) != manifest["access_head"]:
         raise Problem("manifest access head differs")
-    _files_bound(manifest, files, warn)
-    lines = [verified_line(run_id, last, prev.hex())]
-    for name, doc, entry in marks:
-        lines.append(_checkpoint_compare(name, doc, entry, run_id=run_id, last=last, heads=at_seq, access=n, access_heads=at_count))
-    return "\n".join(lines)
+    return n
 
 
 def _chain_fields(manifest: dict, last) -> tuple[int, dict]:

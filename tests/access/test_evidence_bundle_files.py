@@ -7,6 +7,7 @@ what its chain covers and says which files nothing binds."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -40,7 +41,7 @@ def _key(settings):
 def bundle(tmp_path) -> Path:
     seed_runs()
     out = tmp_path / "evidence-run-acme-masked"
-    call_command("export_evidence", "run-acme", "--out", str(out), "--by", "carol", stdout=open(os.devnull, "w"))
+    call_command("export_evidence", "run-acme", "--out", str(out), "--by", "carol", stdout=io.StringIO())
     return out
 
 
