@@ -191,8 +191,23 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
         )
         for r in res.runs:
             r.open_calls = open_counts.get(r.run_id, 0)
+    hits = _calls_matching(q, fields, may_see, per_kind)
+    # Calls in doubt first, then in flight, then settled; the most recent first within each.
+    order = {"escalated": 0, "open": 0, "reconciling": 0, "in_flight": 1}
+    calls = sorted(hits.values(), key=lambda h: (order.get(getattr(h.call, "state", "in_flight"), 2), -h.call.started_at.timestamp()))
+    res.more["calls"] = len(calls) > per_kind
+    res.calls = calls[:per_kind]
+    _calls_shown(res.calls, q, sensitive, may_see)
+    decisions = _decisions_matching(q, res.calls, per_kind)
+    res.more["decisions"] = len(decisions) > per_kind
+    res.decisions = decisions[:per_kind]
+    return res
 
-    # Calls: ids, keys and run ids first (exact identifiers), then argument values.
+
+def _calls_matching(q: str, fields: frozenset[str], may_see: bool, per_kind: int) -> dict[int, CallHit]:
+    """Up to ``per_kind`` + 1 calls matching ``q``, by row id: ids, keys and run ids first (exact
+    identifiers), then argument values, then calls in flight; none found only by a key the
+    searcher sees masked."""
     t = '"reckon_uncertain_call"'
     hits: dict[int, CallHit] = {}
     for col in ("idempotency_key", "call_id", "run_id"):
@@ -235,13 +250,14 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
             c = h.call
             if c.idempotency_key in masked and not h.matched and not any((x or "").casefold().startswith(needle) for x in (c.call_id, c.run_id)):
                 del hits[pk]
-    # Calls in doubt first, then in flight, then settled; the most recent first within each.
-    order = {"escalated": 0, "open": 0, "reconciling": 0, "in_flight": 1}
-    calls = sorted(hits.values(), key=lambda h: (order.get(getattr(h.call, "state", "in_flight"), 2), -h.call.started_at.timestamp()))
-    res.more["calls"] = len(calls) > per_kind
-    res.calls = calls[:per_kind]
-    all_values = run_sensitive_values(run_ids={h.call.run_id for h in res.calls}, fields=sensitive) if sensitive else frozenset()
-    for h in res.calls:
+    return hits
+
+
+def _calls_shown(calls: list[CallHit], q: str, sensitive: frozenset[str], may_see: bool) -> None:
+    """Fill each hit's key and arguments as the searcher sees them, and what it matched by."""
+    needle = q.casefold()
+    all_values = run_sensitive_values(run_ids={h.call.run_id for h in calls}, fields=sensitive) if sensitive else frozenset()
+    for h in calls:
         c = h.call
         h.shown_key = key_shown(c.idempotency_key or "", all_values)
         for label, text in (("call id", c.call_id), ("key", h.shown_key if not may_see else c.idempotency_key), ("run", c.run_id)):
@@ -261,21 +277,22 @@ def search(*, q: str, fields: frozenset[str], sensitive: frozenset[str], per_kin
                     h.revealed.append(top)
         h.shown_arguments = shown
 
-    # Decisions: by evidence reference, and those about the calls found.
+
+def _decisions_matching(q: str, calls: list[CallHit], per_kind: int) -> list:
+    """Decisions by evidence reference, and those about the calls found: up to ``per_kind`` + 1."""
     if connection.vendor == "postgresql":
         # The type as a literal, so the partial index's condition matches even in a prepared statement.
         ev_ref = RawSQL("\"reckon_event\".\"type\" = 'approval_decided' AND UPPER(\"reckon_event\".\"payload\" ->> 'evidence_ref') LIKE UPPER(%s)", [_like(q)], output_field=BooleanField())
     else:
         ev_ref = Q(type="approval_decided", payload__evidence_ref__icontains=q)
     decisions = sorted(_first(_filter(Event.objects.all(), ev_ref).order_by(), per_kind + 1), key=lambda e: e.ts, reverse=True)
-    keys = {(h.call.run_id, h.call.idempotency_key) for h in res.calls}
-    call_ids = {(h.call.run_id, h.call.call_id) for h in res.calls}
+    keys = {(h.call.run_id, h.call.idempotency_key) for h in calls}
+    call_ids = {(h.call.run_id, h.call.call_id) for h in calls}
     if keys and len(decisions) <= per_kind:
         seen = {(d.run_id, d.seq) for d in decisions}
         for ev in Event.objects.filter(run_id__in={r for r, _ in keys}, type__in=DECISION_TYPES).order_by("-ts")[: 10 * per_kind]:
             p = ev.payload if isinstance(ev.payload, dict) else {}
-            if (ev.run_id, ev.seq) not in seen and ((ev.run_id, p.get("idempotency_key")) in keys or (ev.run_id, p.get("call_id")) in call_ids):
-                decisions.append(ev)
-    res.more["decisions"] = len(decisions) > per_kind
-    res.decisions = decisions[:per_kind]
-    return res
+            if (ev.run_id, p.get("idempotency_key")) in keys or (ev.run_id, p.get("call_id")) in call_ids:
+                if (ev.run_id, ev.seq) not in seen:
+                    decisions.append(ev)
+    return decisions
