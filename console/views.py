@@ -20,7 +20,7 @@ from access import selectors as access_selectors
 from access.models import AccessRecord
 from access.masking import mask_for, masks_sensitive, may_reveal_on_call
 from access.roles import MANAGER, perm, requires, role_names
-from console import forms, paging, selectors, services, svg
+from console import decision_log, forms, paging, selectors, services, svg
 from console.models import UserPreference
 from console.zones import ZONE_KEY
 from notify import selectors as notify_selectors
@@ -491,7 +491,7 @@ def decisions(request):
     error = None
     try:
         if before is not None:
-            selectors.decision_cursor_parse(before)
+            decision_log.decision_cursor_parse(before)
         trail = paging.trail_parse(request.GET.get("trail", ""), after=before)
     except ValueError as exc:
         error = str(exc)
@@ -500,9 +500,9 @@ def decisions(request):
     if error is not None:
         # The screen with its filters and the message, so the value can be corrected in place.
         return _render(request, "console/decisions.html", {**ctx, "page": None, "error": error}, nav="decisions", status=400)
-    page = selectors.decisions_shown(fields=masking.sensitive_fields(), **form.search_kwargs(), before=before)
-    page.count, page.count_exact = selectors.decisions_count(**form.search_kwargs(), shown=page, before=before)
-    paging.pages_link(page, request, trail=trail, size=selectors.DECISION_LOG_PAGE, cursor_name="before")
+    page = decision_log.decisions_shown(fields=masking.sensitive_fields(), **form.search_kwargs(), before=before)
+    page.count, page.count_exact = decision_log.decisions_count(**form.search_kwargs(), shown=page, before=before)
+    paging.pages_link(page, request, trail=trail, size=decision_log.DECISION_LOG_PAGE, cursor_name="before")
     ctx.update({"page": page, "q": {k: form.cleaned_data.get(k) or "" for k in form.TEXT}})
     return _render(request, "console/decisions.html", ctx, nav="decisions", partial="rows" if request.htmx and before else None)
 

@@ -71,7 +71,7 @@ class LogJSONField(models.JSONField):
     does not parse it into a binary tree and a replay does not serialise it back (both were the
     largest single costs of the append and replay paths). Nothing filters on the log's payloads with
     jsonb-only operators (``?``, ``@>``); the few lookups that read a payload field use ``->>``, which
-    ``json`` has too (see ``console.selectors.decisions_search``). Elsewhere it is Django's JSONField.
+    ``json`` has too (see ``console.decision_log.decisions_search``). Elsewhere it is Django's JSONField.
     """
 
     def db_type(self, connection):

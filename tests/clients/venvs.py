@@ -4,7 +4,9 @@ and ``pydantic-ai`` (the framework adapters' extras).
 
 Each is built once per version of the client's sources, under ``var/client-venvs/<name>-<hash>``,
 and shared by every test (and by both passes of CI, which builds them up front with
-``python -m tests.clients.venvs``). ``RECKON_CLIENT_VENV_<NAME>`` points at a prebuilt one instead.
+``python -m tests.clients.venvs``, all at once, while the server's own environment installs: this
+module needs only the standard library). ``RECKON_CLIENT_VENV_<NAME>`` points at a prebuilt one
+instead.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,5 +53,8 @@ def client_python(name: str = "plain") -> Path:
 
 
 if __name__ == "__main__":
-    for n in sys.argv[1:] or EXTRAS:
-        print(f"{n}: {client_python(n)}")
+    # Each environment's install waits mostly on unpacking and the disk: built side by side.
+    names = sys.argv[1:] or list(EXTRAS)
+    with ThreadPoolExecutor(len(names)) as pool:
+        for n, python in zip(names, pool.map(client_python, names)):
+            print(f"{n}: {python}")

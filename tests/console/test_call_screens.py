@@ -247,7 +247,7 @@ def test_an_error_that_quotes_the_receivers_json_is_masked_on_the_approval_scree
 
 
 def test_the_decision_log_pages_newest_first_across_runs_without_gaps_or_repeats(manager):
-    from console.selectors import decision_cursor_parse, decisions_search
+    from console.decision_log import decision_cursor_parse, decisions_search
     from runs.leases import lease_acquire
     from runs.store import NewEvent, events_append
 

@@ -1,5 +1,5 @@
 """The decision log with a per-row filter is read range by range of its time index
-(``console.selectors._decisions_walk``); these tests make the ranges tiny, so that a page, its
+(``console.decision_log._decisions_walk``); these tests make the ranges tiny, so that a page, its
 "older" links and decisions sharing one time cross many range edges, and expect exactly the
 decisions the filter keeps, newest first, each once."""
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from console import selectors
+from console import decision_log
 from runs.leases import lease_acquire
 from runs.store import NewEvent, events_append
 
@@ -41,7 +41,7 @@ def _decisions(run_id: str, n: int) -> list[tuple[datetime, str, int, str]]:
 def _all_pages(**search) -> list[tuple[datetime, str, int]]:
     got, before = [], None
     while True:
-        page = selectors.decisions_search(**search, before=before, limit=4)
+        page = decision_log.decisions_search(**search, before=before, limit=4)
         got += [(e.ts, e.run_id, e.seq) for e in page.items]
         if page.next_cursor is None:
             return got
@@ -50,7 +50,7 @@ def _all_pages(**search) -> list[tuple[datetime, str, int]]:
 
 @pytest.mark.parametrize("first", [1, 2, 5])
 def test_a_filtered_log_read_in_tiny_ranges_holds_exactly_the_matching_decisions_newest_first(monkeypatch, first):
-    monkeypatch.setattr(selectors, "_WALK_FIRST", first)
+    monkeypatch.setattr(decision_log, "_WALK_FIRST", first)
     made = _decisions("walk-a", 40) + _decisions("walk-b", 20)
     newest_first = sorted(made, key=lambda d: (d[0], d[1], d[2]), reverse=True)
     alice = [(ts, r, s) for ts, r, s, by in newest_first if by == "alice.oncall"]
@@ -59,16 +59,16 @@ def test_a_filtered_log_read_in_tiny_ranges_holds_exactly_the_matching_decisions
     assert _all_pages(kind="automatic") == rules
     assert _all_pages(by="nobody-at-all") == []
     # One page of the newest alice decisions, as the screen asks for it.
-    page = selectors.decisions_search(by="alice")
-    assert [(e.ts, e.run_id, e.seq) for e in page.items] == alice[: selectors.DECISION_LOG_PAGE]
+    page = decision_log.decisions_search(by="alice")
+    assert [(e.ts, e.run_id, e.seq) for e in page.items] == alice[: decision_log.DECISION_LOG_PAGE]
     # Counted exactly below the cap; a first page that holds every match is its own count.
-    assert selectors.decisions_count(by="alice") == (len(alice), True)
-    assert selectors.decisions_count(by="nobody-at-all", shown=selectors.decisions_search(by="nobody-at-all")) == (0, True)
-    assert selectors.decisions_count(tool="post") == (None, False)
+    assert decision_log.decisions_count(by="alice") == (len(alice), True)
+    assert decision_log.decisions_count(by="nobody-at-all", shown=decision_log.decisions_search(by="nobody-at-all")) == (0, True)
+    assert decision_log.decisions_count(tool="post") == (None, False)
 
 
 def test_a_filtered_count_stops_at_its_cap(monkeypatch):
-    monkeypatch.setattr(selectors, "FILTERED_COUNT_CAP", 5)
+    monkeypatch.setattr(decision_log, "FILTERED_COUNT_CAP", 5)
     made = _decisions("walk-c", 30)
-    assert selectors.decisions_count(by="bob") == (5, False)
-    assert selectors.decisions_count() == (len(made), True)
+    assert decision_log.decisions_count(by="bob") == (5, False)
+    assert decision_log.decisions_count() == (len(made), True)

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from tests.access.seed import SECRET, seed_runs
-from tests.console.browser import CHROMIUM, shot, sign_in
+from tests.console.browser import CHROMIUM, shot
 
 pytestmark = [
     pytest.mark.browser,

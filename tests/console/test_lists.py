@@ -134,7 +134,7 @@ def test_the_access_record_with_nothing_to_show_says_so(compliance):
 
 
 def test_the_decision_log_is_newest_first_by_decision_time_and_reads_v1_decisions_in_words(manager, v1_runs):
-    from console.selectors import decisions_search
+    from console.decision_log import decisions_search
     from runs.models import Event
 
     items = decisions_search(limit=100).items
@@ -148,7 +148,7 @@ def test_the_decision_log_is_newest_first_by_decision_time_and_reads_v1_decision
 
 
 def test_the_decision_log_filters_people_by_any_part_of_the_name(manager, v1_runs):
-    from console.selectors import decisions_search
+    from console.decision_log import decisions_search
 
     everyone = [e for e in decisions_search(limit=100).items if e.payload.get("by")]
     assert everyone
