@@ -140,19 +140,25 @@ def body_digest(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
+def _identical(x: Any, y: Any) -> bool:
+    """``x == y`` with every dictionary's order compared too, at every depth, and types kept apart
+    (``1``, ``1.0`` and ``True`` are three values): what the body would hold for each is the same."""
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, dict):
+        return list(x) == list(y) and all(_identical(v, y[k]) for k, v in x.items())
+    if isinstance(x, (list, tuple)):
+        return len(x) == len(y) and all(_identical(v, w) for v, w in zip(x, y))
+    if dataclasses.is_dataclass(x):
+        return all(_identical(getattr(x, f.name), getattr(y, f.name)) for f in dataclasses.fields(x))
+    return x == y
+
+
 def state_diff(a: RunState, b: RunState) -> list[str]:
     """The RunState fields in which ``a`` and ``b`` differ, in declaration order ([] when equal).
 
-    Dictionaries compare with their order, because the fold's order (open calls in log order, keys in
-    completion order) is part of what a resumed run sees.
+    Dictionaries compare with their order, at every depth: the fold's order (open calls in log
+    order, keys in completion order) and the order of each value's own keys (a result's fields as
+    the receiver sent them, a call's arguments) are part of what a resumed run sees.
     """
-    out = []
-    for name in _STATE_FIELDS:
-        x, y = getattr(a, name), getattr(b, name)
-        if isinstance(x, dict) and isinstance(y, dict):
-            same = list(x.items()) == list(y.items())
-        else:
-            same = x == y and type(x) is type(y)
-        if not same:
-            out.append(name)
-    return out
+    return [name for name in _STATE_FIELDS if not _identical(getattr(a, name), getattr(b, name))]
