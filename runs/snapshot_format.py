@@ -140,19 +140,35 @@ def body_digest(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in (Message, OpenCall)}
+
+
+def _identical(x: Any, y: Any) -> bool:
+    """``x == y`` with every dictionary's order compared too, at every depth, and types kept apart
+    (``1``, ``1.0`` and ``True`` are three values): what the body would hold for each is the same.
+    Dispatched on the exact type, as most of a state is strings and numbers (a 20,000-event state
+    compares in about a tenth of a second)."""
+    t = type(x)
+    if t is not type(y):
+        return False
+    if t in _SCALARS:
+        return x == y
+    if t is dict:
+        return list(x) == list(y) and all(_identical(v, y[k]) for k, v in x.items())
+    if t is list or t is tuple:
+        return len(x) == len(y) and all(map(_identical, x, y))
+    names = _FIELD_NAMES.get(t)
+    if names is not None:
+        return all(_identical(getattr(x, n), getattr(y, n)) for n in names)
+    return x == y
+
+
 def state_diff(a: RunState, b: RunState) -> list[str]:
     """The RunState fields in which ``a`` and ``b`` differ, in declaration order ([] when equal).
 
-    Dictionaries compare with their order, because the fold's order (open calls in log order, keys in
-    completion order) is part of what a resumed run sees.
+    Dictionaries compare with their order, at every depth: the fold's order (open calls in log
+    order, keys in completion order) and the order of each value's own keys (a result's fields as
+    the receiver sent them, a call's arguments) are part of what a resumed run sees.
     """
-    out = []
-    for name in _STATE_FIELDS:
-        x, y = getattr(a, name), getattr(b, name)
-        if isinstance(x, dict) and isinstance(y, dict):
-            same = list(x.items()) == list(y.items())
-        else:
-            same = x == y and type(x) is type(y)
-        if not same:
-            out.append(name)
-    return out
+    return [name for name in _STATE_FIELDS if not _identical(getattr(a, name), getattr(b, name))]

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import io
 import json
+import sys
+import threading
 
 import pytest
 from django.core.management import call_command
+from django.db import OperationalError, connection, connections, transaction
 
 from access.models import AccessRecord
 from access.roles import roles_ensure
@@ -30,6 +33,68 @@ def _run(*args) -> str:
     call_command(*args, stdout=out)
     return out.getvalue()
 
+
+
+class RecordsAtFirstWrite(io.StringIO):
+    """Where a command prints: at its first write, it notes which runs the access record already
+    names (records after ``before``). A command that prints before it records is caught there."""
+
+    def __init__(self, before: int):
+        super().__init__()
+        self.before = before
+        self.recorded_at_first_write: list[str] | None = None
+
+    def write(self, text):
+        if self.recorded_at_first_write is None:
+            self.recorded_at_first_write = sorted(AccessRecord.objects.filter(id__gt=self.before).values_list("run_id", flat=True))
+        return super().write(text)
+
+
+def test_uncertain_and_replay_json_write_their_records_before_their_first_character(seeded, monkeypatch):
+    before = AccessRecord.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    out = RecordsAtFirstWrite(before)
+    call_command("uncertain", "--json", "--by", "dana.oncall", stdout=out)
+    assert SECRET in out.getvalue() and out.recorded_at_first_write == ["run-acme", "run-globex"]
+    before = AccessRecord.objects.order_by("-id").values_list("id", flat=True).first()
+    out = RecordsAtFirstWrite(before)
+    monkeypatch.setattr(sys, "stdout", out)  # replay prints the document straight to the process's stdout
+    call_command("replay", "run-acme", "--json", "--by", "dana.oncall")
+    monkeypatch.undo()
+    assert SECRET in out.getvalue() and out.recorded_at_first_write == ["run-acme"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", [("uncertain", "--json"), ("replay", "run-acme", "--json")], ids=["uncertain", "replay"])
+def test_a_command_whose_access_record_cannot_be_written_prints_nothing(seeded, monkeypatch, command):
+    """Another connection holds the access record's table locked against writes; this one gives up
+    waiting after a moment, as a write refused by the database would: the command fails, and not
+    one character of what it would have shown has been printed."""
+    locked, done = threading.Event(), threading.Event()
+
+    def hold():
+        try:
+            with transaction.atomic(), connection.cursor() as cur:
+                cur.execute("LOCK TABLE reckon_access_record IN EXCLUSIVE MODE")
+                locked.set()
+                done.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        with connection.cursor() as cur:
+            cur.execute("SET LOCAL lock_timeout = '300ms'")  # the test's transaction: gone with it
+        out = io.StringIO()
+        monkeypatch.setattr(sys, "stdout", out)
+        with pytest.raises(OperationalError, match="lock timeout"):
+            call_command(*command, stdout=out)
+        monkeypatch.undo()
+    finally:
+        done.set()
+        holder.join(30)
+    assert out.getvalue() == ""
 
 def test_uncertain_json_records_one_access_per_run_it_shows_before_printing(seeded, capsys):
     before = AccessRecord.objects.count()

@@ -110,6 +110,39 @@ def test_a_token_of_tenant_a_sees_nothing_of_tenant_b(tenant_a, tenant_b, agent)
     assert r.status_code == 403 and "globex" in r.json()["detail"]
 
 
+def test_a_run_that_touched_two_tenants_is_invisible_to_a_token_of_one(tenant_a, tenant_b, reader):
+    # One run, filed under acme, whose agent also started a call for globex: its log holds both
+    # tenants' data, so a token of acme alone (or globex alone) sees none of it: not the run, its
+    # events, its state, nor either of its calls (even the one filed under acme), and no list
+    # names it. A token of all tenants sees it all.
+    lease = lease_acquire(run_id="run-both", holder="agent")
+    starts = [
+        NewEvent("tool_call_started", {"call_id": c, "name": "post_correction", "arguments": {"tenant": t, "account": "C-771", "amount": 840}})
+        for c, t in (("c-acme", "acme"), ("c-globex", "globex"))
+    ]
+    events_append(run_id="run-both", epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": "run-both", "tenant": "acme"}), *starts])
+    lease_release(run_id="run-both", epoch=lease.epoch)
+    uncertain_calls_detect(run_id="run-both")
+    calls = {c.call_id: c for c in UncertainCall.objects.filter(run_id="run-both")}
+    assert sorted(calls) == ["c-acme", "c-globex"]
+    mine = _uncertain_call("run-acme-only", "acme")  # the token does see a run of its own tenant
+    for api, tenant in ((tenant_a, "acme"), (tenant_b, "globex")):
+        for path in ("/api/runs/run-both", "/api/runs/run-both/events", "/api/runs/run-both/state"):
+            assert api.get(path).status_code == 404, (tenant, path)
+        for call in calls.values():
+            assert api.get(f"/api/uncertain-calls/{call.pk}").status_code == 404, (tenant, call.call_id)
+            assert _decide(api, call).status_code == 404, (tenant, call.call_id)
+        assert api.post("/api/runs/run-both/lease", {"holder": tenant}).status_code == 404, tenant
+        assert "run-both" not in [r["run_id"] for r in api.get("/api/runs").json()["runs"]], tenant
+        assert "run-both" not in [r["run_id"] for r in api.get("/api/runs", tenant=tenant).json()["runs"]], tenant
+        assert "run-both" not in [c["run_id"] for c in api.get("/api/uncertain-calls").json()["calls"]], tenant
+    assert [r["run_id"] for r in tenant_a.get("/api/runs").json()["runs"]] == ["run-acme-only"]
+    assert [c["id"] for c in tenant_a.get("/api/uncertain-calls").json()["calls"]] == [mine.pk]
+    assert all(UncertainCall.objects.get(pk=c.pk).state == "open" for c in calls.values())
+    assert reader.get("/api/runs/run-both").status_code == 200
+    assert {c["id"] for c in reader.get("/api/uncertain-calls", tenant="acme").json()["calls"]} == {calls["c-acme"].pk, mine.pk}
+
+
 def test_a_console_user_decides_by_session_with_csrf(db):
     roles_ensure()
     from django.contrib.auth.models import Group

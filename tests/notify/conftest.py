@@ -33,7 +33,9 @@ SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 class Receiver:
     """``/hooks``: a webhook receiver that verifies every signature; ``/pd`` and ``/slack`` keep
-    what they are sent. ``script`` is a list of status codes answered in turn before 200."""
+    what they are sent. ``script`` is a list of status codes answered in turn before 200; while
+    ``hold`` is an unset event, every request is recorded and then left unanswered until it is set
+    (at most 10 s), so a test can keep a delivery in flight."""
 
     def __init__(self):
         self.by_id: dict[str, int] = {}
@@ -43,6 +45,7 @@ class Receiver:
         self.slack: list[dict] = []
         self.bad_signatures = 0
         self.script: list[int] = []
+        self.hold: threading.Event | None = None
         self.lock = threading.Lock()
         rec = self
 
@@ -73,6 +76,8 @@ class Receiver:
                         rec.pd.append(json.loads(data))
                     elif self.path == "/slack" and status == 200:
                         rec.slack.append(json.loads(data))
+                if rec.hold is not None:
+                    rec.hold.wait(10)
                 self.send_response(status)
                 self.send_header("Content-Length", "2")
                 self.end_headers()

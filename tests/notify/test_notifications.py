@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import email
 import json
+import threading
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connections, transaction
 
+from notify.delivery import notification_deliver
 from notify.models import DeliveryAttempt, Notification
 from recovery.decisions import call_claim, call_release, decision_record
 from recovery.models import UncertainCall
@@ -286,3 +288,69 @@ def test_a_late_live_completion_by_the_agent_sends_resolve_to_every_channel_that
     assert [(p["event_action"], p["dedup_key"]) for p in routes.pd] == [("trigger", f"reckon-call-{call.pk}"), ("resolve", f"reckon-call-{call.pk}")]
     assert len(routes.slack) == 2 and "resolved" in routes.slack[1]["text"]
     assert _mail_types(smtp) == ["escalated", "resolved"]
+
+
+def test_a_delivered_or_dead_notification_is_never_sent_again(routes, settings):
+    escalated("run-n-once")
+    assert deliver_all() == 2
+    hook = Notification.objects.get(channel="ops-webhook")
+    assert (hook.state, hook.attempts, routes.by_id) == ("delivered", 1, {hook.delivery_id: 1})
+    # A worker handed the row again (a duplicated task, beat's sweep racing the on-commit send)
+    # finds nothing to claim: the row is no longer pending, though it is due and nobody holds it.
+    later = now() + timedelta(hours=2)
+    assert notification_deliver(notification_id=hook.pk, now=later) is None
+    assert routes.by_id == {hook.delivery_id: 1} and len(routes.raw) == 1
+    # A dead letter stays dead: it is shown to people, not retried behind their back.
+    Notification.objects.filter(pk=hook.pk).update(state="dead")
+    assert notification_deliver(notification_id=hook.pk, now=later) is None
+    assert len(routes.raw) == 1
+    hook.refresh_from_db()
+    assert (hook.state, hook.attempts, hook.delivery_attempts.count()) == ("dead", 1, 1)
+
+
+def test_a_notification_another_worker_holds_is_not_claimed_until_its_lock_runs_out(routes, settings):
+    escalated("run-n-held")
+    hook = Notification.objects.get(channel="ops-webhook")
+    at = now()
+    # Another worker claimed it a moment ago and is still sending: its lock runs to at + lock.
+    Notification.objects.filter(pk=hook.pk).update(locked_until=at + timedelta(seconds=settings.RECKON_NOTIFY_LOCK_S))
+    assert notification_deliver(notification_id=hook.pk, now=at) is None
+    assert notification_deliver(notification_id=hook.pk, now=at + timedelta(seconds=settings.RECKON_NOTIFY_LOCK_S - 1)) is None
+    assert routes.raw == [] and Notification.objects.get(pk=hook.pk).attempts == 0
+    # A worker that died holding it leaves it to the next one once the lock has run out.
+    assert notification_deliver(notification_id=hook.pk, now=at + timedelta(seconds=settings.RECKON_NOTIFY_LOCK_S + 1)) is None
+    hook.refresh_from_db()
+    assert (hook.state, hook.attempts, routes.by_id) == ("delivered", 1, {hook.delivery_id: 1})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_handed_one_notification_at_once_send_it_once(routes, settings):
+    """Two workers, each on its own connection, released together by a barrier onto one row. The
+    receiver holds every request unanswered until a worker has returned, so the loser's claim is
+    made while the winner is still sending (pending, locked): it must see the lock and stand off."""
+    settings.RECKON_NOTIFY_DELIVER_ON_COMMIT = False  # the two workers below are the only senders
+    escalated("run-n-race")
+    hook = Notification.objects.get(channel="ops-webhook")
+    routes.hold = threading.Event()
+    barrier = threading.Barrier(2)
+    results, errors = [], []
+
+    def worker():
+        try:
+            barrier.wait(timeout=10)
+            results.append(notification_deliver(notification_id=hook.pk))
+        except Exception as exc:  # reported below, never swallowed
+            errors.append(exc)
+        finally:
+            routes.hold.set()  # a worker has its answer: the receiver may answer the other
+            connections.close_all()  # each thread has its own real connection
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == [] and results == [None, None]
+    hook.refresh_from_db()
+    assert (hook.state, hook.attempts, hook.delivery_attempts.count()) == ("delivered", 1, 1)
+    assert routes.by_id == {hook.delivery_id: 1} and len(routes.raw) == 1

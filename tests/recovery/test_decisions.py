@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from django.db import connection, connections
 
 from recovery.decisions import call_assign, call_claim, call_note, decision_record
 from recovery.errors import InvalidDecision, RunBusy, StaleDecision
@@ -128,3 +131,66 @@ def test_a_reason_over_the_limit_is_refused_naming_the_limit_not_cut(db):
     call = _uncertain_call("run-long-reason", "acme")
     with pytest.raises(InvalidDecision, match=f"at most {REASON_MAX} characters, got {REASON_MAX + 1}"):
         decision_record(pk=call.pk, decision="escalate", by="olivia.oncall", reason="r" * (REASON_MAX + 1), seen_version=call.version)
+
+
+def _paused_after_the_first_read(barrier: threading.Barrier, order: dict):
+    """A query hook (Django's public ``execute_wrapper``) for one submitting thread: its first read
+    of the call runs, then both threads meet at ``barrier`` (each has read the same version and so
+    passes the first check), and the second to leave waits until the first has finished its whole
+    decision before going on. That is the interleaving the re-check under the lease exists for."""
+    state = {"paused": False}
+
+    def hook(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not state["paused"] and "reckon_uncertain_call" in sql:
+            state["paused"] = True
+            barrier.wait(timeout=10)
+            with order["lock"]:
+                first = not order["taken"]
+                order["taken"] = True
+            if not first:
+                order["first_done"].wait(timeout=30)
+        return result
+
+    return hook
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("decision", ["escalate", "retry_same_key"])
+def test_two_people_submitting_the_same_decision_at_once_write_it_once(policies, decision):
+    ledger = policies
+    if decision == "escalate":
+        call = _escalated("run-d-race", ledger)
+    else:
+        (call,) = crashed_run("run-d-race", [("call_03", "post_correction", correction())])
+        ledger.modes[call.idempotency_key] = "unavailable"
+        call_reconcile(pk=call.pk)
+        call.refresh_from_db()
+        ledger.modes.pop(call.idempotency_key)
+    n = len(events_read(run_id="run-d-race"))
+    barrier = threading.Barrier(2)
+    order = {"lock": threading.Lock(), "taken": False, "first_done": threading.Event()}
+    results, errors = [], []
+
+    def submit(who):
+        try:
+            with connection.execute_wrapper(_paused_after_the_first_read(barrier, order)):
+                results.append(decision_record(pk=call.pk, decision=decision, by=who, reason="the desk has not answered", seen_version=call.version))
+        except Exception as exc:  # the loser's refusal is a result, never swallowed
+            errors.append(exc)
+        finally:
+            order["first_done"].set()
+            connections.close_all()  # each thread has its own real connection
+
+    threads = [threading.Thread(target=submit, args=(who,)) for who in (ONCALL, REVIEWER)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 1 and [type(e) for e in errors] == [StaleDecision], (results, errors)
+    written = [e.type for e in events_read(run_id="run-d-race")[n:]]
+    if decision == "escalate":
+        assert written == ["approval_decided", "approval_requested"]
+    else:
+        assert written.count("approval_decided") == 1 and written.count("tool_call_started") == 1
+        assert ledger.executes == {call.idempotency_key: 1} and ledger.effects == {call.idempotency_key: 1}

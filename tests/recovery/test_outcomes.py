@@ -109,6 +109,41 @@ def test_missing_evidence_keeps_the_call_uncertain_and_never_executes(policies, 
     assert ledger.effects == {call.idempotency_key: 1}
 
 
+
+def test_a_semantic_field_missing_from_the_receivers_record_is_a_conflict_not_a_match(policies):
+    # The agent sent no period (null); the ledger's record has no period at all. A field the
+    # receiver does not state is not confirmed: the two null-looking sides are not "equal".
+    ledger = policies
+    args = {**correction(), "period": None}
+    (call,) = crashed_run("run-field-missing", [("call_03", "post_correction", args)])
+    record = correction()
+    del record["period"]
+    ledger.seed(call.idempotency_key, record)
+
+    result = call_reconcile(pk=call.pk)
+
+    assert (result.action, result.outcome) == ("pause_escalate", "conflict")
+    call.refresh_from_db()
+    assert (call.state, call.escalation_reason) == (S.ESCALATED, "conflict")
+    assert ledger.executes == {} and call.idempotency_key not in run_state(run_id="run-field-missing").completed_calls
+    comparison = next(e for e in events_read(run_id="run-field-missing") if e.type == "reconciliation_attempted").payload["evidence"]["comparison"]
+    assert comparison["period"] == {"expected": None, "observed": None, "equal": False}
+    assert all(comparison[name]["equal"] for name in ("tenant", "account", "amount", "currency"))
+
+
+@pytest.mark.parametrize("body", [b'{"final": false}', b'{"final": null}', b'{"final": "true"}', b'{"final": 1}', b'{"final": [true]}'])
+def test_a_404_is_authoritative_only_when_final_is_true_not_merely_present(policies, body):
+    ledger = policies
+    (call,) = crashed_run("run-final", [("call_03", "post_correction", correction())])
+    ledger.canned[call.idempotency_key] = (404, "application/json", body)
+
+    result = call_reconcile(pk=call.pk)
+
+    assert (result.action, result.outcome) == ("backoff", "unavailable")
+    call.refresh_from_db()
+    assert call.state == S.RECONCILING and 'without {"final": true}' in call.last_error
+    assert ledger.executes == {} and ledger.effects == {}
+
 def test_a_tool_with_an_escalate_strategy_asks_a_person_on_absence(policies):
     ledger = policies
     args = {"tenant": "initech", "notice": "NTC-22", "recipient": "fca"}

@@ -120,6 +120,17 @@ def test_a_file_whose_prefix_differs_from_the_stored_run_is_rejected():
     assert Run.objects.get(run_id="run-x").last_seq == 3
 
 
+
+@pytest.mark.parametrize("n", [3, 5], ids=["same length", "longer"])
+def test_a_file_whose_prefix_differs_from_the_stored_run_only_in_a_time_is_rejected(n):
+    log_import("run-x.jsonl", good(n=3).encode())
+    rows = list(Event.objects.filter(run_id="run-x").order_by("seq").values_list("seq", "ts", "recorded_at"))
+    lines = good(n=n).splitlines(keepends=True)
+    lines[1] = lines[1].replace("2026-09-08T11:00:00Z", "2026-09-08T11:00:01Z")  # seq 2, one second later
+    result = log_import("run-x.jsonl", "".join(lines).encode())
+    assert result.outcome == "rejected" and "line 2: differs from the stored event seq 2 in ts" in result.reason
+    assert list(Event.objects.filter(run_id="run-x").order_by("seq").values_list("seq", "ts", "recorded_at")) == rows
+
 def test_a_run_held_by_a_live_writer_is_not_extended_by_an_import():
     log_import("run-x.jsonl", good(n=3).encode())
     lease_acquire(run_id="run-x", holder="agent-7", ttl_seconds=60)

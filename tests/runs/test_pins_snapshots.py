@@ -125,3 +125,86 @@ def test_it_never_lets_verify_snapshots_call_a_snapshot_equal_that_differs_in_an
     if (where, name) in {("state", "run_id"), ("state", "last_seq")}:
         return  # the snapshot's own identity checks refuse it first (a miss, then the full replay)
     assert result.outcome == "mismatch" and result.fields == [reported], result.line()
+
+
+# A log that leaves every dictionary of the state with two entries or more, and values that are
+# themselves objects of two keys or more: the order of both levels is what a resumed run sees (the
+# calls open in log order, the keys in completion order, a result's fields as the receiver sent them).
+ORDER_RUN = "run-pin-order"
+ORDER_LOG = [
+    ("run_started", {"run_id": ORDER_RUN}),
+    ("user_message", {"content": "reconcile Q3"}),
+    ("model_turn", {"text": "posting", "usage": {"input_tokens": 120, "output_tokens": 8}, "tool_calls": [{"id": "c1", "name": "post_correction", "arguments": {"n": 1, "account": "4020"}}]}),
+    ("tool_call_started", {"call_id": "c1", "name": "post_correction", "arguments": {"n": 1, "account": "4020"}, "idempotency_key": "K1"}),
+    ("tool_call_completed", {"call_id": "c1", "name": "post_correction", "content": {"id": "OP-1", "posted": "C-771"}, "is_error": False, "idempotency_key": "K1"}),
+    ("tool_call_started", {"call_id": "c5", "name": "post_correction", "arguments": {"n": 5}, "idempotency_key": "K5"}),
+    ("tool_call_completed", {"call_id": "c5", "name": "post_correction", "content": {"id": "OP-5", "posted": "C-775"}, "is_error": False, "idempotency_key": "K5"}),
+    ("memory_written", {"key": "ledger", "value": {"account": "4020", "period": "2026-Q3"}}),
+    ("memory_written", {"key": "desk", "value": "regulator"}),
+    ("tool_call_started", {"call_id": "c4", "name": "read_ledger", "arguments": {"n": 4}, "idempotency_key": "K4"}),
+    ("tool_call_resolved", {"idempotency_key": "K4", "disposition": "not_happened", "by": "dana.oncall"}),
+    ("tool_call_started", {"call_id": "c6", "name": "read_ledger", "arguments": {"n": 6}, "idempotency_key": "K6"}),
+    ("tool_call_resolved", {"idempotency_key": "K6", "disposition": "not_happened", "by": "dana.oncall"}),
+    ("tool_call_started", {"call_id": "c2", "name": "post_correction", "arguments": {"n": 2, "account": "4020"}, "idempotency_key": "K2"}),
+    ("tool_call_started", {"call_id": "c7", "name": "post_correction", "arguments": {"n": 7}, "idempotency_key": "K7"}),
+    ("approval_requested", {"call_id": "c3", "question": "file the exception ticket?"}),
+    ("approval_requested", {"call_id": "c8", "question": "tell the desk?"}),
+]
+
+
+def _reversed(d: dict) -> dict:
+    return dict(reversed(list(d.items())))
+
+
+def _reordered(base: RunState, where: str) -> RunState:
+    """``base`` with one dictionary's entries in another order, every key and value the same."""
+    st = copy.deepcopy(base)
+    if where == "completed_calls.K1":
+        st.completed_calls["K1"] = _reversed(st.completed_calls["K1"])
+    elif where == "memory.ledger":
+        st.memory["ledger"] = _reversed(st.memory["ledger"])
+    elif where == "open_calls.arguments":
+        seq, call = next((s, c) for s, c in st.open_calls.items() if c.call_id == "c2")
+        st.open_calls[seq] = dataclasses.replace(call, arguments=_reversed(call.arguments))
+    elif where == "messages.tool_calls.arguments":
+        i, m = next((i, m) for i, m in enumerate(st.messages) if m.tool_calls)
+        calls = [dict(c, arguments=_reversed(c["arguments"])) for c in m.tool_calls]
+        st.messages[i] = dataclasses.replace(m, tool_calls=calls)
+    else:
+        setattr(st, where, _reversed(getattr(st, where)))
+    return st
+
+
+ORDER_DICT_FIELDS = [f.name for f in dataclasses.fields(RunState) if isinstance(getattr(RunState(), f.name), dict)]
+ORDER_CASES = [(name, name) for name in ORDER_DICT_FIELDS] + [
+    ("completed_calls.K1", "completed_calls"),
+    ("memory.ledger", "memory"),
+    ("open_calls.arguments", "open_calls"),
+    ("messages.tool_calls.arguments", "messages"),
+]
+
+
+def test_the_order_log_gives_every_dictionary_of_the_state_two_entries():
+    st = fold([Event(i + 1, t, p, f"2026-09-08T11:{i:02d}:00Z") for i, (t, p) in enumerate(ORDER_LOG)])
+    assert set(ORDER_DICT_FIELDS) == {"usage", "completed_calls", "open_calls", "pending_approvals", "memory", "resolutions"}
+    for name in ORDER_DICT_FIELDS:
+        assert len(getattr(st, name)) >= 2, f"RunState.{name} has fewer than two entries after ORDER_LOG"
+    for where, _ in ORDER_CASES:
+        assert state_dumps(_reordered(st, where)) != state_dumps(st), where
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("where, reported", ORDER_CASES, ids=[w for w, _ in ORDER_CASES])
+def test_a_snapshot_whose_state_differs_only_in_the_order_of_a_dictionary_is_refused(where, reported):
+    lease = lease_acquire(run_id=ORDER_RUN, holder="worker-a", ttl_seconds=600)
+    events_append(run_id=ORDER_RUN, epoch=lease.epoch, expected_seq=0, events=[NewEvent(t, p) for t, p in ORDER_LOG])
+    truth = run_state(run_id=ORDER_RUN)
+    reordered = _reordered(truth, where)
+    assert getattr(reordered, reported) == getattr(truth, reported)  # equal as Python values: only the order differs
+    assert state_diff(truth, reordered) == [reported] and state_diff(reordered, truth) == [reported]
+
+    snap = snapshot_write(run_id=ORDER_RUN, state=truth)
+    body = state_dumps(reordered)
+    Snapshot.objects.filter(id=snap.id).update(body=body, digest=body_digest(body))
+    result = snapshot_verify(run_id=ORDER_RUN)
+    assert result.outcome == "mismatch" and result.fields == [reported], result.line()

@@ -144,6 +144,47 @@ def test_a_second_run_finished_is_refused():
     events_append(run_id="r1", epoch=lease.epoch, expected_seq=2, events=[NewEvent("operator_note", {"by": "dana", "text": "checked"})])
 
 
+
+def _finish(outcome="completed"):
+    return NewEvent("run_finished", {"outcome": outcome})
+
+
+def _unchanged(run_id, before):
+    run = Run.objects.get(run_id=run_id)
+    return stored(run_id) == before and (run.last_seq, run.finished_seq) == (len(before), None)
+
+
+@pytest.mark.parametrize("shape", ["alone", "in a batch"])
+def test_the_finishing_append_is_fenced_by_epoch_expected_seq_and_holder_and_writes_nothing_when_refused(shape):
+    """The append that ends a run takes its own statement (it also sets the run's terminal seq):
+    the fence of that statement, not only of the ordinary one, refuses a stale epoch, an expected
+    seq behind or ahead of the log, and a released lease, and nothing of the batch is written."""
+    lease = started("r1")
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg("a"), msg("b")])
+    before = stored("r1")
+
+    def finishing():
+        return [_finish()] if shape == "alone" else [msg("last words"), _finish()]
+
+    for expected in (1, 2, 4, 10):
+        with pytest.raises(SeqConflict) as exc:
+            events_append(run_id="r1", epoch=lease.epoch, expected_seq=expected, events=finishing())
+        assert exc.value.expected_seq == expected and exc.value.last_seq == 3
+        assert _unchanged("r1", before), expected
+    lease_release(run_id="r1", epoch=lease.epoch)
+    with pytest.raises(StaleEpoch) as exc:
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=3, events=finishing())
+    assert "was released" in str(exc.value)
+    assert _unchanged("r1", before)
+    newer = lease_acquire(run_id="r1", holder="worker-b", ttl_seconds=30)
+    with pytest.raises(StaleEpoch) as exc:
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=3, events=finishing())
+    assert exc.value.current_epoch == newer.epoch
+    assert _unchanged("r1", before)
+    # The current holder, at the log's last seq, finishes the run.
+    out = events_append(run_id="r1", epoch=newer.epoch, expected_seq=3, events=finishing())
+    assert Run.objects.get(run_id="r1").finished_seq == out[-1].seq == len(before) + len(out)
+
 def test_a_single_event_is_fenced_like_a_batch_at_any_seq():
     lease = started("r1")
     events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("run_finished", {"outcome": "completed"})])
