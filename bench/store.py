@@ -244,7 +244,7 @@ def _chain_us(batch: list[NewEvent]) -> float:
     canonical bytes (``runs.store_check.batch_canons``, as ``events_check`` frames them) and their
     links (``runs.verify.chain_links``), timed on their own."""
     checked = events_check("bench-chain", 1, batch, True, datetime.now(timezone.utc))
-    args = (1, checked.appended, checked.tss, checked.encoded, True, None)
+    args = (1, checked.appended, checked.tss, checked.encoded, True)
     start = genesis("bench-chain")
 
     def chain() -> None:

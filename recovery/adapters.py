@@ -168,6 +168,14 @@ def _connection(scheme: str, netloc: str, timeout: float, fresh: bool):
     return conn
 
 
+def connections_close() -> None:
+    """Close this thread's kept-alive connections to receivers: for a thread that ends (as it
+    closes its database connections), so that no socket is left to the garbage collector."""
+    for conn in getattr(_local, "pool", {}).values():
+        conn.close()
+    _local.pool = {}
+
+
 def _drop(scheme: str, netloc: str) -> None:
     conn = getattr(_local, "pool", {}).pop((scheme, netloc), None)
     if conn is not None:

@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
+from django.db import connections
 from reckon_client import HttpTransport, SeqConflict, open_run
 
 from access.tokens import token_create
@@ -88,10 +89,11 @@ def test_a_retried_append_whose_first_copy_landed_is_taken_as_acknowledged(serve
     run_id = "run-resend-ok"
     proxy = LosingProxy(server.url, b'"the answer to this is lost"')
     try:
-        run = open_run(run_id, transport=HttpTransport(f"{proxy.url}/api", token), holder="agent-a", renew=False)
-        ev = run.append("user_message", content="the answer to this is lost")
-        after = run.append("user_message", content="and the run goes on")
-        run.close(release=True)
+        with HttpTransport(f"{proxy.url}/api", token) as transport:
+            run = open_run(run_id, transport=transport, holder="agent-a", renew=False)
+            ev = run.append("user_message", content="the answer to this is lost")
+            after = run.append("user_message", content="and the run goes on")
+            run.close(release=True)
     finally:
         proxy.stop()
     assert proxy.lost == 1, "the proxy dropped the first answer"
@@ -104,8 +106,9 @@ def test_a_lost_answer_to_the_first_append_still_gives_the_client_the_runs_key_s
     run_id = "run-resend-start"
     proxy = LosingProxy(server.url, b'"run_started"')
     try:
-        run = open_run(run_id, transport=HttpTransport(f"{proxy.url}/api", token), holder="agent-a", renew=False)
-        run.close(release=True)
+        with HttpTransport(f"{proxy.url}/api", token) as transport:
+            run = open_run(run_id, transport=transport, holder="agent-a", renew=False)
+            run.close(release=True)
     finally:
         proxy.stop()
     assert proxy.lost == 1
@@ -121,14 +124,18 @@ def test_a_different_event_at_that_seq_stays_a_conflict(server, token):
 
     def someone_else_takes_the_seq():
         # The request never reached the server; the same epoch's other writer appended at seq 2.
-        events_append(run_id=run_id, epoch=holder["run"].epoch, expected_seq=1, events=[NewEvent("user_message", {"content": "not the client's"})])
+        try:
+            events_append(run_id=run_id, epoch=holder["run"].epoch, expected_seq=1, events=[NewEvent("user_message", {"content": "not the client's"})])
+        finally:
+            connections.close_all()  # the proxy's handler thread's own database connection
 
     proxy = LosingProxy(server.url, b'"mine"', forward=False, before_drop=someone_else_takes_the_seq)
     try:
-        run = holder["run"] = open_run(run_id, transport=HttpTransport(f"{proxy.url}/api", token), holder="agent-a", renew=False)
-        with pytest.raises(SeqConflict):
-            run.append("user_message", content="mine")
-        run.close(release=True)
+        with HttpTransport(f"{proxy.url}/api", token) as transport:
+            run = holder["run"] = open_run(run_id, transport=transport, holder="agent-a", renew=False)
+            with pytest.raises(SeqConflict):
+                run.append("user_message", content="mine")
+            run.close(release=True)
     finally:
         proxy.stop()
     assert [e.payload.get("content") for e in events_read(run_id=run_id)] == [None, "not the client's"]
@@ -143,4 +150,5 @@ def test_without_a_resend_a_seq_conflict_is_not_read_back(server, token):
     with pytest.raises(SeqConflict):
         transport.append(run_id, run.epoch, 1, [{"type": "user_message", "payload": {"content": "one"}}])
     run.close(release=True)
+    transport.close()
     assert json.dumps([e.payload.get("content") for e in events_read(run_id=run_id)]) == '[null, "one"]'

@@ -7,6 +7,7 @@ import threading
 import pytest
 from django.db import connections
 
+from recovery import adapters
 from recovery.reconcile import call_reconcile
 from runs.store import events_read
 from tests.recovery.conftest import correction, crashed_run
@@ -29,6 +30,7 @@ def test_two_workers_released_together_on_one_call_produce_one_set_of_events(pol
             errors.append(exc)
         finally:
             connections.close_all()  # each thread has its own real connection
+            adapters.connections_close()  # and its own kept-alive connection to the ledger
 
     threads = [threading.Thread(target=worker) for _ in range(2)]
     for t in threads:

@@ -11,6 +11,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connections
 
 from runs.importer import paths_import
 from runs.models import Run
@@ -31,6 +32,8 @@ def import_runs(*paths, timeout: float = 30) -> tuple[int, str, str]:
             done["code"] = 0
         except SystemExit as exc:
             done["code"] = exc.code
+        finally:
+            connections.close_all()  # the thread's own database connection
 
     t = threading.Thread(target=run, daemon=True)
     t.start()

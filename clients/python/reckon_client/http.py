@@ -72,6 +72,8 @@ class HttpTransport:
         self.prefix = parts.path.rstrip("/")
         self.token, self.timeout = token, timeout
         self._local = threading.local()
+        self._opened: set[http.client.HTTPConnection] = set()  # every thread's connection, for ``close``
+        self._opened_lock = threading.Lock()
         self._leases: dict[str, float] = {}  # run id -> monotonic time its lease expires, as last heard
 
     # --- the wire ---------------------------------------------------------------------------
@@ -81,7 +83,16 @@ class HttpTransport:
         if conn is None:
             cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
             conn = self._local.conn = cls(self.host, self.port, timeout=self.timeout)
+        if conn.sock is None:  # it connects on this request (again, after ``close``): kept for ``close``
+            with self._opened_lock:
+                self._opened.add(conn)
         return conn
+
+    def _forget(self, conn: http.client.HTTPConnection) -> None:
+        conn.close()
+        self._local.conn = None
+        with self._opened_lock:
+            self._opened.discard(conn)
 
     def _send(self, method: str, path: str, data: bytes | None, headers: dict) -> tuple[int, bytes]:
         for attempt in (1, 2):
@@ -93,14 +104,12 @@ class HttpTransport:
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 # A keep-alive connection the server closed while idle: retry once on a fresh one.
                 # (Or one dropped after the server got the request: the caller learns it was resent.)
-                conn.close()
-                self._local.conn = None
+                self._forget(conn)
                 if attempt == 2:
                     raise
                 self._local.resent = True
             except (OSError, http.client.HTTPException):
-                conn.close()
-                self._local.conn = None
+                self._forget(conn)
                 raise
         raise AssertionError("unreachable")
 
@@ -272,7 +281,20 @@ class HttpTransport:
             after = doc["next_after"]
 
     def close_thread(self) -> None:
+        """Close the calling thread's connection (a thread that is done with the transport)."""
         conn = getattr(self._local, "conn", None)
         if conn is not None:
+            self._forget(conn)
+
+    def close(self) -> None:
+        """Close every connection this transport opened, in any thread; it opens new ones if used again."""
+        with self._opened_lock:
+            opened, self._opened = self._opened, set()
+        for conn in opened:
             conn.close()
-            self._local.conn = None
+
+    def __enter__(self) -> "HttpTransport":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
