@@ -1,4 +1,5 @@
 import re
+from html import unescape
 
 import pytest
 
@@ -43,7 +44,16 @@ def test_a_decision_without_a_choice_says_which_choice_is_missing(oncall, confli
 def test_a_retry_must_be_confirmed_in_words(oncall, conflict_call):
     resp = decide(client_for(oncall), conflict_call, decision="retry_same_key", reason="ledger says no")
     assert resp.status_code == 400
-    assert "happen twice" in resp.content.decode()
+    assert "Tick the box under the retry" in resp.content.decode()
+
+
+def test_the_retry_box_for_a_conflict_says_what_the_retry_sentence_says(oncall, conflict_call):
+    page = unescape(client_for(oncall).get(f"/calls/{conflict_call.pk}/").content.decode())
+    sentence = re.search(r'<p class="consequence [a-z]+" id="cons-retry">(.*?)</p>', page, re.S).group(1)
+    box = re.search(r'<label class="choice" for="id_confirm_twice">(.*?)</label>', page, re.S).group(1)
+    assert "most likely" in sentence and "twice" not in sentence, sentence  # a conflict whose key the receiver keeps
+    quoted = box.removeprefix("I have read what a retry does here: ").rstrip(".")
+    assert quoted != box and quoted in sentence and "twice" not in box, (box, sentence)
 
 
 def test_an_on_call_decision_becomes_an_event_with_the_deciding_user(oncall, conflict_call):
