@@ -368,3 +368,14 @@ def test_after_deciding_the_page_repeats_the_reason_and_evidence_and_offers_the_
     page = client.post(f"/calls/{conflict_call.pk}/decide/", data, follow=True).content.decode()
     assert "with your reason “seen in the ledger”. Evidence: LEDGER-TKT-9001." in page
     assert 'id="next-call"' in page and f'href="/calls/{conflict_call.pk}/" id="next-call"' not in page
+
+
+def test_after_deciding_the_page_says_whether_the_run_goes_on(oncall, conflict_call):
+    client = client_for(oncall)
+    # Escalated again: the run still waits on the call.
+    page = unescape(client.post(f"/calls/{conflict_call.pk}/decide/", {"seen_version": conflict_call.version, "decision": "escalate", "reason": "ledger team to check"}, follow=True).content.decode())
+    assert "Run run-conflict still waits on this call." in page
+    conflict_call.refresh_from_db()
+    # Settled, and the run (whose agent went away) has nothing else in doubt: it resumes when reopened.
+    page = unescape(client.post(f"/calls/{conflict_call.pk}/decide/", {"seen_version": conflict_call.version, "decision": "not_happened", "reason": "ledger team reversed it"}, follow=True).content.decode())
+    assert "Nothing in run run-conflict is in doubt any more: the run is stopped and resumes when its agent opens it again" in page
