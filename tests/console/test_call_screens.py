@@ -379,3 +379,14 @@ def test_after_deciding_the_page_says_whether_the_run_goes_on(oncall, conflict_c
     # Settled, and the run (whose agent went away) has nothing else in doubt: it resumes when reopened.
     page = unescape(client.post(f"/calls/{conflict_call.pk}/decide/", {"seen_version": conflict_call.version, "decision": "not_happened", "reason": "ledger team reversed it"}, follow=True).content.decode())
     assert "Nothing in run run-conflict is in doubt any more: the run is stopped and resumes when its agent opens it again" in page
+
+
+def test_the_overviews_needs_attention_now_names_who_holds_each_call_and_its_totals_say_their_period(manager, oncall, conflict_call):
+    assert client_for(oncall).post(f"/calls/{conflict_call.pk}/claim/", {"seen_version": conflict_call.version}).status_code == 302
+    body = client_for(manager).get("/overview/").content.decode()
+    table = body.split('id="overdue-h"')[1].split("</table>")[0]
+    assert '<th scope="col">Who is on it</th>' in table and '<td data-label="Who is on it">olivia.oncall</td>' in table
+    assert '<h2 id="totals-h" class="flush">Right now</h2>' in body
+    assert "count every call recorded (all time)" in body.split('id="risk-period"')[1].split("</p>")[0]
+    head = body.split('id="risk-h"')[1].split("<thead>")[1].split("</thead>")[0]
+    assert head.count("(all time)") == 3 and head.count("(now)") == 3
