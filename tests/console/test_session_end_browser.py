@@ -46,6 +46,7 @@ def test_a_decision_sent_after_the_session_ended_says_nothing_was_recorded_and_c
     page.wait_for_selector("#nothing-recorded")
     assert "Nothing was recorded — your session ended; sign in again." in page.inner_text("#nothing-recorded")
     assert _decisions(conflict_call) == before
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
     snap(page, f"session-ended-{width}")
     page.fill("#id_username", "olivia.oncall")
     page.fill("#id_password", PASSWORD)
