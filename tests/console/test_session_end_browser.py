@@ -54,6 +54,8 @@ def test_a_decision_sent_after_the_session_ended_says_nothing_was_recorded_and_c
     page.wait_for_url(f"{live_server.url}/calls/{conflict_call.pk}/")  # the call's screen, not /decide/ and no 405
     assert page.is_visible("#draft-restored")
     assert page.input_value("#id_reason") == REASON and page.is_checked("#choice-escalate")
+    # The reason's counter counts what was put back (the limit the server checks is beside it).
+    assert page.inner_text("#reason-count") == f"reason: {len(REASON)} of 2,000 characters"
     snap(page, f"session-ended-restored-{width}")
     page.click("#decide-submit")
     page.wait_for_selector(".messages .success")
