@@ -40,7 +40,7 @@ def test_a_signed_in_decision_with_a_stale_token_says_nothing_was_recorded(oncal
 
 
 def test_an_htmx_poll_after_the_session_ended_swaps_nothing_and_stops(oncall, conflict_call):
-    for url in ("/queue/?tenant=acme", "/nav/open-count/"):
+    for url in ("/queue/?tenant=acme", "/nav/open-count/", "/overview/"):
         resp = Client().get(url, headers={"HX-Request": "true", "HX-Current-URL": "http://testserver/queue/"})
         assert resp.status_code == 286 and resp.content == b"", url
         assert resp["HX-Reswap"] == "none" and resp["HX-Trigger"] == "reckon:signed-out"
