@@ -82,7 +82,8 @@ class DecisionForm(forms.Form):
     assignee = forms.CharField(max_length=150, required=False, label="Escalate to (user name, optional)")
     confirm_twice = forms.BooleanField(
         required=False,
-        label="I have read what a retry does here, and that it may make the effect happen twice.",
+        # The screen draws the box with its call's own words (recovery.consequences, ``confirm``).
+        label="I have read what a retry does here.",
     )
 
     def clean_reason(self):
@@ -96,7 +97,7 @@ class DecisionForm(forms.Form):
         if d.get("decision") == "happened" and not (d.get("evidence_ref") or "").strip():
             self.add_error("evidence_ref", "“It happened” needs a reference to the evidence you saw.")
         if d.get("decision") == "retry_same_key" and not d.get("confirm_twice"):
-            self.add_error("confirm_twice", "Confirm that you understand a retry can make the effect happen twice.")
+            self.add_error("confirm_twice", "Tick the box under the retry: it confirms that you have read what a retry does here.")
         return d
 
 

@@ -26,8 +26,11 @@ HTMX_STOP_POLLING = 286
 
 
 def resume_path(request) -> str:
-    """The screen to return to after signing in: a call's screen for anything posted about that
-    call, else the same-site page the request came from, else the console's home."""
+    """The screen to return to after signing in: the screen a posted form belongs to (a call's for
+    anything about that call, a run's, the queue with its filters for a bulk action, the notification
+    configuration), else the same-site page the request came from, else the console's home. Never
+    a POST-only address: the page a form came from may itself have been the answer to a POST (a
+    bulk preview, an evidence form answered with an error), which a browser cannot open again."""
     try:
         match = resolve(request.path_info)
     except Resolver404:
@@ -37,6 +40,13 @@ def resume_path(request) -> str:
             return reverse("console:call", args=[match.kwargs["pk"]])
         if request.method == "GET" and not request.htmx:
             return request.get_full_path()
+        if match.url_name == "queue_bulk":
+            filters = request.POST.get("filters", "")
+            return reverse("console:queue") + (f"?{filters}" if filters else "")
+        if "run_id" in match.kwargs:
+            return reverse("console:run", args=[match.kwargs["run_id"]])
+        if match.url_name.startswith("notification_"):
+            return reverse("console:notification_config")
     here = request.headers.get("HX-Current-URL") or request.headers.get("Referer") or ""
     if here and url_has_allowed_host_and_scheme(here, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
         parts = urlsplit(here)

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET, require_POST
@@ -26,8 +27,9 @@ from notify import selectors as notify_selectors
 from recovery import decisions as actions
 from recovery import masking
 from recovery.errors import CallNotFound, NotDecidable, RecoveryError, RunBusy, StaleDecision
-from recovery.models import Decision
+from recovery.models import Decision, UncertainCall
 from recovery.selectors import uncertain_calls_filter
+from runs.models import Run
 
 
 # --- one call: the approval screen ------------------------------------------------------------
@@ -125,7 +127,24 @@ def _recorded_words(d: dict, row) -> SafeString:
     nxt = next((c for c in uncertain_calls_filter(limit=2).items if c.pk != row.pk), None)
     go = format_html(' <a href="{}" id="next-call">Next call in the queue: {} {}</a>.', reverse("console:call", args=[nxt.pk]), nxt.tool, nxt.call_id) if nxt else format_html(' <a href="{}">The queue</a> has no other call in doubt.', reverse("console:queue"))
     state = f"{row.state}{' (' + row.disposition + ')' if row.disposition else ''}"
-    return format_html("Recorded: {}, with your reason “{}”.{} The call is now {}.{}", Decision(d["decision"]).label, d["reason"], evidence, state, go)
+    return format_html("Recorded: {}, with your reason “{}”.{} The call is now {}. {}{}", Decision(d["decision"]).label, d["reason"], evidence, state, _run_words(row), go)
+
+
+def _run_words(row) -> str:
+    """Whether the call's run goes on after this decision: finished, still waiting on this call or
+    on others, or free of doubt (running on, or resuming when its agent opens it again)."""
+    run = Run.objects.get(run_id=row.run_id)
+    status = selectors.run_status(run, now=timezone.now())
+    if status == "finished":
+        return f"Run {run.run_id} had already finished: nothing resumes."
+    if row.state != UncertainCall.State.RESOLVED:
+        return f"Run {run.run_id} still waits on this call."
+    others = selectors.runs_open_calls([run.run_id])[run.run_id]["open"]
+    if others:
+        return f"Run {run.run_id} still has {others} other call{'s' if others > 1 else ''} in doubt."
+    if status == "running":
+        return f"Nothing in run {run.run_id} is in doubt any more: its agent holds the run and goes on."
+    return f"Nothing in run {run.run_id} is in doubt any more: the run is stopped and resumes when its agent opens it again, with this decision in its state."
 
 
 def _form_token_spend(token: str, *, pk: int, user) -> bool:

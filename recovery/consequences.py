@@ -50,6 +50,14 @@ class CallFacts:
 class Consequence:
     text: str
     level: str
+    # The box a person must tick before this choice is sent (a retry's), in the same terms as
+    # ``text``: "twice" exactly where the sentence warns of a second run (level danger).
+    confirm: str = ""
+
+
+_READ = "I have read what a retry does here"
+TWICE = f"{_READ}, and that it may make the effect happen twice."
+SAME_KEY = f"{_READ}: it runs the call again under the same key, which the receiver still keeps."
 
 
 @dataclass(frozen=True)
@@ -143,20 +151,21 @@ def _retry(f: CallFacts) -> Consequence:
         return Consequence(f"Not available: {f.tool} has no retry hook, so Reckon cannot run it again. Choose “did not happen” and redo it by hand if it is still needed.", UNAVAILABLE)
     state, key_words = _key_state(f)
     if f.possible_duplicate:
-        return Consequence(f"The same action already completed elsewhere in this run; retrying may run {what} once more. {key_words[0].upper() + key_words[1:]}.", DANGER)
+        return Consequence(f"The same action already completed elsewhere in this run; retrying may run {what} once more. {key_words[0].upper() + key_words[1:]}.", DANGER, TWICE)
     if f.last_outcome == "conflict":
         if state == "open":
-            return Consequence(f"The receiver already holds a different operation under this key, and {key_words}: a retry with the same key will most likely get that operation back (or be refused), not run {what}.", CAUTION)
-        return Consequence(f"The receiver already holds a different operation under this key, and {key_words}: retrying may run {what} as a second, separate operation.", DANGER)
+            back = "a retry with the same key will most likely get the receiver's different operation back (or be refused)"
+            return Consequence(f"The receiver already holds a different operation under this key, and {key_words}: {back}, not run {what}.", CAUTION, f"{_READ}: {back}.")
+        return Consequence(f"The receiver already holds a different operation under this key, and {key_words}: retrying may run {what} as a second, separate operation.", DANGER, TWICE)
     if state == "closed":
         if f.last_outcome == "absent":
-            return Consequence(f"The receiver reported no such operation, but it forgot this key on {day(f.retry_window_closes_at)}: if the original is still being applied, retrying may run {what} a second time.", DANGER)
-        return Consequence(f"The receiver forgot this key on {day(f.retry_window_closes_at)}: if the original took effect, retrying may run {what} a second time.", DANGER)
+            return Consequence(f"The receiver reported no such operation, but it forgot this key on {day(f.retry_window_closes_at)}: if the original is still being applied, retrying may run {what} a second time.", DANGER, TWICE)
+        return Consequence(f"The receiver forgot this key on {day(f.retry_window_closes_at)}: if the original took effect, retrying may run {what} a second time.", DANGER, TWICE)
     if state == "open":
         if f.last_outcome == "absent":
-            return Consequence(f"Runs {what} again with the same key; the receiver reported no such operation, and {key_words}, so the original cannot also take effect.", CAUTION)
-        return Consequence(f"Runs {what} again with the same key; {key_words}, so if the original took effect the receiver returns it instead of doing it twice.", CAUTION)
-    return Consequence(f"Runs {what} again. {key_words}: if the original took effect, retrying may do it a second time.", DANGER)
+            return Consequence(f"Runs {what} again with the same key; the receiver reported no such operation, and {key_words}, so the original cannot also take effect.", CAUTION, SAME_KEY)
+        return Consequence(f"Runs {what} again with the same key; {key_words}, so if the original took effect the receiver returns it instead of doing it twice.", CAUTION, SAME_KEY)
+    return Consequence(f"Runs {what} again. {key_words}: if the original took effect, retrying may do it a second time.", DANGER, TWICE)
 
 
 def _happened(f: CallFacts) -> Consequence:

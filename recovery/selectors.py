@@ -336,7 +336,7 @@ def queue_figures_by_risk(*, now: datetime | None = None, overdue_limit: int | N
     listed = overdue.order_by("deadline", "id")
     if overdue_limit is not None:
         listed = listed.annotate(rank=Window(RowNumber(), partition_by=[F("risk_class")], order_by=[F("deadline").asc(), F("id").asc()])).filter(rank__lte=overdue_limit)
-    for row in listed.values("id", "run_id", "call_id", "tool", "idempotency_key", "deadline", "risk_class", "state"):
+    for row in listed.values("id", "run_id", "call_id", "tool", "idempotency_key", "deadline", "risk_class", "state", "claimed_by_name"):
         out[row["risk_class"]]["overdue"].append(
             {
                 "pk": row["id"],
@@ -345,6 +345,7 @@ def queue_figures_by_risk(*, now: datetime | None = None, overdue_limit: int | N
                 "tool": row["tool"],
                 "idempotency_key": row["idempotency_key"],
                 "state": row["state"],
+                "claimed_by_name": row["claimed_by_name"],
                 "deadline": row["deadline"],
                 "overdue_s": round((now - row["deadline"]).total_seconds(), 1),
             }

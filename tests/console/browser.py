@@ -18,9 +18,10 @@ def shot(page, name: str) -> Path:
     return path
 
 
-def sign_in(page, live_server, username: str):
-    page.goto(f"{live_server.url}/login/")
+def sign_in(page, live_server, username: str, next_url: str = "/queue/"):
+    """Through the real form, landing on ``next_url`` (the queue: where an on-call person lands)."""
+    page.goto(f"{live_server.url}/login/?next={next_url}")
     page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
     page.click("button:has-text('Sign in')")
-    page.wait_for_url(f"{live_server.url}/queue/")
+    page.wait_for_url(f"{live_server.url}{next_url}")

@@ -1,4 +1,5 @@
 import re
+from html import unescape
 
 import pytest
 
@@ -43,7 +44,16 @@ def test_a_decision_without_a_choice_says_which_choice_is_missing(oncall, confli
 def test_a_retry_must_be_confirmed_in_words(oncall, conflict_call):
     resp = decide(client_for(oncall), conflict_call, decision="retry_same_key", reason="ledger says no")
     assert resp.status_code == 400
-    assert "happen twice" in resp.content.decode()
+    assert "Tick the box under the retry" in resp.content.decode()
+
+
+def test_the_retry_box_for_a_conflict_says_what_the_retry_sentence_says(oncall, conflict_call):
+    page = unescape(client_for(oncall).get(f"/calls/{conflict_call.pk}/").content.decode())
+    sentence = re.search(r'<p class="consequence [a-z]+" id="cons-retry">(.*?)</p>', page, re.S).group(1)
+    box = re.search(r'<label class="choice" for="id_confirm_twice">(.*?)</label>', page, re.S).group(1)
+    assert "most likely" in sentence and "twice" not in sentence, sentence  # a conflict whose key the receiver keeps
+    quoted = box.removeprefix("I have read what a retry does here: ").rstrip(".")
+    assert quoted != box and quoted in sentence and "twice" not in box, (box, sentence)
 
 
 def test_an_on_call_decision_becomes_an_event_with_the_deciding_user(oncall, conflict_call):
@@ -358,3 +368,25 @@ def test_after_deciding_the_page_repeats_the_reason_and_evidence_and_offers_the_
     page = client.post(f"/calls/{conflict_call.pk}/decide/", data, follow=True).content.decode()
     assert "with your reason “seen in the ledger”. Evidence: LEDGER-TKT-9001." in page
     assert 'id="next-call"' in page and f'href="/calls/{conflict_call.pk}/" id="next-call"' not in page
+
+
+def test_after_deciding_the_page_says_whether_the_run_goes_on(oncall, conflict_call):
+    client = client_for(oncall)
+    # Escalated again: the run still waits on the call.
+    page = unescape(client.post(f"/calls/{conflict_call.pk}/decide/", {"seen_version": conflict_call.version, "decision": "escalate", "reason": "ledger team to check"}, follow=True).content.decode())
+    assert "Run run-conflict still waits on this call." in page
+    conflict_call.refresh_from_db()
+    # Settled, and the run (whose agent went away) has nothing else in doubt: it resumes when reopened.
+    page = unescape(client.post(f"/calls/{conflict_call.pk}/decide/", {"seen_version": conflict_call.version, "decision": "not_happened", "reason": "ledger team reversed it"}, follow=True).content.decode())
+    assert "Nothing in run run-conflict is in doubt any more: the run is stopped and resumes when its agent opens it again" in page
+
+
+def test_the_overviews_needs_attention_now_names_who_holds_each_call_and_its_totals_say_their_period(manager, oncall, conflict_call):
+    assert client_for(oncall).post(f"/calls/{conflict_call.pk}/claim/", {"seen_version": conflict_call.version}).status_code == 302
+    body = client_for(manager).get("/overview/").content.decode()
+    table = body.split('id="overdue-h"')[1].split("</table>")[0]
+    assert '<th scope="col">Who is on it</th>' in table and '<td data-label="Who is on it">olivia.oncall</td>' in table
+    assert '<h2 id="totals-h" class="flush">Right now</h2>' in body
+    assert "count every call recorded (all time)" in body.split('id="risk-period"')[1].split("</p>")[0]
+    head = body.split('id="risk-h"')[1].split("<thead>")[1].split("</thead>")[0]
+    assert head.count("(all time)") == 3 and head.count("(now)") == 3

@@ -49,7 +49,7 @@ def test_the_overview_tables_keep_their_words_whole_at_390_px(live_server, page,
         "sel => [...document.querySelector(sel).querySelectorAll('td')].map(td => getComputedStyle(td, '::before').content)",
         "#overdue-h ~ .table-wrap tbody tr",
     )
-    assert labels == ['"Call: "', '"Tool: "', '"Run: "', '"State: "', '"Deadline: "', '"Past deadline by: "'], labels
+    assert labels == ['"Call: "', '"Tool: "', '"Run: "', '"State: "', '"Who is on it: "', '"Deadline: "', '"Past deadline by: "'], labels
     labels = page.evaluate(
         "sel => [...document.querySelector(sel).querySelectorAll('td')].map(td => getComputedStyle(td, '::before').content)",
         "#risk-h ~ .table-wrap tbody tr",

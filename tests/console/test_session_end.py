@@ -40,7 +40,7 @@ def test_a_signed_in_decision_with_a_stale_token_says_nothing_was_recorded(oncal
 
 
 def test_an_htmx_poll_after_the_session_ended_swaps_nothing_and_stops(oncall, conflict_call):
-    for url in ("/queue/?tenant=acme", "/nav/open-count/"):
+    for url in ("/queue/?tenant=acme", "/nav/open-count/", "/overview/"):
         resp = Client().get(url, headers={"HX-Request": "true", "HX-Current-URL": "http://testserver/queue/"})
         assert resp.status_code == 286 and resp.content == b"", url
         assert resp["HX-Reswap"] == "none" and resp["HX-Trigger"] == "reckon:signed-out"
@@ -67,3 +67,18 @@ def test_the_same_decision_form_sent_twice_writes_one_escalation(oncall, conflic
     # A fresh page has a fresh token: a new decision is still possible.
     fresh = client.get(f"/calls/{call.pk}/").content.decode().split('name="form_token" value="')[1].split('"')[0]
     assert fresh != token
+
+
+def test_a_form_posted_from_a_page_that_answered_a_post_signs_in_back_to_its_screen_not_the_post_address(oncall, conflict_call):
+    # The bulk preview and the evidence form's error page are answers to a POST: their address
+    # (the Referer of the next send) cannot be opened again, so sign-in returns to the screen.
+    cases = [
+        ("/queue/bulk/", {"filters": "tenant=acme", "action": "claim", "scope": "selected", "ids": [conflict_call.pk], "step": "apply"}, "/queue/?tenant=acme"),
+        (f"/runs/{conflict_call.run_id}/evidence.zip", {"unmasked": "1"}, f"/runs/{conflict_call.run_id}/"),
+    ]
+    for url, data, screen in cases:
+        resp = Client().post(url, data, headers={"Referer": f"http://testserver{url}"})
+        assert resp.status_code == 403 and "Nothing was recorded" in resp.content.decode(), url
+        assert f'name="next" value="{screen}"' in resp.content.decode(), (url, resp.content.decode().split('name="next"')[1][:60])
+        signed = client_for(oncall).get(screen)
+        assert signed.status_code == 200, screen

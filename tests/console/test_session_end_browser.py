@@ -2,34 +2,28 @@
 a phone, and text that tries to read as something else (docs/console.md, "When the session ends")."""
 
 import os
-from pathlib import Path
 
 import pytest
 
 from runs.models import Event
+from tests.console import browser
 from tests.console.conftest import PASSWORD
-from tests.console.browser import CHROMIUM
+from tests.console.browser import CHROMIUM, shot
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
 ]
 
-SHOTS = Path(os.environ.get("RECKON_SHOTS", "/tmp/console-shots"))
 REASON = "Ledger team is checking C-801 against the bank statement"
 
 
 def snap(page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    shot(page, f"when-wrong-{name}")
 
 
 def sign_in(page, live_server, next_url: str = "/queue/"):
-    page.goto(f"{live_server.url}/login/?next={next_url}")
-    page.fill("#id_username", "olivia.oncall")
-    page.fill("#id_password", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(f"{live_server.url}{next_url}")
+    browser.sign_in(page, live_server, "olivia.oncall", next_url)
 
 
 def _fill_escalation(page):
@@ -52,6 +46,7 @@ def test_a_decision_sent_after_the_session_ended_says_nothing_was_recorded_and_c
     page.wait_for_selector("#nothing-recorded")
     assert "Nothing was recorded — your session ended; sign in again." in page.inner_text("#nothing-recorded")
     assert _decisions(conflict_call) == before
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
     snap(page, f"session-ended-{width}")
     page.fill("#id_username", "olivia.oncall")
     page.fill("#id_password", PASSWORD)
@@ -59,6 +54,8 @@ def test_a_decision_sent_after_the_session_ended_says_nothing_was_recorded_and_c
     page.wait_for_url(f"{live_server.url}/calls/{conflict_call.pk}/")  # the call's screen, not /decide/ and no 405
     assert page.is_visible("#draft-restored")
     assert page.input_value("#id_reason") == REASON and page.is_checked("#choice-escalate")
+    # The reason's counter counts what was put back (the limit the server checks is beside it).
+    assert page.inner_text("#reason-count") == f"reason: {len(REASON)} of 2,000 characters"
     snap(page, f"session-ended-restored-{width}")
     page.click("#decide-submit")
     page.wait_for_selector(".messages .success")
@@ -83,11 +80,13 @@ def test_a_decision_sent_with_every_cookie_gone_says_the_same(live_server, page,
 @pytest.mark.parametrize("width", [1280, 390])
 def test_the_queues_refresh_after_the_session_ended_keeps_the_table_and_says_so(live_server, page, oncall, conflict_call, width):
     page.set_viewport_size({"width": width, "height": 800})
+    page.clock.install()  # the page's own timers, moved on below instead of waited for
     sign_in(page, live_server)
     page.wait_for_selector("#results table")
     rows = page.locator("#results tbody tr").count()
     page.context.clear_cookies(name="sessionid")
-    page.wait_for_selector("#signed-out", state="visible", timeout=25_000)  # the 15 s poll
+    page.clock.fast_forward("00:16")  # past the queue's 15 s refresh
+    page.wait_for_selector("#signed-out", state="visible")
     assert "You were signed out" in page.inner_text("#signed-out")
     assert page.locator("#results tbody tr").count() == rows and page.locator("#results #id_username").count() == 0
     assert page.locator("header #id_username, #open-badge form").count() == 0
@@ -145,3 +144,15 @@ def test_an_override_in_a_note_is_shown_as_its_code_point(live_server, page, onc
     notes = page.inner_text("#history-d")
     assert "account <U+202E>1234<U+202C>" in notes and "\u202e" not in notes
     snap(page, "note-bidi")
+
+
+def test_a_choice_the_call_does_not_offer_looks_unavailable_in_light_and_dark(live_server, page, oncall, conflict_call):
+    page.set_viewport_size({"width": 1280, "height": 800})
+    sign_in(page, live_server, f"/calls/{conflict_call.pk}/")
+    assert page.is_disabled("#choice-compensate") and page.is_enabled("#choice-not")
+    style = "sel => { const s = getComputedStyle(document.querySelector(sel)); return [s.color, s.textDecorationLine, s.cursor, s.fontWeight]; }"
+    for mode in ("light", "dark"):
+        page.emulate_media(color_scheme=mode)
+        off, on = page.evaluate(style, "label[for=choice-compensate]"), page.evaluate(style, "label[for=choice-not]")
+        assert off[0] != on[0] and off[1] == "line-through" and off[2] == "not-allowed" and off[3] != on[3], (mode, off, on)
+        snap(page, f"compensate-disabled-{mode}")

@@ -69,11 +69,33 @@ def test_a_conflict_names_the_differing_fields_and_what_a_retry_would_meet():
     f = replace(BASE, last_outcome="conflict", differing_fields=("amount",))
     w = call_wording(f)
     assert "The receiver holds a different operation under this key: amount differs." in w.summary
-    assert w.choices["retry_same_key"].level == CAUTION and "will most likely get that operation back" in w.choices["retry_same_key"].text
+    assert w.choices["retry_same_key"].level == CAUTION and "will most likely get the receiver's different operation back" in w.choices["retry_same_key"].text
     assert "differs (amount)" in w.choices["happened"].text and w.choices["happened"].level == CAUTION
     assert "the different operation the receiver holds stays as it is" in w.choices["not_happened"].text
     expired = call_wording(replace(f, retry_window_closes_at=NOW - timedelta(days=1))).choices["retry_same_key"]
     assert expired.level == DANGER and "second, separate operation" in expired.text
+
+
+def test_the_retry_box_says_what_the_retry_sentence_says_in_every_case():
+    cases = {
+        "conflict, key kept": replace(BASE, last_outcome="conflict", differing_fields=("amount",)),
+        "conflict, key forgotten": replace(BASE, last_outcome="conflict", retry_window_closes_at=NOW - timedelta(days=1)),
+        "possible duplicate": replace(BASE, possible_duplicate=True),
+        "absent, key forgotten": replace(BASE, last_outcome="absent", retry_window_closes_at=NOW - timedelta(hours=1)),
+        "key forgotten": replace(BASE, retry_window_closes_at=NOW - timedelta(hours=1)),
+        "absent, key kept": replace(BASE, last_outcome="absent"),
+        "key kept": replace(BASE),
+        "retention unknown": replace(BASE, retry_window_closes_at=None, honours_keys=False),
+    }
+    for name, f in cases.items():
+        retry = call_wording(f).choices["retry_same_key"]
+        assert retry.confirm.startswith("I have read what a retry does here"), name
+        # The box speaks of a second run exactly when the sentence beside the retry does.
+        warns = any(t in retry.text for t in ("a second time", "once more", "second, separate"))
+        assert warns == (retry.level == DANGER) == ("twice" in retry.confirm), (name, retry.level, retry.confirm, retry.text)
+    conflict = call_wording(cases["conflict, key kept"]).choices["retry_same_key"]
+    said = conflict.confirm.removeprefix("I have read what a retry does here: ").rstrip(".")
+    assert "most likely get the receiver's different operation back" in said and said in conflict.text
 
 
 def test_a_possible_duplicate_warns_that_a_retry_runs_it_once_more():
