@@ -1,26 +1,61 @@
-"""A real MCP client (the SDK's ClientSession over stdio) that starts reckon-mcp-proxy in front of the
-counting server and calls a tool through it. Prints one JSON line per step."""
+"""A real MCP client (the SDK's ClientSession over stdio) that starts reckon-mcp-proxy in front of an
+MCP server and takes steps through it. Prints one JSON line per step that answers.
+
+A step is a call ``{"name": ..., "arguments": ..., "meta": {...}}``, or one of
+``{"spawn": CALL}`` (start the call and go on), ``{"join": true}`` (print the spawned calls'
+answers), ``{"sleep": SECONDS}``, ``{"sigterm_proxy": true}`` (SIGTERM the proxy, this
+process's child)."""
 
 import asyncio
 import json
 import os
+import signal
 import sys
+from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 
-async def main(proxy: list[str], calls: list[dict]) -> None:
+def _proxy_pid() -> int:
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_text()
+        except OSError:
+            continue
+        if ppid == os.getpid() and "reckon-mcp-proxy" in cmdline:
+            return int(stat.parent.name)
+    raise RuntimeError("no reckon-mcp-proxy child")
+
+
+async def _call(session: ClientSession, call: dict) -> dict:
+    try:
+        result = await session.call_tool(call["name"], call["arguments"], meta=call.get("meta"))
+        return {"result": result.model_dump(mode="json", by_alias=True, exclude_none=True)}
+    except Exception as exc:  # the proxy's JSON-RPC error, or its connection dropped
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+async def main(proxy: list[str], steps: list[dict]) -> None:
     async with stdio_client(StdioServerParameters(command=proxy[0], args=proxy[1:], env=dict(os.environ))) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = await session.list_tools()
         print(json.dumps({"tools": sorted(t.name for t in tools.tools)}), flush=True)
-        for call in calls:
-            try:
-                result = await session.call_tool(call["name"], call["arguments"])
-                print(json.dumps({"result": result.model_dump(mode="json", by_alias=True, exclude_none=True)}), flush=True)
-            except Exception as exc:  # the proxy's JSON-RPC error, or its connection dropped
-                print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        spawned = []
+        for step in steps:
+            if "spawn" in step:
+                spawned.append(asyncio.ensure_future(_call(session, step["spawn"])))
+            elif "join" in step:
+                for answer in await asyncio.gather(*spawned):
+                    print(json.dumps(answer), flush=True)
+                spawned = []
+            elif "sleep" in step:
+                await asyncio.sleep(step["sleep"])
+            elif "sigterm_proxy" in step:
+                os.kill(_proxy_pid(), signal.SIGTERM)
+            else:
+                print(json.dumps(await _call(session, step)), flush=True)
 
 
 if __name__ == "__main__":

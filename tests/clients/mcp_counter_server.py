@@ -3,6 +3,7 @@ a file: one JSON line per correction posted, with the idempotency key it receive
 
 With MCP_PAUSE_FILE set, ``post_correction`` pauses after making its effect: it writes its pid there
 and waits to be killed (the test kills the proxy in front of it at that moment, then this process).
+With MCP_SLOW_SECONDS set, it takes that long after its effect before answering.
 """
 
 import json
@@ -24,6 +25,7 @@ def post_correction(account: str, amount: int, ctx: Context) -> dict:
         f.write(json.dumps({"key": key, "account": account, "amount": amount}) + "\n")
         f.flush()
         os.fsync(f.fileno())
+    time.sleep(float(os.environ.get("MCP_SLOW_SECONDS", "0")))
     pause = os.environ.get("MCP_PAUSE_FILE")
     if pause:
         with open(pause, "w") as f:

@@ -77,9 +77,18 @@ def _agent_env(extra: dict) -> dict:
     return {**env, **extra}
 
 
-def _mcp_agent(mcp_bin: Path, proxy_args: list[str], calls: list[dict], env: dict) -> subprocess.Popen:
-    proxy = [str(mcp_bin / "reckon-mcp-proxy"), *proxy_args, "--", str(mcp_bin / "python"), str(HERE / "mcp_counter_server.py")]
+def _mcp_agent(mcp_bin: Path, proxy_args: list[str], calls: list[dict], env: dict, server: list[str] | None = None) -> subprocess.Popen:
+    """The SDK's client (mcp_agent.py) taking ``calls`` through the proxy in front of ``server``
+    (default: the counting server)."""
+    server = server or [str(mcp_bin / "python"), str(HERE / "mcp_counter_server.py")]
+    proxy = [str(mcp_bin / "reckon-mcp-proxy"), *proxy_args, "--", *server]
     return subprocess.Popen([str(mcp_bin / "python"), str(HERE / "mcp_agent.py"), *proxy, "--calls", json.dumps(calls)], cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _answers(agent: subprocess.Popen, timeout: float = 60) -> tuple[list[dict], str]:
+    """The agent's JSON lines (its first lists the tools) and its stderr (the proxy's too)."""
+    out, err = agent.communicate(timeout=timeout)
+    return [json.loads(line) for line in out.strip().splitlines()], err
 
 
 def _children(pid: int) -> list[int]:
@@ -167,6 +176,10 @@ def test_printed_policies_load_with_load_policies(mcp_bin, tmp_path):
         timeout=60,
     )
     assert printed.returncode == 0, printed.stderr
+    import tomllib
+
+    repeats = {name: t["repeat"] for name, t in tomllib.loads(printed.stdout)["tools"].items()}
+    assert repeats == {"post_correction": "same", "read_balance": "new", "refuse": "same", "set_limit": "new"}
     path = tmp_path / "policies.toml"
     path.write_text(printed.stdout)
     _manage("load_policies", str(path))
