@@ -4,7 +4,7 @@ MCP server and takes steps through it. Prints one JSON line per step that answer
 A step is a call ``{"name": ..., "arguments": ..., "meta": {...}}``, or one of
 ``{"spawn": CALL}`` (start the call and go on), ``{"join": true}`` (print the spawned calls'
 answers), ``{"sleep": SECONDS}``, ``{"sigterm_proxy": true}`` (SIGTERM the proxy, this
-process's child)."""
+process's child), ``{"write": PATH, "text": TEXT}`` (the agent edits a file itself)."""
 
 import asyncio
 import json
@@ -52,6 +52,8 @@ async def main(proxy: list[str], steps: list[dict]) -> None:
                 spawned = []
             elif "sleep" in step:
                 await asyncio.sleep(step["sleep"])
+            elif "write" in step:
+                Path(step["write"]).write_text(step["text"])
             elif "sigterm_proxy" in step:
                 os.kill(_proxy_pid(), signal.SIGTERM)
             else:

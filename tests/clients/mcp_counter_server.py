@@ -1,7 +1,8 @@
 """A real MCP server (stdio, built with the SDK's MCPServer) whose tool has a side effect counted in
 a file: one JSON line per correction posted, with the idempotency key it received in ``_meta``.
 
-With MCP_PAUSE_FILE set, ``post_correction`` pauses after making its effect: it writes its pid there
+With MCP_PAUSE_FILE set, ``post_correction`` pauses after making its effect (its MCP_PAUSE_AT-th
+effect, default the first): it writes its pid there
 and waits to be killed (the test kills the proxy in front of it at that moment, then this process).
 With MCP_SLOW_SECONDS set, it takes that long after its effect before answering.
 """
@@ -27,7 +28,7 @@ def post_correction(account: str, amount: int, ctx: Context) -> dict:
         os.fsync(f.fileno())
     time.sleep(float(os.environ.get("MCP_SLOW_SECONDS", "0")))
     pause = os.environ.get("MCP_PAUSE_FILE")
-    if pause:
+    if pause and len(open(EFFECTS).readlines()) >= int(os.environ.get("MCP_PAUSE_AT", "1")):
         with open(pause, "w") as f:
             f.write(str(os.getpid()))
         while True:

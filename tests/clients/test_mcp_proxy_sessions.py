@@ -120,3 +120,14 @@ def test_a_server_that_dies_at_start_is_named_with_its_exit_status(server, mcp_b
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "exited with status 3 before it answered initialize" in done.stderr, done.stderr
 
+
+
+def test_a_host_names_its_own_operation_in_meta(server, mcp_bin, tmp_path):
+    run_id = "run-mcp-host-operation"
+    effects = tmp_path / "effects.jsonl"
+    march, april = ({"name": "post_correction", "arguments": CORRECTION, "meta": {"io.reckon/operation-id": op}} for op in ("march", "april"))
+    lines, err = _answers(_mcp_agent(mcp_bin, ["--url", server.url, "--token", _token(), "--run-id", run_id], [march, march, april], _agent_env({"MCP_EFFECTS_FILE": str(effects)})))
+    assert all("result" in line for line in lines[1:]), (lines, err)
+    # The host's id names the action: "march" asked twice is one correction, "april" another.
+    assert len(_effects(effects)) == 2
+    assert [e.payload["operation_id"] for e in events_read(run_id=run_id) if e.type == "tool_call_started"] == ["march", "april"]
