@@ -4,7 +4,11 @@ MCP server and takes steps through it. Prints one JSON line per step that answer
 A step is a call ``{"name": ..., "arguments": ..., "meta": {...}}``, or one of
 ``{"spawn": CALL}`` (start the call and go on), ``{"join": true}`` (print the spawned calls'
 answers), ``{"sleep": SECONDS}``, ``{"sigterm_proxy": true}`` (SIGTERM the proxy, this
-process's child), ``{"write": PATH, "text": TEXT}`` (the agent edits a file itself)."""
+process's child), ``{"write": PATH, "text": TEXT}`` (the agent edits a file itself), and the rest
+of the protocol: ``{"list_resources": true}``, ``{"list_templates": true}``, ``{"read": URI}``,
+``{"list_prompts": true}``, ``{"prompt": NAME, "arguments": {...}}``. With AGENT_ROOTS set (paths
+joined by ``:``) the client offers those roots; the log messages the server sent come last,
+``{"logs": [...]}``."""
 
 import asyncio
 import json
@@ -37,8 +41,43 @@ async def _call(session: ClientSession, call: dict) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def _dump(result) -> dict:
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def _protocol_step(session: ClientSession, step: dict) -> dict:
+    try:
+        if "list_resources" in step:
+            return {"resources": _dump(await session.list_resources())}
+        if "list_templates" in step:
+            return {"templates": _dump(await session.list_resource_templates())}
+        if "read" in step:
+            return {"read": _dump(await session.read_resource(step["read"]))}
+        if "list_prompts" in step:
+            return {"prompts": _dump(await session.list_prompts())}
+        return {"prompt": _dump(await session.get_prompt(step["prompt"], step.get("arguments")))}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+PROTOCOL_STEPS = ("list_resources", "list_templates", "read", "list_prompts", "prompt")
+
+
 async def main(proxy: list[str], steps: list[dict]) -> None:
-    async with stdio_client(StdioServerParameters(command=proxy[0], args=proxy[1:], env=dict(os.environ))) as (read, write), ClientSession(read, write) as session:
+    import mcp_types
+
+    logs = []
+
+    async def on_log(params):
+        logs.append(params.data)
+
+    async def roots(context):
+        paths = [p for p in os.environ["AGENT_ROOTS"].split(":") if p]
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=Path(p).as_uri()) for p in paths])
+
+    extra = {"list_roots_callback": roots} if os.environ.get("AGENT_ROOTS") else {}
+    params = StdioServerParameters(command=proxy[0], args=proxy[1:], env=dict(os.environ))
+    async with stdio_client(params) as (read, write), ClientSession(read, write, logging_callback=on_log, **extra) as session:
         await session.initialize()
         tools = await session.list_tools()
         print(json.dumps({"tools": sorted(t.name for t in tools.tools)}), flush=True)
@@ -52,12 +91,16 @@ async def main(proxy: list[str], steps: list[dict]) -> None:
                 spawned = []
             elif "sleep" in step:
                 await asyncio.sleep(step["sleep"])
+            elif any(k in step for k in PROTOCOL_STEPS):
+                print(json.dumps(await _protocol_step(session, step)), flush=True)
             elif "write" in step:
                 Path(step["write"]).write_text(step["text"])
             elif "sigterm_proxy" in step:
                 os.kill(_proxy_pid(), signal.SIGTERM)
             else:
                 print(json.dumps(await _call(session, step)), flush=True)
+        if logs:
+            print(json.dumps({"logs": logs}), flush=True)
 
 
 if __name__ == "__main__":

@@ -54,5 +54,34 @@ def refuse(account: str) -> str:
     raise ValueError(f"account {account} is closed")
 
 
+# Beyond tools, relayed by the proxy unchanged: a resource, a resource template, a prompt, and a
+# tool that sends the host a log notification as it runs.
+
+
+@server.resource("ledger://readme")
+def readme() -> str:
+    """What the ledger is."""
+    return "The ledger of corrections."
+
+
+@server.resource("ledger://accounts/{account}")
+def account_resource(account: str) -> str:
+    """One account."""
+    return json.dumps({"account": account, "balance": 100})
+
+
+@server.prompt()
+def review(account: str) -> str:
+    """Ask for a review of an account."""
+    return f"Review account {account}."
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def announce(text: str, ctx: Context) -> str:
+    """Log ``text`` to the host."""
+    await ctx.info(text)
+    return "announced"
+
+
 if __name__ == "__main__":
     server.run("stdio")

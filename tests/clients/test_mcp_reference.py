@@ -116,3 +116,38 @@ def test_a_resumed_session_answers_completed_calls_from_the_log_and_leaves_the_k
     assert _operations(run_id, "post_correction") == [None, "repeat@1"]
     starts = _starts(run_id, "post_correction")
     assert [e["key"] for e in _effects(effects)] == [s["idempotency_key"] for s in starts]
+
+
+def test_resources_prompts_and_log_notifications_are_relayed_unchanged_and_unrecorded(server, mcp_bin, tmp_path):
+    # mcp-server-git offers neither resources nor prompts: the SDK-built counting server does.
+    steps = [
+        {"list_resources": True},
+        {"list_templates": True},
+        {"read": "ledger://accounts/C-9"},
+        {"list_prompts": True},
+        {"prompt": "review", "arguments": {"account": "C-9"}},
+        {"name": "announce", "arguments": {"text": "through the proxy"}},
+    ]
+    counter = [str(mcp_bin / "python"), str(Path(__file__).parent / "mcp_counter_server.py")]
+    answers, err, run_id = _session(server, mcp_bin, steps, counter, env={"MCP_EFFECTS_FILE": str(tmp_path / "e.jsonl")})
+    resources, templates, read, prompts, prompt, announced, logs = answers
+    assert [r["uri"] for r in resources["resources"]["resources"]] == ["ledger://readme"], (answers, err)
+    assert [t["uriTemplate"] for t in templates["templates"]["resourceTemplates"]] == ["ledger://accounts/{account}"]
+    assert read["read"]["contents"][0]["text"] == '{"account": "C-9", "balance": 100}'
+    assert [p["name"] for p in prompts["prompts"]["prompts"]] == ["review"]
+    assert prompt["prompt"]["messages"][0]["content"]["text"] == "Review account C-9."
+    assert logs == {"logs": ["through the proxy"]} and "result" in announced
+    # Only the tools/call is in the run.
+    assert [p["name"] for p in (e.payload for e in events_read(run_id=run_id)) if "name" in p] == ["announce", "announce"]
+
+
+def test_the_hosts_roots_reach_the_filesystem_server(server, mcp_bin, reference, tmp_path):
+    given, rooted = tmp_path / "given", tmp_path / "rooted"
+    given.mkdir()
+    rooted.mkdir()
+    steps = [{"sleep": 0.5}, {"name": "list_allowed_directories", "arguments": {}}, {"name": "write_file", "arguments": {"path": str(rooted / "f.txt"), "content": "via roots"}}]
+    fs = [str(reference / "node_modules" / ".bin" / "mcp-server-filesystem"), str(given)]
+    answers, err, run_id = _session(server, mcp_bin, steps, fs, env={"AGENT_ROOTS": str(rooted)})
+    allowed, written = answers
+    assert str(rooted) in allowed["result"]["content"][0]["text"] and str(given) not in allowed["result"]["content"][0]["text"], (answers, err)
+    assert (rooted / "f.txt").read_text() == "via roots", (written, err)

@@ -50,6 +50,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from reckon_client.mcp_relay import Relay
+
 KEY_META = "io.reckon/idempotency-key"
 OPERATION_META = "io.reckon/operation-id"
 UNCERTAIN_CODE = -32001  # a server-defined JSON-RPC error: the call may or may not have taken effect
@@ -228,14 +230,15 @@ class ServerStartFailed(Exception):
     pass
 
 
-async def _start_upstream(stack: AsyncExitStack, opts: argparse.Namespace, status: Path):
+async def _start_upstream(stack: AsyncExitStack, opts: argparse.Namespace, status: Path, relay: Relay):
     """The real server, started through ``reckon_client.mcp_launch`` (which writes its exit status
     to ``status``), initialized, with its tools listed; a server that ends first is named."""
     _, ClientSession, StdioServerParameters, stdio_client, _, _, _ = _mcp()
     params = StdioServerParameters(command=sys.executable, args=["-m", "reckon_client.mcp_launch", str(status), *opts.command], env=dict(os.environ))
     try:
         read, write = await stack.enter_async_context(stdio_client(params))
-        upstream = await stack.enter_async_context(ClientSession(read, write))
+        upstream = await stack.enter_async_context(ClientSession(read, write, **relay.client_callbacks()))
+        relay.upstream = upstream
         await upstream.initialize()
         return upstream, await _list_all_tools(upstream)
     except Exception as exc:
@@ -252,14 +255,15 @@ async def _start_upstream(stack: AsyncExitStack, opts: argparse.Namespace, statu
 class ProxySession:
     """One host session: the run it records into, the tools, and the calls in flight."""
 
-    def __init__(self, run: Any, upstream: Any, tools: Tools, opts: argparse.Namespace):
-        self.run, self.upstream, self.tools, self.opts = run, upstream, tools, opts
+    def __init__(self, run: Any, upstream: Any, tools: Tools, opts: argparse.Namespace, relay: Relay):
+        self.run, self.upstream, self.tools, self.opts, self.relay = run, upstream, tools, opts, relay
         self.closing = False
         self.inflight = 0
         self.idle = asyncio.Event()
         self.idle.set()
 
     async def on_list_tools(self, ctx, params):
+        self.relay.seen(ctx)
         mcp_types = _mcp()[0]
         return mcp_types.ListToolsResult(tools=self.tools.listed)
 
@@ -267,6 +271,7 @@ class ProxySession:
         mcp_types, *_, MCPError = _mcp()
         from reckon_client.errors import CallUncertain
 
+        self.relay.seen(ctx)
         if self.closing:
             raise MCPError(SHUTTING_DOWN_CODE, f"reckon-mcp-proxy is shutting down: {params.name} was not recorded and did not run")
         arguments = params.arguments or {}
@@ -318,12 +323,13 @@ class ProxySession:
 
 
 async def run_proxy(opts: argparse.Namespace) -> int:
-    mcp_types, *_, Server, stdio_server, _ = _mcp()
+    mcp_types, *_, stdio_server, _ = _mcp()
     from reckon_client import aio
 
     async with AsyncExitStack() as stack:
         status = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="reckon-mcp-"))) / "server-status"
-        upstream, listed = await _start_upstream(stack, opts, status)
+        relay = Relay()
+        upstream, listed = await _start_upstream(stack, opts, status, relay)
         if opts.print_policies:
             sys.stdout.write(policies_toml(listed))
             return 0
@@ -332,11 +338,18 @@ async def run_proxy(opts: argparse.Namespace) -> int:
         run_id = opts.run_id or session_run_id(opts.run_prefix)
         run = await aio.open_run(run_id, url=opts.url, token=opts.token, ttl=opts.ttl, tenant=opts.tenant, on_wait=_lease_wait_notice)
         _say(f"recording in run {run_id}" + (" (a run for this session)" if per_session else ""))
-        session = ProxySession(run, upstream, tools, opts)
-        server = Server("reckon-mcp-proxy", version="0.1.0", on_list_tools=session.on_list_tools, on_call_tool=session.on_call_tool)
+        session = ProxySession(run, upstream, tools, opts, relay)
+
+        async def tools_changed():
+            session.tools = Tools(await _list_all_tools(upstream), tools.repeats)
+
+        relay.tools_changed = tools_changed
+        caps = upstream.server_capabilities
+        server = Relay.server("reckon-mcp-proxy", "0.1.0", on_list_tools=session.on_list_tools, on_call_tool=session.on_call_tool, **relay.server_handlers(caps))
+        init = server.create_initialization_options(notification_options=Relay.notification_options(caps))
         try:
             async with stdio_server() as (sread, swrite):
-                serving = asyncio.ensure_future(server.run(sread, swrite, server.create_initialization_options()))
+                serving = asyncio.ensure_future(server.run(sread, swrite, init))
                 stopping = asyncio.ensure_future(_on_sigterm(session))
                 await asyncio.wait([serving, stopping], return_when=asyncio.FIRST_COMPLETED)
                 clean = serving.done() and serving.exception() is None and not session.closing
