@@ -70,3 +70,25 @@ def test_a_start_that_fails_after_taking_the_lease_releases_it():
     run = open_run("run-failed-start", transport=StoreTransport(), holder="b", ttl=60, wait=0, renew=False)
     assert run.epoch == 2  # the first start's lease was released, not waited for
     run.close()
+
+
+def test_a_tool_decorated_with_repeat_runs_again_when_asked_again_in_the_process():
+    effects = []
+
+    with open_run("run-repeats-tool", transport=StoreTransport(), holder="a", renew=False) as run:
+
+        @run.tool(repeat="same")
+        def write_file(path: str, content: str) -> str:
+            effects.append(content)
+            return "written"
+
+        @run.tool
+        def write_once(path: str, content: str) -> str:
+            effects.append("once:" + content)
+            return "written"
+
+        for content in ("A", "B", "A"):
+            write_file(path="/f", content=content)
+        write_once(path="/f", content="A")
+        write_once(path="/f", content="A")  # no repeat rule: the same arguments are one action
+    assert effects == ["A", "B", "A", "once:A"]

@@ -48,10 +48,10 @@ class AsyncRun:
         (it may have taken effect), exactly as a crash would."""
         return await self.run.ainvoke(call, tool, retry_uncertain=retry_uncertain, repeat=repeat)
 
-    def tool(self, fn=None, *, name: str | None = None, retry_uncertain: bool = False):
+    def tool(self, fn=None, *, name: str | None = None, retry_uncertain: bool = False, repeat: str | None = None):
         from reckon_client.run import tool
 
-        return tool(fn, name=name, retry_uncertain=retry_uncertain, run=self.run)
+        return tool(fn, name=name, retry_uncertain=retry_uncertain, repeat=repeat, run=self.run)
 
     async def close(self, *, outcome: Any = None, release: bool = True) -> None:
         await asyncio.to_thread(lambda: self.run.close(outcome=outcome, release=release))

@@ -330,9 +330,9 @@ class Run:
             current_key.reset(token)
         return await asyncio.to_thread(self._done, begun, content)
 
-    def tool(self, fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False):
+    def tool(self, fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False, repeat: str | None = None):
         """Decorate a plain function as a tool recorded in this run (see ``reckon_client.tool``)."""
-        return tool(fn, name=name, retry_uncertain=retry_uncertain, run=self)
+        return tool(fn, name=name, retry_uncertain=retry_uncertain, repeat=repeat, run=self)
 
     # the lease ---------------------------------------------------------------------------------
 
@@ -501,7 +501,7 @@ def _arguments(sig: inspect.Signature, args: tuple, kwargs: dict) -> dict:
     return dict(bound.arguments)
 
 
-def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False, run: Run | None = None):
+def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False, repeat: str | None = None, run: Run | None = None):
     """Turn a plain function into a tool whose every call is recorded in a run.
 
     Called with keyword (or positional) arguments, the function runs through ``invoke`` in ``run``,
@@ -510,6 +510,9 @@ def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain
     ``idempotency_key`` parameter receives the call's key. A ``ToolFailed`` it raises is recorded
     as a proven failure and raised again. An ``async def`` function gives an async tool (for
     ``AsyncRun``); ``operation_id=...`` in a call gives an intentional repeat its own identity.
+    ``repeat="new" | "same"`` counts repeats instead (``Run.session_call``): a call made again after
+    the same one completed in this process runs again; None (the default) keeps one action per
+    arguments.
     """
 
     def wrap(fn: Callable) -> Callable:
@@ -533,7 +536,7 @@ def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain
                 r = active()
                 sync_run = r if isinstance(r, Run) else r.run  # an AsyncRun passed as ``run=``
                 call = ToolCall.new(tool_name, _arguments(params, args, kwargs), operation_id=operation_id)
-                result = await sync_run.ainvoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain)
+                result = await sync_run.ainvoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain, repeat=repeat)
                 if result.is_error:
                     raise ToolFailed(result.content)
                 return result.content
@@ -544,7 +547,7 @@ def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain
 
         def recorded(*args: Any, operation_id: str | None = None, **kwargs: Any) -> Any:
             call = ToolCall.new(tool_name, _arguments(params, args, kwargs), operation_id=operation_id)
-            result = active().invoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain)
+            result = active().invoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain, repeat=repeat)
             if result.is_error:
                 raise ToolFailed(result.content)
             return result.content
