@@ -7,7 +7,7 @@ answers), ``{"sleep": SECONDS}``, ``{"sigterm_proxy": true}`` (SIGTERM the proxy
 process's child), ``{"write": PATH, "text": TEXT}`` (the agent edits a file itself), and the rest
 of the protocol: ``{"list_resources": true}``, ``{"list_templates": true}``, ``{"read": URI}``,
 ``{"list_prompts": true}``, ``{"prompt": NAME, "arguments": {...}}``. With AGENT_ROOTS set (paths
-joined by ``:``) the client offers those roots; the log messages the server sent come last,
+joined by ``:``) the client offers those roots; its sampling answers with the question read back; the log messages the server sent come last,
 ``{"logs": [...]}``."""
 
 import asyncio
@@ -75,7 +75,12 @@ async def main(proxy: list[str], steps: list[dict]) -> None:
         paths = [p for p in os.environ["AGENT_ROOTS"].split(":") if p]
         return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=Path(p).as_uri()) for p in paths])
 
+    async def sampling(context, params):
+        asked = params.messages[0].content.text
+        return mcp_types.CreateMessageResult(role="assistant", content=mcp_types.TextContent(type="text", text=f"the host's model read: {asked}"), model="offline")
+
     extra = {"list_roots_callback": roots} if os.environ.get("AGENT_ROOTS") else {}
+    extra["sampling_callback"] = sampling
     params = StdioServerParameters(command=proxy[0], args=proxy[1:], env=dict(os.environ))
     async with stdio_client(params) as (read, write), ClientSession(read, write, logging_callback=on_log, **extra) as session:
         await session.initialize()

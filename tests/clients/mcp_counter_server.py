@@ -83,5 +83,14 @@ async def announce(text: str, ctx: Context) -> str:
     return "announced"
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def ask_host(question: str, ctx: Context) -> str:
+    """Ask the host's model (sampling, a request from server to client)."""
+    from mcp_types import SamplingMessage, TextContent
+
+    answer = await ctx.session.create_message(messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))], max_tokens=20)
+    return answer.content.text
+
+
 if __name__ == "__main__":
     server.run("stdio")

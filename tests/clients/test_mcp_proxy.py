@@ -157,7 +157,7 @@ def test_a_proxy_killed_mid_call_leaves_it_uncertain_and_reconciliation_keeps_th
     again = _mcp_agent(mcp_bin, proxy_args, [{"name": "post_correction", "arguments": CORRECTION}, {"name": "refuse", "arguments": {"account": "C-1"}}], env)
     out, err = again.communicate(timeout=60)
     lines = [json.loads(line) for line in out.strip().splitlines()]
-    assert lines[0]["tools"] == ["announce", "post_correction", "read_balance", "refuse", "set_limit"], err
+    assert lines[0]["tools"] == ["announce", "ask_host", "post_correction", "read_balance", "refuse", "set_limit"], err
     # Answered from the log: the operation reconciliation observed, the server not called again.
     assert lines[1]["result"]["structuredContent"] == {"key": effect["key"], "account": "C-771", "amount": "840"}, lines[1]
     assert lines[2]["result"]["isError"] is True
@@ -179,7 +179,7 @@ def test_printed_policies_load_with_load_policies(mcp_bin, tmp_path):
     import tomllib
 
     repeats = {name: t["repeat"] for name, t in tomllib.loads(printed.stdout)["tools"].items()}
-    assert repeats == {"announce": "new", "post_correction": "same", "read_balance": "new", "refuse": "same", "set_limit": "new"}
+    assert repeats == {"announce": "new", "ask_host": "new", "post_correction": "same", "read_balance": "new", "refuse": "same", "set_limit": "new"}
     path = tmp_path / "policies.toml"
     path.write_text(printed.stdout)
     _manage("load_policies", str(path))

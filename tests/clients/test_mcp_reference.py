@@ -118,7 +118,7 @@ def test_a_resumed_session_answers_completed_calls_from_the_log_and_leaves_the_k
     assert [e["key"] for e in _effects(effects)] == [s["idempotency_key"] for s in starts]
 
 
-def test_resources_prompts_and_log_notifications_are_relayed_unchanged_and_unrecorded(server, mcp_bin, tmp_path):
+def test_resources_prompts_sampling_and_log_notifications_are_relayed_unchanged_and_unrecorded(server, mcp_bin, tmp_path):
     # mcp-server-git offers neither resources nor prompts: the SDK-built counting server does.
     steps = [
         {"list_resources": True},
@@ -127,18 +127,20 @@ def test_resources_prompts_and_log_notifications_are_relayed_unchanged_and_unrec
         {"list_prompts": True},
         {"prompt": "review", "arguments": {"account": "C-9"}},
         {"name": "announce", "arguments": {"text": "through the proxy"}},
+        {"name": "ask_host", "arguments": {"question": "ready?"}},
     ]
     counter = [str(mcp_bin / "python"), str(Path(__file__).parent / "mcp_counter_server.py")]
     answers, err, run_id = _session(server, mcp_bin, steps, counter, env={"MCP_EFFECTS_FILE": str(tmp_path / "e.jsonl")})
-    resources, templates, read, prompts, prompt, announced, logs = answers
+    resources, templates, read, prompts, prompt, announced, asked, logs = answers
     assert [r["uri"] for r in resources["resources"]["resources"]] == ["ledger://readme"], (answers, err)
     assert [t["uriTemplate"] for t in templates["templates"]["resourceTemplates"]] == ["ledger://accounts/{account}"]
     assert read["read"]["contents"][0]["text"] == '{"account": "C-9", "balance": 100}'
     assert [p["name"] for p in prompts["prompts"]["prompts"]] == ["review"]
     assert prompt["prompt"]["messages"][0]["content"]["text"] == "Review account C-9."
     assert logs == {"logs": ["through the proxy"]} and "result" in announced
-    # Only the tools/call is in the run.
-    assert [p["name"] for p in (e.payload for e in events_read(run_id=run_id)) if "name" in p] == ["announce", "announce"]
+    assert asked["result"]["content"][0]["text"] == "the host's model read: ready?", asked  # sampling, server to host
+    # Only the tools/calls are in the run.
+    assert [p["name"] for p in (e.payload for e in events_read(run_id=run_id)) if "name" in p] == ["announce", "announce", "ask_host", "ask_host"]
 
 
 def test_the_hosts_roots_reach_the_filesystem_server(server, mcp_bin, reference, tmp_path):
