@@ -131,3 +131,24 @@ def test_a_host_names_its_own_operation_in_meta(server, mcp_bin, tmp_path):
     # The host's id names the action: "march" asked twice is one correction, "april" another.
     assert len(_effects(effects)) == 2
     assert [e.payload["operation_id"] for e in events_read(run_id=run_id) if e.type == "tool_call_started"] == ["march", "april"]
+
+
+def test_a_policy_files_repeat_new_runs_a_call_a_later_session_asks_again(server, mcp_bin, tmp_path):
+    run_id = "run-mcp-repeat-policy"
+    effects = tmp_path / "effects.jsonl"
+    env = _agent_env({"MCP_EFFECTS_FILE": str(effects)})
+    post = {"name": "post_correction", "arguments": CORRECTION}
+    args = ["--url", server.url, "--token", _token(), "--run-id", run_id]
+    _answers(_mcp_agent(mcp_bin, args, [post], env))
+    # By default (not read-only, not idempotent) a later session asking the same is answered from the log...
+    _answers(_mcp_agent(mcp_bin, args, [post], env))
+    assert len(_effects(effects)) == 1
+    # ... and with repeat = "new" it runs again, as the next operation.
+    policies = tmp_path / "policies.toml"
+    policies.write_text('[tools.post_correction]\nrisk_class = "irreversible"\nstrategy = "escalate"\nrepeat = "new"\n')
+    lines, err = _answers(_mcp_agent(mcp_bin, [*args, "--policies", str(policies)], [post], env))
+    assert "result" in lines[1] and len(_effects(effects)) == 2, err
+    assert [e.payload["operation_id"] for e in events_read(run_id=run_id) if e.type == "tool_call_started"][1] == "repeat@1"
+    policies.write_text('[tools.post_correction]\nrepeat = "twice"\n')
+    done = subprocess.run([str(mcp_bin / "reckon-mcp-proxy"), *args, "--policies", str(policies), "--", "true"], cwd="/", env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1 and "tool 'post_correction': repeat 'twice' is not \"new\" or \"same\"" in done.stderr, done.stderr

@@ -328,12 +328,13 @@ async def run_proxy(opts: argparse.Namespace) -> int:
 
     async with AsyncExitStack() as stack:
         status = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="reckon-mcp-"))) / "server-status"
+        repeats = repeat_policies(opts.policies)  # a bad file stops the start before anything runs
         relay = Relay()
         upstream, listed = await _start_upstream(stack, opts, status, relay)
         if opts.print_policies:
             sys.stdout.write(policies_toml(listed))
             return 0
-        tools = Tools(listed, repeat_policies(opts.policies))
+        tools = Tools(listed, repeats)
         per_session = not opts.run_id
         run_id = opts.run_id or session_run_id(opts.run_prefix)
         run = await aio.open_run(run_id, url=opts.url, token=opts.token, ttl=opts.ttl, tenant=opts.tenant, on_wait=_lease_wait_notice)
