@@ -320,6 +320,9 @@ class ProxySession:
         """SIGTERM: refuse new calls from now on and wait for the running ones."""
         self.closing = True
         await self.idle.wait()
+        # The last handler has returned; the SDK writes its answer to the host just after. Give it
+        # that moment before the serving task is cancelled.
+        await asyncio.sleep(0.2)
 
 
 async def run_proxy(opts: argparse.Namespace) -> int:
