@@ -18,10 +18,11 @@ $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 install: $(VENV)/.installed
 	$(PY) manage.py collectstatic --noinput -v0
 
-# Fresh environments holding only the agent client (plain, and with the mcp extra), built once per
-# version of its sources under var/client-venvs; the client tests use them (tests/clients/venvs.py).
+# Fresh environments holding only the agent client (plain, with each extra), built once per
+# version of its sources under var/client-venvs, and the pinned reference MCP servers under
+# var/mcp-reference; the client tests use them (tests/clients/venvs.py).
 client-envs: install
-	$(PY) -m tests.clients.venvs plain mcp langgraph pydantic-ai
+	$(PY) -m tests.clients.venvs plain mcp langgraph pydantic-ai reference
 
 demo: install
 	$(PY) manage.py demo

@@ -39,7 +39,11 @@ _KEYS = {
     "amount_field",
     "currency_field",
     "target_field",
+    "repeat",
 }
+# ``repeat`` ("new" or "same") is read by the agent's side (reckon-mcp-proxy --policies: whether a
+# call asked again after a resume runs again); Reckon checks it so one file serves both.
+REPEATS = ("new", "same")
 # Optional fields that only shape the words of the approval screen ("may post 840.00 GBP to account
 # C-771 a second time"); they decide nothing, so they live in the policy as written (ToolPolicy.source)
 # rather than in columns of their own.
@@ -188,6 +192,8 @@ def policy_parse(tool: str, table: Any) -> Policy:
         if fresh_for_s < 1:
             raise PolicyError(f"tool {tool!r}: fresh_for {fresh!r} must be at least 1s")
     compensate = _adapter(tool, "compensate", table.get("compensate"))
+    if table.get("repeat", "same") not in REPEATS:
+        raise PolicyError(f"tool {tool!r}: repeat {table['repeat']!r} is not one of {', '.join(REPEATS)}")
     wording = {}
     for name in WORDING_FIELDS:
         value = table.get(name)

@@ -1,26 +1,111 @@
-"""A real MCP client (the SDK's ClientSession over stdio) that starts reckon-mcp-proxy in front of the
-counting server and calls a tool through it. Prints one JSON line per step."""
+"""A real MCP client (the SDK's ClientSession over stdio) that starts reckon-mcp-proxy in front of an
+MCP server and takes steps through it. Prints one JSON line per step that answers.
+
+A step is a call ``{"name": ..., "arguments": ..., "meta": {...}}``, or one of
+``{"spawn": CALL}`` (start the call and go on), ``{"join": true}`` (print the spawned calls'
+answers), ``{"sleep": SECONDS}``, ``{"sigterm_proxy": true}`` (SIGTERM the proxy, this
+process's child), ``{"write": PATH, "text": TEXT}`` (the agent edits a file itself), and the rest
+of the protocol: ``{"list_resources": true}``, ``{"list_templates": true}``, ``{"read": URI}``,
+``{"list_prompts": true}``, ``{"prompt": NAME, "arguments": {...}}``. With AGENT_ROOTS set (paths
+joined by ``:``) the client offers those roots; its sampling answers with the question read back; the log messages the server sent come last,
+``{"logs": [...]}``."""
 
 import asyncio
 import json
 import os
+import signal
 import sys
+from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 
-async def main(proxy: list[str], calls: list[dict]) -> None:
-    async with stdio_client(StdioServerParameters(command=proxy[0], args=proxy[1:], env=dict(os.environ))) as (read, write), ClientSession(read, write) as session:
+def _proxy_pid() -> int:
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_text()
+        except OSError:
+            continue
+        if ppid == os.getpid() and "reckon-mcp-proxy" in cmdline:
+            return int(stat.parent.name)
+    raise RuntimeError("no reckon-mcp-proxy child")
+
+
+async def _call(session: ClientSession, call: dict) -> dict:
+    try:
+        result = await session.call_tool(call["name"], call["arguments"], meta=call.get("meta"))
+        return {"result": result.model_dump(mode="json", by_alias=True, exclude_none=True)}
+    except Exception as exc:  # the proxy's JSON-RPC error, or its connection dropped
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _dump(result) -> dict:
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def _protocol_step(session: ClientSession, step: dict) -> dict:
+    try:
+        if "list_resources" in step:
+            return {"resources": _dump(await session.list_resources())}
+        if "list_templates" in step:
+            return {"templates": _dump(await session.list_resource_templates())}
+        if "read" in step:
+            return {"read": _dump(await session.read_resource(step["read"]))}
+        if "list_prompts" in step:
+            return {"prompts": _dump(await session.list_prompts())}
+        return {"prompt": _dump(await session.get_prompt(step["prompt"], step.get("arguments")))}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+PROTOCOL_STEPS = ("list_resources", "list_templates", "read", "list_prompts", "prompt")
+
+
+async def main(proxy: list[str], steps: list[dict]) -> None:
+    import mcp_types
+
+    logs = []
+
+    async def on_log(params):
+        logs.append(params.data)
+
+    async def roots(context):
+        paths = [p for p in os.environ["AGENT_ROOTS"].split(":") if p]
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=Path(p).as_uri()) for p in paths])
+
+    async def sampling(context, params):
+        asked = params.messages[0].content.text
+        return mcp_types.CreateMessageResult(role="assistant", content=mcp_types.TextContent(type="text", text=f"the host's model read: {asked}"), model="offline")
+
+    extra = {"list_roots_callback": roots} if os.environ.get("AGENT_ROOTS") else {}
+    extra["sampling_callback"] = sampling
+    params = StdioServerParameters(command=proxy[0], args=proxy[1:], env=dict(os.environ))
+    async with stdio_client(params) as (read, write), ClientSession(read, write, logging_callback=on_log, **extra) as session:
         await session.initialize()
         tools = await session.list_tools()
         print(json.dumps({"tools": sorted(t.name for t in tools.tools)}), flush=True)
-        for call in calls:
-            try:
-                result = await session.call_tool(call["name"], call["arguments"])
-                print(json.dumps({"result": result.model_dump(mode="json", by_alias=True, exclude_none=True)}), flush=True)
-            except Exception as exc:  # the proxy's JSON-RPC error, or its connection dropped
-                print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        spawned = []
+        for step in steps:
+            if "spawn" in step:
+                spawned.append(asyncio.ensure_future(_call(session, step["spawn"])))
+            elif "join" in step:
+                for answer in await asyncio.gather(*spawned):
+                    print(json.dumps(answer), flush=True)
+                spawned = []
+            elif "sleep" in step:
+                await asyncio.sleep(step["sleep"])
+            elif any(k in step for k in PROTOCOL_STEPS):
+                print(json.dumps(await _protocol_step(session, step)), flush=True)
+            elif "write" in step:
+                Path(step["write"]).write_text(step["text"])
+            elif "sigterm_proxy" in step:
+                os.kill(_proxy_pid(), signal.SIGTERM)
+            else:
+                print(json.dumps(await _call(session, step)), flush=True)
+        if logs:
+            print(json.dumps({"logs": logs}), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """A real MCP server (stdio, built with the SDK's MCPServer) whose tool has a side effect counted in
 a file: one JSON line per correction posted, with the idempotency key it received in ``_meta``.
 
-With MCP_PAUSE_FILE set, ``post_correction`` pauses after making its effect: it writes its pid there
+With MCP_PAUSE_FILE set, ``post_correction`` pauses after making its effect (its MCP_PAUSE_AT-th
+effect, default the first): it writes its pid there
 and waits to be killed (the test kills the proxy in front of it at that moment, then this process).
+With MCP_SLOW_SECONDS set, it takes that long after its effect before answering.
 """
 
 import json
@@ -24,8 +26,9 @@ def post_correction(account: str, amount: int, ctx: Context) -> dict:
         f.write(json.dumps({"key": key, "account": account, "amount": amount}) + "\n")
         f.flush()
         os.fsync(f.fileno())
+    time.sleep(float(os.environ.get("MCP_SLOW_SECONDS", "0")))
     pause = os.environ.get("MCP_PAUSE_FILE")
-    if pause:
+    if pause and len(open(EFFECTS).readlines()) >= int(os.environ.get("MCP_PAUSE_AT", "1")):
         with open(pause, "w") as f:
             f.write(str(os.getpid()))
         while True:
@@ -49,6 +52,44 @@ def set_limit(account: str, limit: int) -> dict:
 def refuse(account: str) -> str:
     """Always refuses: a proven failure."""
     raise ValueError(f"account {account} is closed")
+
+
+# Beyond tools, relayed by the proxy unchanged: a resource, a resource template, a prompt, and a
+# tool that sends the host a log notification as it runs.
+
+
+@server.resource("ledger://readme")
+def readme() -> str:
+    """What the ledger is."""
+    return "The ledger of corrections."
+
+
+@server.resource("ledger://accounts/{account}")
+def account_resource(account: str) -> str:
+    """One account."""
+    return json.dumps({"account": account, "balance": 100})
+
+
+@server.prompt()
+def review(account: str) -> str:
+    """Ask for a review of an account."""
+    return f"Review account {account}."
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def announce(text: str, ctx: Context) -> str:
+    """Log ``text`` to the host."""
+    await ctx.info(text)
+    return "announced"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def ask_host(question: str, ctx: Context) -> str:
+    """Ask the host's model (sampling, a request from server to client)."""
+    from mcp_types import SamplingMessage, TextContent
+
+    answer = await ctx.session.create_message(messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))], max_tokens=20)
+    return answer.content.text
 
 
 if __name__ == "__main__":

@@ -77,9 +77,18 @@ def _agent_env(extra: dict) -> dict:
     return {**env, **extra}
 
 
-def _mcp_agent(mcp_bin: Path, proxy_args: list[str], calls: list[dict], env: dict) -> subprocess.Popen:
-    proxy = [str(mcp_bin / "reckon-mcp-proxy"), *proxy_args, "--", str(mcp_bin / "python"), str(HERE / "mcp_counter_server.py")]
+def _mcp_agent(mcp_bin: Path, proxy_args: list[str], calls: list[dict], env: dict, server: list[str] | None = None) -> subprocess.Popen:
+    """The SDK's client (mcp_agent.py) taking ``calls`` through the proxy in front of ``server``
+    (default: the counting server)."""
+    server = server or [str(mcp_bin / "python"), str(HERE / "mcp_counter_server.py")]
+    proxy = [str(mcp_bin / "reckon-mcp-proxy"), *proxy_args, "--", *server]
     return subprocess.Popen([str(mcp_bin / "python"), str(HERE / "mcp_agent.py"), *proxy, "--calls", json.dumps(calls)], cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _answers(agent: subprocess.Popen, timeout: float = 60) -> tuple[list[dict], str]:
+    """The agent's JSON lines (its first lists the tools) and its stderr (the proxy's too)."""
+    out, err = agent.communicate(timeout=timeout)
+    return [json.loads(line) for line in out.strip().splitlines()], err
 
 
 def _children(pid: int) -> list[int]:
@@ -148,7 +157,7 @@ def test_a_proxy_killed_mid_call_leaves_it_uncertain_and_reconciliation_keeps_th
     again = _mcp_agent(mcp_bin, proxy_args, [{"name": "post_correction", "arguments": CORRECTION}, {"name": "refuse", "arguments": {"account": "C-1"}}], env)
     out, err = again.communicate(timeout=60)
     lines = [json.loads(line) for line in out.strip().splitlines()]
-    assert lines[0]["tools"] == ["post_correction", "read_balance", "refuse", "set_limit"], err
+    assert lines[0]["tools"] == ["announce", "ask_host", "post_correction", "read_balance", "refuse", "set_limit"], err
     # Answered from the log: the operation reconciliation observed, the server not called again.
     assert lines[1]["result"]["structuredContent"] == {"key": effect["key"], "account": "C-771", "amount": "840"}, lines[1]
     assert lines[2]["result"]["isError"] is True
@@ -167,6 +176,10 @@ def test_printed_policies_load_with_load_policies(mcp_bin, tmp_path):
         timeout=60,
     )
     assert printed.returncode == 0, printed.stderr
+    import tomllib
+
+    repeats = {name: t["repeat"] for name, t in tomllib.loads(printed.stdout)["tools"].items()}
+    assert repeats == {"announce": "new", "ask_host": "new", "post_correction": "same", "read_balance": "new", "refuse": "same", "set_limit": "new"}
     path = tmp_path / "policies.toml"
     path.write_text(printed.stdout)
     _manage("load_policies", str(path))

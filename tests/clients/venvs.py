@@ -52,9 +52,39 @@ def client_python(name: str = "plain") -> Path:
     return python
 
 
+# Reference MCP servers nobody here wrote, pinned: the proxy is tried against them (tests/clients/
+# test_mcp_reference.py). Built once per set of pins, under var/mcp-reference/<hash>.
+REFERENCE_PYPI = ("mcp-server-git==2026.10.19", "mcp-server-time==2026.10.19")
+REFERENCE_NPM = ("@modelcontextprotocol/server-filesystem@2026.8.31",)
+
+
+def reference_servers() -> Path:
+    """The folder holding the reference servers: ``bin/mcp-server-git``, ``bin/mcp-server-time``
+    (a virtual environment) and ``node_modules/.bin/mcp-server-filesystem`` (npm), built now if
+    missing. Needs python's pip and npm to reach their registries the first time."""
+    pins = "\n".join(REFERENCE_PYPI + REFERENCE_NPM)
+    home = ROOT / "var" / "mcp-reference"
+    folder = home / hashlib.sha256(pins.encode()).hexdigest()[:12]
+    if (folder / ".built").exists():
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    for old in home.glob("*"):
+        shutil.rmtree(old, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "-q", *REFERENCE_PYPI], check=True, env=env, cwd=ROOT)
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(folder), *REFERENCE_NPM], check=True, cwd=ROOT)
+    (folder / ".built").touch()
+    return folder
+
+
 if __name__ == "__main__":
     # Each environment's install waits mostly on unpacking and the disk: built side by side.
-    names = sys.argv[1:] or list(EXTRAS)
+    names = sys.argv[1:] or [*EXTRAS, "reference"]
+
+    def build(n: str) -> Path:
+        return reference_servers() if n == "reference" else client_python(n)
+
     with ThreadPoolExecutor(len(names)) as pool:
-        for n, python in zip(names, pool.map(client_python, names)):
-            print(f"{n}: {python}")
+        for n, built in zip(names, pool.map(build, names)):
+            print(f"{n}: {built}")

@@ -42,6 +42,7 @@ def test_the_fixture_policies_parse():
         ('[tools.x]\nrisk_class = "reversible"\nstrategy = "escalate"\nlookup = { adapter = "ftp" }', "tool 'x': lookup: adapter 'ftp'"),
         ('[tools.x]\nrisk_class = "reversible"\nstrategy = "escalate"\ncolour = "red"', "unknown field 'colour'"),
         ('[tools.x]\nrisk_class = "reversible"\nstrategy = "compensate"', "needs a compensate adapter"),
+        ('[tools.x]\nrisk_class = "reversible"\nstrategy = "escalate"\nrepeat = "twice"', "tool 'x': repeat 'twice' is not one of new, same"),
         ("[tools.x", "not valid TOML"),
     ],
 )

@@ -42,16 +42,16 @@ class AsyncRun:
     async def append(self, type: str, **payload: Any):
         return await asyncio.to_thread(self.run.append, type, **payload)
 
-    async def invoke(self, call: ToolCall, tool: Any, *, retry_uncertain: bool = False) -> ToolResult:
+    async def invoke(self, call: ToolCall, tool: Any, *, retry_uncertain: bool = False, repeat: str | None = None) -> ToolResult:
         """``Run.invoke`` with ``await`` (``Run.ainvoke``): ``tool(arguments, idempotency_key=key)``
         may return an awaitable. Cancelling the task while the tool runs leaves the call uncertain
         (it may have taken effect), exactly as a crash would."""
-        return await self.run.ainvoke(call, tool, retry_uncertain=retry_uncertain)
+        return await self.run.ainvoke(call, tool, retry_uncertain=retry_uncertain, repeat=repeat)
 
-    def tool(self, fn=None, *, name: str | None = None, retry_uncertain: bool = False):
+    def tool(self, fn=None, *, name: str | None = None, retry_uncertain: bool = False, repeat: str | None = None):
         from reckon_client.run import tool
 
-        return tool(fn, name=name, retry_uncertain=retry_uncertain, run=self.run)
+        return tool(fn, name=name, retry_uncertain=retry_uncertain, repeat=repeat, run=self.run)
 
     async def close(self, *, outcome: Any = None, release: bool = True) -> None:
         await asyncio.to_thread(lambda: self.run.close(outcome=outcome, release=release))

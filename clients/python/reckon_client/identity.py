@@ -83,6 +83,17 @@ def refresh_operation_id(operation_id: str | None, stale_seq: int) -> str:
     return f"refresh@{stale_seq}" if operation_id is None else f"{operation_id}|refresh@{stale_seq}"
 
 
+def repeat_operation_id(operation_id: str | None, n: int) -> str | None:
+    """The operation id of the ``n``-th repeat of an action within one agent session (``n`` = 0: the
+    action itself): an agent that asks again after the first call completed means it again (a
+    second ``git commit``, a write of A after B). Counted per session in call order, so a session
+    resumed after a crash that asks the same things in the same order maps each call to the same
+    key and is answered from the log (docs/agents.md, "Intentional repeats")."""
+    if n == 0:
+        return operation_id
+    return f"repeat@{n}" if operation_id is None else f"{operation_id}|repeat@{n}"
+
+
 class Start(Protocol):
     call_id: str
     idempotency_key: str

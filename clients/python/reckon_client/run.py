@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from reckon_client.errors import CallUncertain, LeaseHeld, StaleEpoch, ToolFailed
 from reckon_client.http import Event, HttpTransport
-from reckon_client.identity import idempotency_key, refresh_operation_id, signature
+from reckon_client.identity import idempotency_key, refresh_operation_id, repeat_operation_id, signature
 from reckon_client.state import OpenCall, RunState
 
 __all__ = ["OpenCall", "Run", "RunState", "ToolCall", "ToolResult", "Transport", "current_idempotency_key", "new_run_id", "open_run", "tool"]
@@ -157,6 +157,9 @@ class Run:
         self._token: contextvars.Token | None = None
         # Keys of completed reads found stale when the run was opened -> the seq of that completion.
         self.stale = {o["idempotency_key"]: o["seq"] for o in stale}
+        # Calls of this session that completed, by (signature, operation id): how many times each
+        # was done, for ``invoke(..., repeat=...)`` (``identity.repeat_operation_id``).
+        self._session_done: dict[tuple[str, str | None], int] = {}
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} epoch {self.epoch} seq {self.state.last_seq}>"
@@ -252,9 +255,39 @@ class Run:
             start_seq=p.start_seq,
         )
 
-    def invoke(self, call: ToolCall, tool: Tool, *, retry_uncertain: bool = False) -> ToolResult:
+    def session_call(self, call: ToolCall, repeat: str | None) -> tuple[ToolCall, Callable[[ToolResult], None]]:
+        """``call`` with the operation id that tells an intentional repeat from a replay, and the
+        function to call with its result. ``repeat`` None: the arguments are the action (no
+        counting). Otherwise a call asked again in this session after the same one completed is
+        the next operation (``identity.repeat_operation_id``); a call this session has not done
+        yet whose key the log completed (a resumed session asking again) is answered from the log
+        when ``repeat`` is ``"same"``, and done again as the next free operation when ``"new"``."""
+        if repeat is None:
+            return call, lambda result: None
+        if repeat not in ("new", "same"):
+            raise ValueError(f"repeat must be 'new' or 'same', got {repeat!r}")
+        sig = call.signature()
+        slot = (sig, call.operation_id)
+        n = self._session_done.get(slot, 0)
+        while repeat == "new" and self.key_for(replace(call, operation_id=repeat_operation_id(call.operation_id, n)), sig) in self.state.completed_calls:
+            n += 1
+
+        def done(result: ToolResult) -> None:
+            if not result.is_error:
+                self._session_done[slot] = max(self._session_done.get(slot, 0), n + 1)
+
+        return replace(call, operation_id=repeat_operation_id(call.operation_id, n)), done
+
+    def invoke(self, call: ToolCall, tool: Tool, *, retry_uncertain: bool = False, repeat: str | None = None) -> ToolResult:
         """Run ``tool(arguments, idempotency_key=key)`` for ``call`` at most once per logical
-        action (see the module docstring); ``CallUncertain`` when its effect is unknown."""
+        action (see the module docstring); ``CallUncertain`` when its effect is unknown.
+        ``repeat`` ("new" or "same") counts intentional repeats in this session (``session_call``)."""
+        call, counted = self.session_call(call, repeat)
+        result = self._invoke(call, tool, retry_uncertain)
+        counted(result)
+        return result
+
+    def _invoke(self, call: ToolCall, tool: Tool, retry_uncertain: bool) -> ToolResult:
         begun = self._begin(call, retry_uncertain)
         if isinstance(begun, ToolResult):
             return begun
@@ -269,10 +302,16 @@ class Run:
             current_key.reset(token)
         return self._done(begun, content)
 
-    async def ainvoke(self, call: ToolCall, tool: Tool, *, retry_uncertain: bool = False) -> ToolResult:
+    async def ainvoke(self, call: ToolCall, tool: Tool, *, retry_uncertain: bool = False, repeat: str | None = None) -> ToolResult:
         """``invoke`` with ``await`` (``AsyncRun.invoke``): the appends run in worker threads and
         ``tool`` may return an awaitable. Cancelling the task while the tool runs leaves the call
         uncertain (it may have taken effect), exactly as a crash would."""
+        call, counted = self.session_call(call, repeat)
+        result = await self._ainvoke(call, tool, retry_uncertain)
+        counted(result)
+        return result
+
+    async def _ainvoke(self, call: ToolCall, tool: Tool, retry_uncertain: bool) -> ToolResult:
         import asyncio
 
         begun = await asyncio.to_thread(self._begin, call, retry_uncertain)
@@ -291,9 +330,9 @@ class Run:
             current_key.reset(token)
         return await asyncio.to_thread(self._done, begun, content)
 
-    def tool(self, fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False):
+    def tool(self, fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False, repeat: str | None = None):
         """Decorate a plain function as a tool recorded in this run (see ``reckon_client.tool``)."""
-        return tool(fn, name=name, retry_uncertain=retry_uncertain, run=self)
+        return tool(fn, name=name, retry_uncertain=retry_uncertain, repeat=repeat, run=self)
 
     # the lease ---------------------------------------------------------------------------------
 
@@ -355,6 +394,21 @@ def default_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def holder_gone(holder: str) -> bool:
+    """True when ``holder`` (``default_holder``'s form) names a process of this machine that no
+    longer exists: its lease only waits to lapse. False when it lives or cannot be told."""
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
+
+
 def _transport(url: str | None, token: str | None, transport: Any) -> Any:
     if transport is not None:
         return transport
@@ -391,6 +445,7 @@ def open_run(
     tenant: str | None = None,
     wait: float | None = None,
     renew: bool = True,
+    on_wait: Callable[[LeaseHeld, float], None] | None = None,
 ) -> Run:
     """Open a run for writing: the same call for a new run and for resuming one.
 
@@ -399,7 +454,10 @@ def open_run(
     ``RECKON_LEASE_SECONDS``, default 30): how long a crashed process keeps the run. Takes the run's lease, waiting up to ``wait`` seconds
     (default: one lease length and a bit) for a crashed holder's lease to lapse; asks the server for
     the folded state; appends ``run_started`` when the run is empty and ``run_resumed`` otherwise;
-    then keeps the lease renewed from a background thread.
+    then keeps the lease renewed from a background thread. ``on_wait(exc, seconds_left)`` is
+    called once when the lease is held by another (``exc.holder``), before waiting. A start that
+    fails after taking the lease (the state cannot be read, say) releases it before raising, so
+    the next start does not wait for it.
     """
     transport = _transport(url, token, transport)
     ttl = _lease_seconds(ttl)
@@ -410,16 +468,26 @@ def open_run(
         try:
             lease = transport.acquire(rid, holder, ttl, tenant)
             break
-        except LeaseHeld:
+        except LeaseHeld as exc:
             if time.monotonic() >= deadline:
                 raise
+            if on_wait is not None:
+                on_wait(exc, max(0.0, deadline - time.monotonic()))
+                on_wait = None
             time.sleep(0.1)
-    state, stale = transport.opened(rid)
-    run = Run(rid, transport, lease.epoch, holder, ttl, state, tenant=tenant, stale=stale)
-    if state.last_seq == 0:
-        run.append("run_started", run_id=rid, **({"tenant": tenant} if tenant else {}))
-    elif state.status != "finished":  # a finished run has nothing to resume; the caller sees its state
-        run.append("run_resumed", epoch=lease.epoch, holder=holder, after_seq=state.last_seq, **({"stale_observations": stale} if stale else {}))
+    try:
+        state, stale = transport.opened(rid)
+        run = Run(rid, transport, lease.epoch, holder, ttl, state, tenant=tenant, stale=stale)
+        if state.last_seq == 0:
+            run.append("run_started", run_id=rid, **({"tenant": tenant} if tenant else {}))
+        elif state.status != "finished":  # a finished run has nothing to resume; the caller sees its state
+            run.append("run_resumed", epoch=lease.epoch, holder=holder, after_seq=state.last_seq, **({"stale_observations": stale} if stale else {}))
+    except BaseException:
+        try:
+            transport.release(rid, lease.epoch)
+        except Exception as exc:  # the start's own error is the one to report; this one is logged
+            log.warning("lease release after a failed start failed", extra={"run_id": rid, "epoch": lease.epoch, "reason": repr(exc)})
+        raise
     if renew:
         run._start_renewing()
     return run
@@ -433,7 +501,7 @@ def _arguments(sig: inspect.Signature, args: tuple, kwargs: dict) -> dict:
     return dict(bound.arguments)
 
 
-def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False, run: Run | None = None):
+def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False, repeat: str | None = None, run: Run | None = None):
     """Turn a plain function into a tool whose every call is recorded in a run.
 
     Called with keyword (or positional) arguments, the function runs through ``invoke`` in ``run``,
@@ -442,6 +510,9 @@ def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain
     ``idempotency_key`` parameter receives the call's key. A ``ToolFailed`` it raises is recorded
     as a proven failure and raised again. An ``async def`` function gives an async tool (for
     ``AsyncRun``); ``operation_id=...`` in a call gives an intentional repeat its own identity.
+    ``repeat="new" | "same"`` counts repeats instead (``Run.session_call``): a call made again after
+    the same one completed in this process runs again; None (the default) keeps one action per
+    arguments.
     """
 
     def wrap(fn: Callable) -> Callable:
@@ -465,7 +536,7 @@ def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain
                 r = active()
                 sync_run = r if isinstance(r, Run) else r.run  # an AsyncRun passed as ``run=``
                 call = ToolCall.new(tool_name, _arguments(params, args, kwargs), operation_id=operation_id)
-                result = await sync_run.ainvoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain)
+                result = await sync_run.ainvoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain, repeat=repeat)
                 if result.is_error:
                     raise ToolFailed(result.content)
                 return result.content
@@ -476,7 +547,7 @@ def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain
 
         def recorded(*args: Any, operation_id: str | None = None, **kwargs: Any) -> Any:
             call = ToolCall.new(tool_name, _arguments(params, args, kwargs), operation_id=operation_id)
-            result = active().invoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain)
+            result = active().invoke(call, lambda a, *, idempotency_key: target(a, idempotency_key), retry_uncertain=retry_uncertain, repeat=repeat)
             if result.is_error:
                 raise ToolFailed(result.content)
             return result.content

@@ -1,0 +1,94 @@
+"""The agent client's rule for intentional repeats (``Run.invoke(..., repeat=...)``, docs/agents.md,
+"Intentional repeats") and its clean failed start, in-process on the store: fast, and the same code
+the HTTP transport runs (the MCP proxy's tests drive it end to end)."""
+
+from __future__ import annotations
+
+import pytest
+from reckon_client import ToolCall, open_run
+
+from runs.client import StoreTransport
+from runs.store import events_read
+from tests.clients.test_pins_client import CountingTool
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+COMMIT = ("git_commit", {"repo_path": "/r", "message": "wip"})
+
+
+def _ops(run_id: str) -> list[str | None]:
+    starts = [e.payload for e in events_read(run_id=run_id) if e.type == "tool_call_started"]
+    return [None if s["operation_id"] == s["idempotency_key"] else s["operation_id"] for s in starts]
+
+
+def test_a_call_asked_again_after_it_completed_runs_again_and_a_resumed_session_maps_to_the_same_keys():
+    run_id = "run-repeats"
+    tool = CountingTool("committed")
+    first = open_run(run_id, transport=StoreTransport(), holder="a", renew=False)
+    results = [first.invoke(ToolCall.new(*COMMIT), tool, repeat="same") for _ in range(2)]
+    assert tool.calls == 2 and [r.replayed for r in results] == [False, False]
+    keys = [r.idempotency_key for r in results]
+    first.close()
+
+    # The same session resumed: the same two calls, in order, are the same two operations.
+    again = open_run(run_id, transport=StoreTransport(), holder="b", renew=False)
+    resumed = [again.invoke(ToolCall.new(*COMMIT), tool, repeat="same") for _ in range(2)]
+    assert tool.calls == 2 and [r.replayed for r in resumed] == [True, True]
+    assert [r.idempotency_key for r in resumed] == keys
+    # A third one, after both completed in this session, is the next operation.
+    third = again.invoke(ToolCall.new(*COMMIT), tool, repeat="same")
+    assert tool.calls == 3 and not third.replayed
+    again.close()
+    assert _ops(run_id) == [None, "repeat@1", "repeat@2"]
+
+
+def test_repeat_new_runs_a_call_the_log_completed_and_no_repeat_keeps_the_log_answer():
+    run_id = "run-repeats-new"
+    clock = CountingTool("12:00")
+    run = open_run(run_id, transport=StoreTransport(), holder="a", renew=False)
+    run.invoke(ToolCall.new("get_current_time", {"timezone": "UTC"}), clock)
+    run.close()
+    resumed = open_run(run_id, transport=StoreTransport(), holder="b", renew=False)
+    assert resumed.invoke(ToolCall.new("get_current_time", {"timezone": "UTC"}), clock).replayed  # repeat=None: as before
+    assert not resumed.invoke(ToolCall.new("get_current_time", {"timezone": "UTC"}), clock, repeat="new").replayed
+    assert clock.calls == 2
+    resumed.close()
+    with pytest.raises(ValueError, match="repeat must be 'new' or 'same'"):
+        resumed.session_call(ToolCall.new("x", {}), "twice")
+
+
+class UnreadableState(StoreTransport):
+    """Takes the lease, then cannot read the run (as a token without the read scope)."""
+
+    def opened(self, run_id):
+        raise PermissionError("no read scope")
+
+
+def test_a_start_that_fails_after_taking_the_lease_releases_it():
+    with pytest.raises(PermissionError):
+        open_run("run-failed-start", transport=UnreadableState(), holder="a", ttl=60, renew=False)
+    run = open_run("run-failed-start", transport=StoreTransport(), holder="b", ttl=60, wait=0, renew=False)
+    assert run.epoch == 2  # the first start's lease was released, not waited for
+    run.close()
+
+
+def test_a_tool_decorated_with_repeat_runs_again_when_asked_again_in_the_process():
+    effects = []
+
+    with open_run("run-repeats-tool", transport=StoreTransport(), holder="a", renew=False) as run:
+
+        @run.tool(repeat="same")
+        def write_file(path: str, content: str) -> str:
+            effects.append(content)
+            return "written"
+
+        @run.tool
+        def write_once(path: str, content: str) -> str:
+            effects.append("once:" + content)
+            return "written"
+
+        for content in ("A", "B", "A"):
+            write_file(path="/f", content=content)
+        write_once(path="/f", content="A")
+        write_once(path="/f", content="A")  # no repeat rule: the same arguments are one action
+    assert effects == ["A", "B", "A", "once:A"]
