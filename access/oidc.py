@@ -200,12 +200,24 @@ def _username(claims: dict) -> str:
     return name
 
 
-@transaction.atomic
 def person_sign_in(*, claims: dict):
     """The user these verified claims name, created on first sign-in, with the roles, tenant limit,
-    name and e-mail the claims give now. A refusal creates and changes nothing."""
-    grant = grant_from_claims(claims)
+    name and e-mail the claims give now. A refusal creates nothing; a known person whose groups no
+    longer map to any role loses the roles they had, so the user list says what the provider says."""
     issuer, subject = settings.RECKON_OIDC_ISSUER, str(claims["sub"])
+    try:
+        grant = grant_from_claims(claims)
+    except SignInRefused:
+        with transaction.atomic():
+            for identity in PersonIdentity.objects.select_for_update().select_related("user").filter(issuer=issuer, subject=subject):
+                identity.user.groups.clear()
+                type(identity.user).objects.filter(pk=identity.user_id).update(is_staff=False, is_superuser=False)
+        raise
+    return _person_apply(issuer=issuer, subject=subject, claims=claims, grant=grant)
+
+
+@transaction.atomic
+def _person_apply(*, issuer: str, subject: str, claims: dict, grant: Grant):
     identity = PersonIdentity.objects.select_for_update().select_related("user").filter(issuer=issuer, subject=subject).first()
     if identity is None:
         user = get_user_model().objects.create_user(_username(claims))  # no usable password: sign-in goes through the provider

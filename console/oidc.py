@@ -95,10 +95,14 @@ def provider_logout_url(request, id_token: str | None) -> str | None:
 
 @require_POST
 def sign_out(request):
-    """Ends Reckon's session, then the provider's where it offers RP-initiated logout."""
+    """Ends Reckon's session, then the provider's where it offers RP-initiated logout. The way there
+    is a page that moves on by itself (a meta refresh, with a link), not a redirect of the posted
+    form: the console's Content-Security-Policy lets forms lead to Reckon only (form-action)."""
     at_provider = provider_logout_url(request, request.session.get(SESSION_ID_TOKEN))
     auth.logout(request)
-    return HttpResponseRedirect(at_provider or reverse("console:login") + "?signed_out=1")
+    if at_provider:
+        return render(request, "registration/signed_out_provider.html", {"provider_url": at_provider})
+    return HttpResponseRedirect(reverse("console:login") + "?signed_out=1")
 
 
 class SessionBoundMiddleware:
