@@ -63,6 +63,11 @@ class AccessRecord(models.Model):
     actor_kind = models.CharField(max_length=8, choices=ActorKind.choices)
     actor_id = models.BigIntegerField(null=True, blank=True)
     actor_name = models.CharField(max_length=200)
+    # A person signed in through the identity provider: its issuer and subject, which stay when the
+    # display name changes (access.oidc). Null for tokens, local users and commands. Nullable without
+    # a default so that adding them altered the append-only table in place, row triggers untouched.
+    actor_issuer = models.CharField(max_length=500, null=True, blank=True)
+    actor_subject = models.CharField(max_length=255, null=True, blank=True)
     front_end = models.CharField(max_length=16, choices=FrontEnd.choices)
     run_id = models.CharField(max_length=200)
     call_id = models.CharField(max_length=200, blank=True, default="")

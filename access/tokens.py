@@ -47,6 +47,8 @@ class Principal:
     tenants: frozenset[str] | None = None  # None: every tenant
     user: object = field(default=None, compare=False)
     is_admin: bool = False
+    issuer: str = ""  # a person signed in through the identity provider: its issuer and subject
+    subject: str = ""
 
     def may_see(self, tenants: Iterable[str]) -> bool:
         return self.tenants is None or set(tenants) <= self.tenants
@@ -145,6 +147,9 @@ def principal_for_user(user) -> Principal:
         scopes.add("append")  # people do not write agent events; administrators may, to repair
     # A person signed in through the identity provider sees the tenants their groups gave them at
     # their last sign-in (access.oidc); a local user sees every tenant.
-    limit = PersonIdentity.objects.filter(user_id=user.pk).values_list("tenants", flat=True).first()
-    tenants = frozenset(limit) if limit is not None else None
-    return Principal(kind="user", name=user.get_username(), owner=f"user:{user.pk}", scopes=frozenset(scopes), tenants=tenants, user=user, is_admin=admin)
+    identity = PersonIdentity.objects.filter(user_id=user.pk).values("tenants", "issuer", "subject").first() or {}
+    tenants = frozenset(identity["tenants"]) if identity.get("tenants") is not None else None
+    return Principal(
+        kind="user", name=user.get_username(), owner=f"user:{user.pk}", scopes=frozenset(scopes), tenants=tenants, user=user, is_admin=admin,
+        issuer=identity.get("issuer", ""), subject=identity.get("subject", ""),
+    )

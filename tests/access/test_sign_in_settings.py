@@ -52,6 +52,14 @@ def test_the_break_glass_path_keeps_the_sign_in_lockout(break_glass, settings):
     assert locked.status_code == 429
 
 
+@pytest.mark.django_db
+def test_the_single_sign_on_addresses_are_not_there_while_it_is_not_configured(settings):
+    settings.RECKON_OIDC_ISSUER = ""
+    assert Client().get("/oidc/start/").status_code == 404
+    assert Client().get("/oidc/callback/?code=x&state=y").status_code == 404
+    assert "sso-sign-in" not in Client().get("/login/").content.decode()
+
+
 def test_the_group_map_reads_roles_and_tenants_and_keeps_ldap_names_whole():
     got = oidc_group_map("X", "reckon-oncall=oncall; cn=ops,ou=groups=admin\n acme=tenant:acme; acme=compliance")
     assert got == {"reckon-oncall": ("oncall",), "cn=ops,ou=groups": ("admin",), "acme": ("tenant:acme", "compliance")}
