@@ -90,6 +90,9 @@ def provider_get() -> Provider:
         missing = [k for k in ("authorization_endpoint", "token_endpoint", "jwks_uri") if not isinstance(doc.get(k), str)]
         if missing:
             raise SignInRefused(f"the identity provider's discovery document lacks {', '.join(missing)}")
+        named = [doc.get(k) for k in ("authorization_endpoint", "token_endpoint", "jwks_uri", "userinfo_endpoint", "end_session_endpoint") if doc.get(k)]
+        if settings.RECKON_OIDC_ISSUER.startswith("https:") and not all(isinstance(u, str) and u.startswith("https://") for u in named):
+            raise SignInRefused("the identity provider's discovery document names an endpoint that is not https")
         cache.set(_cache_key("discovery"), doc, settings.RECKON_OIDC_CACHE_S)
     return Provider(
         issuer=doc["issuer"],

@@ -70,6 +70,10 @@ def test_a_tenant_limit_comes_from_a_group_claim(sso, live_server, page):
     assert answer.status == 200, answer.text()
     assert [r["run_id"] for r in answer.json()["runs"]] == ["run-acme"]
     assert page.request.get(f"{live_server.url}/api/runs/run-globex").status == 404
+    # The console's screens cannot narrow to tenants yet: closed to a limited person, saying why.
+    page.goto(f"{live_server.url}/runs/")
+    assert "limited to some tenants" in page.inner_text("main")
+    assert "run-globex" not in page.content()
 
 
 def test_a_person_in_no_mapped_group_is_refused_and_nothing_is_created(sso, live_server, page):
@@ -174,3 +178,14 @@ def test_a_replayed_state_is_refused_and_nothing_is_created(sso, live_server, pa
     finally:
         other.close()
     assert _people() == before
+
+
+def test_a_key_set_cached_before_a_rotation_is_fetched_again_for_an_unknown_key(sso, live_server, page):
+    from django.core.cache import cache
+
+    from access.oidc import _cache_key
+
+    stale = [{"kty": "RSA", "kid": "retired", "use": "sig", "alg": "RS256", "n": "sXch", "e": "AQAB"}]
+    cache.set(_cache_key("jwks"), stale, 600)
+    sso_sign_in(page, live_server, "sub-olivia")
+    assert [k["kid"] for k in cache.get(_cache_key("jwks"))] == ["k1"]
