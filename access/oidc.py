@@ -30,7 +30,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group
 from django.core.cache import cache
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
@@ -216,7 +216,12 @@ def person_sign_in(*, claims: dict):
                 identity.user.groups.clear()
                 type(identity.user).objects.filter(pk=identity.user_id).update(is_staff=False, is_superuser=False)
         raise
-    return _person_apply(issuer=issuer, subject=subject, claims=claims, grant=grant)
+    try:
+        return _person_apply(issuer=issuer, subject=subject, claims=claims, grant=grant)
+    except IntegrityError:
+        # The same person's first sign-in in two tabs at once: one created them, the other's
+        # transaction rolled back whole (its user included); applied again, it finds them.
+        return _person_apply(issuer=issuer, subject=subject, claims=claims, grant=grant)
 
 
 @transaction.atomic

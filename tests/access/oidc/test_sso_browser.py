@@ -44,7 +44,9 @@ def test_a_person_signs_in_through_the_provider_with_the_role_of_their_group(sso
     assert sorted(g.name for g in user.groups.all()) == ["oncall"]
     assert identity.tenants is None
     page.set_viewport_size({"width": 390, "height": 800})
+    page.context.clear_cookies()
     page.goto(f"{live_server.url}/login/?signed_out=1")
+    assert page.is_visible("#signed-out-done")
     shot(page, "sso-sign-in-page-narrow")
 
 
@@ -189,3 +191,21 @@ def test_a_key_set_cached_before_a_rotation_is_fetched_again_for_an_unknown_key(
     cache.set(_cache_key("jwks"), stale, 600)
     sso_sign_in(page, live_server, "sub-olivia")
     assert [k["kid"] for k in cache.get(_cache_key("jwks"))] == ["k1"]
+
+
+def test_the_sign_in_and_refusal_pages_have_no_serious_axe_violation(sso, live_server, page, settings):
+    from axe_playwright_python.sync_playwright import Axe
+
+    from tests.console.test_accessibility import _check
+
+    settings.RECKON_PASSWORD_SIGN_IN = False
+    settings.RECKON_BREAK_GLASS_USER = "ada.admin"
+    axe = Axe()
+    page.goto(f"{live_server.url}/login/")
+    assert page.is_visible("#sso-sign-in") and not page.is_visible("#id_password")  # folded away
+    shot(page, "sso-sign-in-password-off")
+    problems = _check(axe, page, "sso-login", "light")
+    sso_sign_in(page, live_server, "sub-nemo", expect=None)
+    page.wait_for_selector("#sign-in-refused")
+    problems += _check(axe, page, "sso-refused", "light")
+    assert problems == []
