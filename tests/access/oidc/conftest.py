@@ -107,7 +107,10 @@ def oidc_provider(live_server, tmp_path_factory):
         "REDIRECT_URI": f"{live_server.url}/oidc/callback/",
         "POST_LOGOUT_URI": f"{live_server.url}/login/?signed_out=1",
     }
-    process = subprocess.Popen(["node", str(HERE / "provider.mjs")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Its output goes to a file, never a pipe nobody reads (a full pipe would stall the provider).
+    log_path = users_file.with_name("provider.log")
+    log = open(log_path, "w")
+    process = subprocess.Popen(["node", str(HERE / "provider.mjs")], env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -118,7 +121,7 @@ def oidc_provider(live_server, tmp_path_factory):
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     process.kill()
-                    pytest.fail(f"the OpenID provider did not start: {process.stdout.read()}")
+                    pytest.fail(f"the OpenID provider did not start: {log_path.read_text()}")
                 time.sleep(0.2)
         yield provider
     finally:
@@ -127,6 +130,7 @@ def oidc_provider(live_server, tmp_path_factory):
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+        log.close()
 
 
 @pytest.fixture
