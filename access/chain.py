@@ -18,8 +18,10 @@ from runs.verify import access_canonical, access_genesis, chain_link, digest, ts
 
 
 def access_record_dict(record: AccessRecord, n: int) -> dict:
-    """The record as the chain encodes it (and as an evidence bundle's access.jsonl shows it)."""
-    return {
+    """The record as the chain encodes it (and as an evidence bundle's access.jsonl shows it); the
+    actor's issuer and subject only for a person signed in through the identity provider."""
+    identity = {"actor_issuer": record.actor_issuer, "actor_subject": record.actor_subject} if record.actor_subject is not None else {}
+    return {**identity,
         "n": n,
         "at": ts_text(record.at),
         "actor_kind": record.actor_kind,

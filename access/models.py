@@ -63,6 +63,11 @@ class AccessRecord(models.Model):
     actor_kind = models.CharField(max_length=8, choices=ActorKind.choices)
     actor_id = models.BigIntegerField(null=True, blank=True)
     actor_name = models.CharField(max_length=200)
+    # A person signed in through the identity provider: its issuer and subject, which stay when the
+    # display name changes (access.oidc). Null for tokens, local users and commands. Nullable without
+    # a default so that adding them altered the append-only table in place, row triggers untouched.
+    actor_issuer = models.CharField(max_length=500, null=True, blank=True)
+    actor_subject = models.CharField(max_length=255, null=True, blank=True)
     front_end = models.CharField(max_length=16, choices=FrontEnd.choices)
     run_id = models.CharField(max_length=200)
     call_id = models.CharField(max_length=200, blank=True, default="")
@@ -136,3 +141,24 @@ class AccessHead(models.Model):
 
     class Meta:
         db_table = "reckon_access_head"
+
+
+class PersonIdentity(models.Model):
+    """Who a person signed in through the identity provider is, for good: the provider's issuer and
+    subject (OpenID Connect's stable pair; an e-mail address or a display name may change or be
+    reused), the Django user created on their first sign-in, and the tenant limit their groups gave
+    them at their last sign-in (None: every tenant). Written by access.oidc only."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="reckon_identity")
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    tenants = models.JSONField(null=True, blank=True, help_text="tenants this person may see; empty (null) means all")
+    first_at = models.DateTimeField(default=timezone.now)
+    last_at = models.DateTimeField(default=timezone.now, help_text="the last sign-in or renewal at the provider")
+
+    class Meta:
+        db_table = "reckon_person_identity"
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="reckon_person_identity_once")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

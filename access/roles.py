@@ -16,6 +16,8 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
+from access.models import PersonIdentity
+
 APP = "access"
 
 PERMISSIONS: dict[str, str] = {
@@ -68,6 +70,11 @@ def role_names(user) -> list[str]:
     return names + sorted(g.name for g in user.groups.all() if g.name in GROUPS)
 
 
+def tenant_limited(user) -> bool:
+    """A person whose identity provider groups limit them to some tenants (access.oidc)."""
+    return bool(user.is_authenticated) and PersonIdentity.objects.filter(user_id=user.pk, tenants__isnull=False).exists()
+
+
 def requires(*codenames: str):
     """View decorator: sign-in first (anonymous visitors go to the sign-in page), then every named
     permission (a signed-in user without one gets 403, never a page with data on it)."""
@@ -75,6 +82,10 @@ def requires(*codenames: str):
     def deco(view):
         @wraps(view)
         def wrapped(request, *args, **kwargs):
+            if tenant_limited(request.user):
+                # Fail closed: the console's lists and screens do not narrow by tenant yet (the API
+                # does, access.tenancy), so a person limited to tenants must not see them all here.
+                raise PermissionDenied("your account is limited to some tenants, and the console's screens cannot narrow to them yet: use the API, which does")
             for c in codenames:
                 if not request.user.has_perm(perm(c)):
                     raise PermissionDenied(f"this needs the {c.replace('_', ' ')} permission")

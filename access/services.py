@@ -51,6 +51,14 @@ def _actor(who: Principal) -> tuple[str, int | None]:
     return kind, int(ident) if ident.isdigit() else None
 
 
+def _actor_fields(who: Principal) -> dict:
+    """Who a record names: kind, id and display name, and for a person signed in through the
+    identity provider its issuer and subject too (the one place a record's actor is filled in)."""
+    kind, ident = _actor(who)
+    named = {"actor_issuer": who.issuer, "actor_subject": who.subject} if who.subject else {}
+    return {"actor_kind": kind, "actor_id": ident, "actor_name": who.name[:200], **named}
+
+
 def _tenants(run_ids: Iterable[str]) -> dict[str, str]:
     out: dict[str, list[str]] = {}
     for run_id, tenant in RunTenant.objects.filter(run_id__in=set(run_ids)).values_list("run_id", "tenant"):
@@ -95,13 +103,10 @@ def access_record_write(
     """
     if front_end not in AccessRecord.FrontEnd.values:
         raise ValueError(f"front_end must be one of {', '.join(AccessRecord.FrontEnd.values)}, got {front_end!r}")
-    kind, ident = _actor(who)
     values = _run_values([run_id])
     with transaction.atomic():
         record = AccessRecord.objects.create(
-            actor_kind=kind,
-            actor_id=ident,
-            actor_name=who.name[:200],
+            **_actor_fields(who),
             front_end=front_end,
             run_id=run_id,
             call_id=record_text(call_id, values)[:200],
@@ -148,9 +153,7 @@ def unmasked_reads_record(*, who: Principal, mask: frozenset[str], route: str, s
     tenants = _tenants(s.run_id for s, _ in found)
     records = [
         AccessRecord(
-            actor_kind=kind,
-            actor_id=ident,
-            actor_name=who.name[:200],
+            **_actor_fields(who),
             front_end=front_end,
             run_id=s.run_id,
             call_id=record_text(s.call_id, values)[:200],

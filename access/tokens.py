@@ -4,7 +4,8 @@ A machine presents ``Authorization: Bearer <secret>``; the secret is ``rk_`` plu
 and only its sha256 is stored. Tokens carry scopes (``append`` for agents, ``read``, ``decide``) and
 optionally a list of tenants; an empty list means every tenant. A revoked token authenticates
 nobody. A console user acts through the session instead, with the permissions of their role
-(console.roles); their tenants are unlimited.
+(console.roles); their tenants are unlimited, unless the identity provider's groups limit them
+(access.oidc).
 
 ``Principal`` is what the API's handlers see for either kind of caller, so each rule (scope,
 tenant) is checked in one place whoever is calling.
@@ -21,7 +22,7 @@ from typing import Iterable
 from django.db.models import Q
 from django.utils import timezone
 
-from access.models import ApiToken
+from access.models import ApiToken, PersonIdentity
 from access.roles import perm
 
 SCOPES = tuple(ApiToken.Scope.values)
@@ -46,6 +47,8 @@ class Principal:
     tenants: frozenset[str] | None = None  # None: every tenant
     user: object = field(default=None, compare=False)
     is_admin: bool = False
+    issuer: str = ""  # a person signed in through the identity provider: its issuer and subject
+    subject: str = ""
 
     def may_see(self, tenants: Iterable[str]) -> bool:
         return self.tenants is None or set(tenants) <= self.tenants
@@ -142,4 +145,11 @@ def principal_for_user(user) -> Principal:
         scopes.add("decide")
     if admin:
         scopes.add("append")  # people do not write agent events; administrators may, to repair
-    return Principal(kind="user", name=user.get_username(), owner=f"user:{user.pk}", scopes=frozenset(scopes), user=user, is_admin=admin)
+    # A person signed in through the identity provider sees the tenants their groups gave them at
+    # their last sign-in (access.oidc); a local user sees every tenant.
+    identity = PersonIdentity.objects.filter(user_id=user.pk).values("tenants", "issuer", "subject").first() or {}
+    tenants = frozenset(identity["tenants"]) if identity.get("tenants") is not None else None
+    return Principal(
+        kind="user", name=user.get_username(), owner=f"user:{user.pk}", scopes=frozenset(scopes), tenants=tenants, user=user, is_admin=admin,
+        issuer=identity.get("issuer", ""), subject=identity.get("subject", ""),
+    )

@@ -2,14 +2,16 @@
 
 from django.urls import path
 
-from console import evidence, notifications, views, views_call, views_find
+from console import evidence, notifications, oidc, views, views_call, views_find
 
 app_name = "console"
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", views.LoginView.as_view(), name="login"),
-    path("logout/", views.logout_view, name="logout"),
+    path("logout/", oidc.sign_out, name="logout"),
+    path("oidc/start/", oidc.OidcStart.as_view(), name="oidc_start"),
+    path("oidc/callback/", oidc.OidcCallback.as_view(), name="oidc_callback"),
     path("runs/", views.runs_list, name="runs"),
     path("runs/<str:run_id>/", views.run_detail, name="run"),
     path("runs/<str:run_id>/state/", views.run_state_view, name="run_state"),

@@ -81,10 +81,6 @@ class LoginView(auth_views.LoginView):
     redirect_authenticated_user = False
 
 
-def logout_view(request):
-    return auth_views.LogoutView.as_view(next_page="console:login")(request)
-
-
 @requires()
 def home(request):
     if request.user.has_perm(perm("view_console")):

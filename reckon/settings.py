@@ -12,6 +12,7 @@ RECKON_MAX_EVENT_BYTES, RECKON_MAX_RUN_BYTES, RECKON_MAX_REQUEST_BYTES   size li
 RECKON_OUTBOUND_ALLOW   default: none; hosts (or host:port) on this machine or a private network that lookups and notifications may call
 RECKON_LOOKUP_MODULES   default: none; the modules whose functions the python adapter may call
 RECKON_BENCH   default: off; installs the benchmarks app (set by `manage.py bench` itself)
+RECKON_OIDC_*, RECKON_PASSWORD_SIGN_IN, RECKON_BREAK_GLASS_USER   single sign-on (docs/configuration.md)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from reckon.env import envbool, envint, envlist, envstr
+from reckon.oidc_env import oidc_group_map, oidc_settings_check
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("RECKON_VAR_DIR", str(BASE_DIR / "var")))
@@ -101,6 +103,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A session signed in through the identity provider is bounded and re-checked there (console/oidc.py).
+    "console.oidc.SessionBoundMiddleware",
     "console.middleware.ConsoleErrorsMiddleware",
     "console.session.SignedOutMiddleware",
     "console.middleware.BidiVisibleMiddleware",
@@ -123,6 +127,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "console.oidc.sign_in_options",
             ],
         },
     },
@@ -181,7 +186,11 @@ CSRF_FAILURE_VIEW = "console.session.csrf_failure"
 # database (axes' tables), so every web process shares them; a success resets that user's count.
 # Behind proxies, RECKON_PROXY_COUNT says which X-Forwarded-For hop is the client
 # (api/throttles.py client_address, shared with the API's limits).
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+#
+# The password backend (access/oidc.py PasswordBackend) refuses everyone but RECKON_BREAK_GLASS_USER
+# when RECKON_PASSWORD_SIGN_IN is off; the OpenID Connect backend signs people in through the
+# organisation's identity provider when RECKON_OIDC_ISSUER is set (the block below).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "access.oidc.PasswordBackend", "access.oidc.OidcBackend"]
 AXES_FAILURE_LIMIT = envint("RECKON_LOGIN_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = timedelta(seconds=envint("RECKON_LOGIN_COOLOFF_S", 900, minimum=1))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either alone locks: per user and per address
@@ -190,6 +199,29 @@ AXES_HTTP_RESPONSE_CODE = 429
 AXES_CLIENT_IP_CALLABLE = "api.throttles.client_address"
 AXES_VERBOSE = False  # a lockout is logged once as a warning by axes; no banner at start-up
 RECKON_PROXY_COUNT = envint("RECKON_PROXY_COUNT", 0, minimum=0)
+
+# Sign-in with the organisation's identity provider (OpenID Connect; access/oidc.py, docs/security.md
+# "Single sign-on"). Off while RECKON_OIDC_ISSUER is empty. The endpoints and keys come from the
+# issuer's discovery document, fetched when first needed (never at start-up) and cached.
+RECKON_OIDC_ISSUER = (envstr("RECKON_OIDC_ISSUER", "") or "").strip().rstrip("/")
+RECKON_OIDC_CLIENT_ID = (envstr("RECKON_OIDC_CLIENT_ID", "") or "").strip()
+RECKON_OIDC_CLIENT_SECRET = envstr("RECKON_OIDC_CLIENT_SECRET", "") or ""
+RECKON_OIDC_SCOPES = " ".join((envstr("RECKON_OIDC_SCOPES", "openid email profile") or "").split())
+RECKON_OIDC_GROUPS_CLAIM = (envstr("RECKON_OIDC_GROUPS_CLAIM", "groups") or "").strip()
+RECKON_OIDC_TENANTS_CLAIM = (envstr("RECKON_OIDC_TENANTS_CLAIM", "") or "").strip()
+RECKON_OIDC_GROUP_MAP = oidc_group_map("RECKON_OIDC_GROUP_MAP", envstr("RECKON_OIDC_GROUP_MAP", "") or "")
+RECKON_OIDC_SIGN_ALGS = envlist("RECKON_OIDC_SIGN_ALGS", ("RS256",), pattern=r"(RS|PS|ES)(256|384|512)", what="an asymmetric JWS algorithm (RS256, PS256, ES256, ...)")
+RECKON_OIDC_SESSION_S = envint("RECKON_OIDC_SESSION_S", 8 * 3600, minimum=1)
+RECKON_OIDC_TIMEOUT_S = envint("RECKON_OIDC_TIMEOUT_S", 5, minimum=1)
+RECKON_OIDC_CACHE_S = envint("RECKON_OIDC_CACHE_S", 3600, minimum=0)
+RECKON_OIDC_LEEWAY_S = envint("RECKON_OIDC_LEEWAY_S", 30, minimum=0)
+RECKON_OIDC_BUTTON = (envstr("RECKON_OIDC_BUTTON", "Sign in with your organisation") or "").strip()
+RECKON_PASSWORD_SIGN_IN = envbool("RECKON_PASSWORD_SIGN_IN", default=True)
+RECKON_BREAK_GLASS_USER = (envstr("RECKON_BREAK_GLASS_USER", "") or "").strip()
+oidc_settings_check(
+    issuer=RECKON_OIDC_ISSUER, client_id=RECKON_OIDC_CLIENT_ID, scopes=RECKON_OIDC_SCOPES, groups_claim=RECKON_OIDC_GROUPS_CLAIM,
+    group_map=RECKON_OIDC_GROUP_MAP, password_sign_in=RECKON_PASSWORD_SIGN_IN, break_glass=RECKON_BREAK_GLASS_USER,
+)
 
 # API limits (api/throttles.py): 429 with Retry-After. Counted in the cache below, so shared by
 # every gunicorn worker when it is Redis.

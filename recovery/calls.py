@@ -27,6 +27,28 @@ def person_name(who) -> str:
         raise RecoveryError("a person must be named")
     return name[:150]
 
+def person_identity(who) -> dict:
+    """A person's stable identity beside their name in what they write: the identity provider's
+    issuer and subject (``by_issuer``, ``by_subject``), which a renamed person keeps; {} for a local
+    user or a name given as text. Read through the user's ``reckon_identity`` (access.models
+    PersonIdentity, written at sign-in by access.oidc): access sits above recovery, so it is reached
+    by the relation's name rather than imported."""
+    identity = None if who is None or isinstance(who, str) else getattr(who, "reckon_identity", None)
+    return {"by_issuer": identity.issuer, "by_subject": identity.subject} if identity is not None else {}
+
+
+def person_stamped(events: list[NewEvent], who) -> list[NewEvent]:
+    """``events`` with ``who``'s stable identity added to each one whose ``by`` names them: the one
+    place a person's decisions, claims and notes get it (recovery.decisions appends through it)."""
+    extra = person_identity(who)
+    if extra:
+        name = person_name(who)
+        for event in events:
+            if event.payload.get("by") == name:
+                event.payload.update(extra)
+    return events
+
+
 def call_row(pk) -> UncertainCall:
     """The call ``pk``: a full row, or a call in flight kept in the narrow table (which is never
     decidable: it is read only to be refused with its reason). CallNotFound when neither."""

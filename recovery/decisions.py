@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from recovery.calls import call_about, call_row, completion_event, escalation_event, person_name, resolved_event
+from recovery.calls import call_about, call_row, completion_event, escalation_event, person_name, person_stamped, resolved_event
 from recovery.errors import InvalidDecision, NotDecidable, RecoveryError, StaleDecision
 from recovery.models import Decision, UncertainCall
 from recovery.ownership import owning
@@ -76,7 +76,7 @@ def decision_record(*, pk: int, decision: str, by, reason: str, seen_version: in
         )
 
         def write(events):
-            owner.append(events)
+            owner.append(person_stamped(events, by))
 
         if decision == Decision.HAPPENED:
             content = {"recorded_by": who, "reason": reason, "evidence_ref": evidence_ref}
@@ -99,7 +99,7 @@ def decision_record(*, pk: int, decision: str, by, reason: str, seen_version: in
             compensate_owned(owner, row, policy, row.attempts, write=write, rule=f"decided by {who}", by=who)
     return call_row(pk)
 
-def _note(*, pk: int, by: str, text: str, action: str, seen_version: int | None = None, assignee: str | None = None) -> UncertainCall:
+def _note(*, pk: int, by, text: str, action: str, seen_version: int | None = None, assignee: str | None = None) -> UncertainCall:
     row = call_row(pk)
     if seen_version is not None:
         _check_version(row, seen_version)
@@ -107,27 +107,27 @@ def _note(*, pk: int, by: str, text: str, action: str, seen_version: int | None 
         row = call_row(pk)
         if seen_version is not None:
             _check_version(row, seen_version)
-        payload = {**call_about(row), "by": by, "text": text, "action": action}
+        payload = {**call_about(row), "by": person_name(by), "text": text, "action": action}
         if assignee:
             payload["assignee"] = assignee
-        owner.append([NewEvent("operator_note", payload)])
+        owner.append(person_stamped([NewEvent("operator_note", payload)], by))
     return call_row(pk)
 
 def call_claim(*, pk: int, user, seen_version: int) -> UncertainCall:
     """Take the call: the queue shows who is on it. Recorded as an operator_note (action claim)."""
     who = person_name(user)
-    return _note(pk=pk, by=who, text=f"{who} claimed the call", action="claim", seen_version=seen_version)
+    return _note(pk=pk, by=user, text=f"{who} claimed the call", action="claim", seen_version=seen_version)
 
 def call_assign(*, pk: int, user, assignee, seen_version: int) -> UncertainCall:
     who, to = person_name(user), person_name(assignee)
-    return _note(pk=pk, by=who, text=f"{who} assigned the call to {to}", action="assign", seen_version=seen_version, assignee=to)
+    return _note(pk=pk, by=user, text=f"{who} assigned the call to {to}", action="assign", seen_version=seen_version, assignee=to)
 
 def call_release(*, pk: int, user, seen_version: int) -> UncertainCall:
     who = person_name(user)
-    return _note(pk=pk, by=who, text=f"{who} released the call", action="release", seen_version=seen_version)
+    return _note(pk=pk, by=user, text=f"{who} released the call", action="release", seen_version=seen_version)
 
 def call_note(*, pk: int, by, text: str) -> UncertainCall:
     """A person's note on the call, kept in the run's history (operator_note)."""
     if not isinstance(text, str) or not text.strip():
         raise RecoveryError("a note needs text")
-    return _note(pk=pk, by=person_name(by), text=text.strip()[:4000], action="note")
+    return _note(pk=pk, by=by, text=text.strip()[:4000], action="note")

@@ -294,11 +294,15 @@ def sealed_event_canonical(*, seq: int, type: str, ts: str, v: int, payload, com
 
 
 ACCESS_FIELDS = ("n", "at", "actor_kind", "actor_name", "front_end", "run_id", "call_id", "idempotency_key", "seq", "fields", "all_fields", "why")
+# A person signed in through the identity provider is also named by its issuer and subject (the
+# stable pair a renamed person keeps); a record of anyone else has neither key, and hashes as before.
+ACCESS_IDENTITY_FIELDS = ("actor_issuer", "actor_subject")
 
 
 def access_canonical(record: dict) -> bytes:
-    """The canonical bytes of one access record: JCS of exactly ``ACCESS_FIELDS``."""
-    return canonical_json({k: record[k] for k in ACCESS_FIELDS})
+    """The canonical bytes of one access record: JCS of exactly ``ACCESS_FIELDS``, and of
+    ``ACCESS_IDENTITY_FIELDS`` where the record has them."""
+    return canonical_json({k: record[k] for k in (*ACCESS_FIELDS, *(f for f in ACCESS_IDENTITY_FIELDS if f in record))})
 
 
 # --- the bundle ---------------------------------------------------------------------------------

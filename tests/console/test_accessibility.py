@@ -23,7 +23,9 @@ pytestmark = [
 # is one of the pages below (visited through the form that posts to it).
 NOT_A_PAGE = {
     "home": "redirects to the overview or the queue",
-    "logout": "signs out and redirects to the sign-in page",
+    "logout": "signs out and redirects to the sign-in page (or the page on to the provider's sign-out)",
+    "oidc_start": "redirects to the identity provider (404 while single sign-on is off)",
+    "oidc_callback": "the provider's answer: signs in and redirects, or the refusal page (tests/access/oidc)",
     "run_state": "an htmx fragment of the run page (without htmx it redirects there)",
     "run_export": "a JSONL or CSV file",
     "run_export_digest": "a text digest",

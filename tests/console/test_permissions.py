@@ -63,8 +63,9 @@ MATRIX = [
     ("post", "console:queue_bulk", (), {}, everyone_who_reads(400)),
 ]
 
-# Routes that are deliberately open: signing in, and signing out (which only ends a session).
-PUBLIC = {"console:login", "console:logout"}
+# Routes that are deliberately open: signing in, and signing out (which only ends a session); the
+# single sign-on start and callback (404 while it is not configured: tests/access/test_sign_in_settings.py).
+PUBLIC = {"console:login", "console:logout", "console:oidc_start", "console:oidc_callback"}
 
 
 def test_every_console_route_is_in_the_matrix():
