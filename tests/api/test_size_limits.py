@@ -4,9 +4,7 @@ agent client's TooLarge: tests/clients/test_size_limits.py)."""
 
 from __future__ import annotations
 
-import json
 
-import pytest
 
 from runs.models import Run
 from runs.store import events_read

@@ -45,7 +45,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Protocol
 
 from reckon_client.errors import CallUncertain, LeaseHeld, StaleEpoch, ToolFailed
