@@ -11,13 +11,16 @@ instead.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "clients" / "python"
@@ -31,6 +34,16 @@ def _sources_hash() -> str:
     return h.hexdigest()[:12]
 
 
+@contextmanager
+def _building(home: Path, name: str) -> Iterator[None]:
+    """Held while ``name`` is built under ``home``: the test processes (xdist's workers) that need
+    it at once build it once, the others waiting for it, instead of removing each other's."""
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def client_python(name: str = "plain") -> Path:
     """The python of the ``name`` environment, built now if it is not there yet."""
     given = os.environ.get(f"RECKON_CLIENT_VENV_{name.upper().replace('-', '_')}")
@@ -41,14 +54,17 @@ def client_python(name: str = "plain") -> Path:
     python = venv / "bin" / "python"
     if (venv / ".built").exists():
         return python
-    shutil.rmtree(venv, ignore_errors=True)
-    for old in home.glob(f"{name}-*"):  # earlier versions of the sources
-        shutil.rmtree(old, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    # A real (not editable) install from the folder: the distribution's packaging is under test too.
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    subprocess.run([str(python), "-m", "pip", "install", "-q", f"{CLIENT}{EXTRAS[name]}"], check=True, env=env, cwd=ROOT)
-    (venv / ".built").touch()
+    with _building(home, name):
+        if (venv / ".built").exists():  # another process built it meanwhile
+            return python
+        shutil.rmtree(venv, ignore_errors=True)
+        for old in home.glob(f"{name}-*"):  # earlier versions of the sources
+            shutil.rmtree(old, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        # A real (not editable) install from the folder: the distribution's packaging is under test too.
+        env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"{CLIENT}{EXTRAS[name]}"], check=True, env=env, cwd=ROOT)
+        (venv / ".built").touch()
     return python
 
 
@@ -67,14 +83,16 @@ def reference_servers() -> Path:
     folder = home / hashlib.sha256(pins.encode()).hexdigest()[:12]
     if (folder / ".built").exists():
         return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    for old in home.glob("*"):
-        shutil.rmtree(old, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "-q", *REFERENCE_PYPI], check=True, env=env, cwd=ROOT)
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(folder), *REFERENCE_NPM], check=True, cwd=ROOT)
-    (folder / ".built").touch()
+    with _building(home, "reference"):
+        if (folder / ".built").exists():  # another process built it meanwhile
+            return folder
+        for old in home.glob("[!.]*"):  # this set's unfinished folder, and earlier sets'
+            shutil.rmtree(old, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+        env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "-q", *REFERENCE_PYPI], check=True, env=env, cwd=ROOT)
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(folder), *REFERENCE_NPM], check=True, cwd=ROOT)
+        (folder / ".built").touch()
     return folder
 
 
