@@ -26,6 +26,7 @@ PERMISSIONS: dict[str, str] = {
     "export_run": "Can export a run's events",
     "view_sensitive": "Can see sensitive argument fields unmasked (each reveal is recorded)",
     "manage_policies": "Can change tool policies",
+    "view_reports": "Can read the reports (trends, resolution times, deadlines) and export them",
 }
 
 ONCALL, COMPLIANCE, MANAGER = "oncall", "compliance", "manager"
@@ -35,8 +36,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ONCALL: ("view_console", "decide_call", "claim_call", "add_note"),
     # Compliance reads everything, sensitive fields included, and exports; it never decides.
     COMPLIANCE: ("view_console", "export_run", "view_sensitive", "add_note"),
-    # Managers watch dashboards and read; they neither decide nor export.
-    MANAGER: ("view_console",),
+    # Managers watch dashboards, read and read the reports (and download their tables); they neither
+    # decide nor export a run's events.
+    MANAGER: ("view_console", "view_reports"),
 }
 
 

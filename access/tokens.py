@@ -140,6 +140,8 @@ def principal_for_user(user) -> Principal:
         scopes.add("read")
     if user.has_perm(perm("decide_call")):
         scopes.add("decide")
+    if admin or user.has_perm(perm("view_reports")):
+        scopes.add("reports")
     if admin:
         scopes.add("append")  # people do not write agent events; administrators may, to repair
     return Principal(kind="user", name=user.get_username(), owner=f"user:{user.pk}", scopes=frozenset(scopes), user=user, is_admin=admin)
