@@ -85,3 +85,12 @@ def requires(*codenames: str):
         return login_required(wrapped)
 
     return deco
+
+
+def sees_people_figures(user) -> bool:
+    """Whether the reports show ``user`` the per-person table (who decided how many, how long calls
+    waited while each person held them): for staffing, not blame, so managers and administrators
+    only, and only with the reports permission."""
+    if not (user.is_authenticated and user.has_perm(perm("view_reports"))):
+        return False
+    return bool(user.is_superuser or user.is_staff or user.groups.filter(name=MANAGER).exists())

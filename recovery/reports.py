@@ -67,6 +67,15 @@ class Period:
             raise ReportError(f"a report covers at most {MAX_DAYS} days, got {(last - first).days + 1}")
         return cls(datetime.combine(first, time(), UTC), datetime.combine(last + timedelta(days=1), time(), UTC))
 
+    @classmethod
+    def choose(cls, *, days: int | None = None, since: date | None = None, until: date | None = None, now: datetime) -> Period:
+        """The period a screen or an API call asked for: both dates, or the last ``days`` (30 by default)."""
+        if since or until:
+            if not (since and until):
+                raise ReportError("give both since and until (UTC dates, both included), or neither")
+            return cls.dates(since, until)
+        return cls.last_days(days or 30, now=now)
+
     def as_of(self, now: datetime) -> datetime:
         return min(self.end, now)
 
@@ -250,7 +259,7 @@ def worst(period: Period, f: Filters, *, now: datetime, limit: int = WORST_SHOWN
     as_of = period.as_of(now)
     qs = calls_in(period, f).filter(deadline__lt=as_of).exclude(Q(resolved_at__lte=F("deadline")))
     rows = []
-    for r in qs.values("id", "run_id", "call_id", "idempotency_key", "tool", "tenant", "risk_class", "started_at", "deadline", "resolved_at"):
+    for r in qs.values("id", "run_id", "call_id", "tool", "tenant", "risk_class", "started_at", "deadline", "resolved_at"):
         done = r["resolved_at"] is not None and r["resolved_at"] < as_of
         past = _secs(r["deadline"], r["resolved_at"] if done else as_of)
         rows.append({**r, "resolved_at": r["resolved_at"] if done else None, "status": "late" if done else "overdue", "past_deadline_s": past})
@@ -335,3 +344,16 @@ TABLES: dict[str, Callable[..., list[dict]]] = {
     "people": people,
 }
 MANAGERS_ONLY = frozenset({"people"})
+_TIMES = ("calls", "touched", "touch_p50_s", "touch_p90_s", "touch_max_s", "resolved", "resolve_p50_s", "resolve_p90_s", "resolve_max_s")
+# Each table's columns in order: the CSV header and the API's fields.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "volume": ("tool", "uncertain", "recorded", "per_thousand"),
+    "outcomes": ("ended", "outcome", "calls"),
+    "times-by-risk": ("risk_class", *_TIMES),
+    "times-by-tool": ("tool", *_TIMES),
+    "deadlines": ("risk_class", "within", "late", "overdue", "open_in_time", "no_deadline", "missed_pct"),
+    "worst": ("id", "run_id", "call_id", "tool", "tenant", "risk_class", "started_at", "deadline", "resolved_at", "status", "past_deadline_s"),
+    "trend": ("start", "end", "opened", "resolved", "overdue_at_end"),
+    "people": ("person", "decided", "claimed", "claimed_wait_p50_s", "claimed_wait_max_s"),
+    "calls": DETAIL_COLUMNS,
+}

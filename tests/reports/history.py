@@ -122,3 +122,76 @@ def history_build() -> None:
         assert result.outcome == "imported", result
     result = log_import("run-live.jsonl", ("\n".join(_live_log()) + "\n").encode())
     assert result.outcome == "imported", result
+
+
+# --- the figures, counted by hand from CALLS and LIVE (as of END, no filter) -------------------
+
+M = 60
+D = 86400
+
+
+def _times(key, value, calls, touched, touch, resolved, resolve):
+    t = [v * M for v in touch] or [None, None, None]
+    r = [v * M for v in resolve] or [None, None, None]
+    return {key: value, "calls": calls, "touched": touched, "touch_p50_s": t[0], "touch_p90_s": t[1], "touch_max_s": t[2], "resolved": resolved, "resolve_p50_s": r[0], "resolve_p90_s": r[1], "resolve_max_s": r[2]}
+
+
+EXPECTED = {
+    # pay: p1-p6 and e2 of 7 + 3 live starts; refund r1-r4 of 4 + 4; lookup l1 l2 of 2 + 18.
+    "volume": [
+        {"tool": "lookup", "uncertain": 2, "recorded": 20, "per_thousand": 100.0},
+        {"tool": "pay", "uncertain": 7, "recorded": 10, "per_thousand": 700.0},
+        {"tool": "refund", "uncertain": 4, "recorded": 8, "per_thousand": 500.0},
+        {"tool": "(all)", "uncertain": 13, "recorded": 38, "per_thousand": 342.1},
+    ],
+    "outcomes": [
+        {"ended": "automatically", "outcome": "completed", "calls": 2},  # p4, l2
+        {"ended": "automatically", "outcome": "retried", "calls": 1},  # r2
+        {"ended": "automatically", "outcome": "not_happened", "calls": 1},  # r1
+        {"ended": "automatically", "outcome": "compensated", "calls": 1},  # r3
+        {"ended": "by a person", "outcome": "happened", "calls": 1},  # p1
+        {"ended": "by a person", "outcome": "retry_same_key", "calls": 1},  # p6
+        {"ended": "by a person", "outcome": "not_happened", "calls": 1},  # p2
+        {"ended": "by a person", "outcome": "compensate", "calls": 1},  # p3
+        {"ended": "by the run itself", "outcome": "completed", "calls": 1},  # l1
+        {"ended": "still open", "outcome": "", "calls": 3},  # p5, r4, e2 (resolved after the end)
+    ],
+    # Nearest rank: p50 of n values is the ceil(n/2)-th, p90 the ceil(0.9 n)-th.
+    # idempotent resolutions 5 30; reversible 10 15 45; irreversible touches 5 10 20 30 40 and
+    # resolutions 20 40 50 95 200.
+    "times-by-risk": [
+        _times("risk_class", "idempotent", 2, 0, [], 2, [5, 30, 30]),
+        _times("risk_class", "reversible", 4, 0, [], 3, [15, 45, 45]),
+        _times("risk_class", "irreversible", 7, 5, [20, 40, 40], 5, [50, 200, 200]),
+    ],
+    "times-by-tool": [
+        _times("tool", "lookup", 2, 0, [], 2, [5, 30, 30]),
+        _times("tool", "pay", 7, 5, [20, 40, 40], 5, [50, 200, 200]),
+        _times("tool", "refund", 4, 0, [], 3, [15, 45, 45]),
+    ],
+    "deadlines": [
+        {"risk_class": "idempotent", "within": 1, "late": 1, "overdue": 0, "open_in_time": 0, "no_deadline": 0, "missed_pct": 50.0},
+        {"risk_class": "reversible", "within": 2, "late": 1, "overdue": 1, "open_in_time": 0, "no_deadline": 0, "missed_pct": 50.0},
+        {"risk_class": "irreversible", "within": 3, "late": 2, "overdue": 1, "open_in_time": 1, "no_deadline": 0, "missed_pct": 50.0},
+    ],
+    # call id, status, seconds past the deadline: p5 overdue from day 15 11:00 to the end, p6 140
+    # minutes late, p3 35, r4 overdue 30, l2 20, r2 15.
+    "worst": [("c-p5", "overdue", 12 * D + 13 * 3600), ("c-p6", "late", 140 * M), ("c-p3", "late", 35 * M), ("c-r4", "overdue", 30 * M), ("c-l2", "late", 20 * M), ("c-r2", "late", 15 * M)],
+    # per day 0..27: opened, resolved (day 0: p1 and e1, opened the evening before), overdue at the end
+    # (p5 from day 15, r4 on the last day).
+    "trend": [
+        (
+            DAY0 + timedelta(days=i),
+            {0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 8: 1, 9: 1, 15: 1, 16: 1, 20: 1, 22: 1, 27: 2}.get(i, 0),
+            {0: 2, 1: 1, 2: 1, 3: 1, 4: 1, 8: 1, 9: 1, 16: 1, 20: 1, 22: 1}.get(i, 0),
+            0 if i < 15 else 1 if i < 27 else 2,
+        )
+        for i in range(28)
+    ],
+    # ann decided p1 p2 p6, held 10, 20 and 195 minutes; bob decided p3 (held 65 min) and holds p5
+    # from day 15 10:40 to the end.
+    "people": [
+        {"person": "ann", "decided": 3, "claimed": 3, "claimed_wait_p50_s": 20 * M, "claimed_wait_max_s": 195 * M},
+        {"person": "bob", "decided": 1, "claimed": 2, "claimed_wait_p50_s": 65 * M, "claimed_wait_max_s": 12 * D + 13 * 3600 + 20 * M},
+    ],
+}

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 
 from recovery import reports
 from recovery.models import UncertainCall
-from tests.reports.history import DAY0, END, history_build
+from tests.reports.history import DAY0, END, EXPECTED, history_build
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)  # after the period: every figure is as of its end
@@ -23,6 +23,13 @@ def history():
     ann = User.objects.create_user("ann")
     Group.objects.create(name="ledger-team").user_set.add(ann)
     return reports.Period.dates(date(2026, 11, 2), date(2026, 11, 29))
+
+
+def test_every_table_matches_the_hand_count(history):
+    for name in ("volume", "outcomes", "times-by-risk", "times-by-tool", "deadlines", "people"):
+        assert reports.TABLES[name](history, reports.Filters(), now=NOW) == EXPECTED[name], name
+    assert [(r["call_id"], r["status"], r["past_deadline_s"]) for r in reports.worst(history, reports.Filters(), now=NOW)] == EXPECTED["worst"]
+    assert [(r["start"], r["opened"], r["resolved"], r["overdue_at_end"]) for r in reports.trend(history, reports.Filters(), now=NOW)] == EXPECTED["trend"]
 
 
 def test_the_period_is_the_utc_days_chosen(history):
