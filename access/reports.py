@@ -17,7 +17,7 @@ from access.roles import sees_people_figures
 from access.services import Shown, unmasked_reads_record
 from access.tokens import Principal
 from recovery import reports
-from recovery.masking import run_sensitive_values
+from recovery.masking import run_sensitive_values, sensitive_fields
 
 DETAIL_CHUNK = 500
 
@@ -31,20 +31,28 @@ def report_tables(who: Principal) -> list[str]:
 
 def report_detail_shown(*, period: reports.Period, filters: reports.Filters, now: datetime, who: Principal, route: str, front_end: str) -> Iterator[list[dict]]:
     """The detail export's rows (``reports.detail``), ``DETAIL_CHUNK`` at a time, each masked for
-    ``who``; a chunk that shows sensitive values unmasked is recorded before it is yielded."""
+    ``who``. Whatever it will show unmasked is recorded now, before it returns and so before the
+    first byte leaves (a reader whose mask hides every sensitive field is shown nothing, and the
+    records are not even looked for); the rows themselves are read again as they are sent."""
     mask = mask_fields(who)
+    if sensitive_fields() - mask:
+        for rows in _chunks(period, filters, now):
+            shown = [Shown(r["run_id"], {"arguments": r["arguments"], "idempotency_key": r["idempotency_key"]}, call_id=r["call_id"], idempotency_key=r["idempotency_key"]) for r in rows]
+            unmasked_reads_record(who=who, mask=mask, route=route, shown=shown, front_end=front_end)
+    return (_masked(rows, mask) for rows in _chunks(period, filters, now))
+
+
+def _chunks(period: reports.Period, filters: reports.Filters, now: datetime) -> Iterator[list[dict]]:
     batch: list[dict] = []
     for row in reports.detail(period, filters, now=now):
         batch.append(row)
         if len(batch) == DETAIL_CHUNK:
-            yield _shown(batch, mask, who, route, front_end)
+            yield batch
             batch = []
     if batch:
-        yield _shown(batch, mask, who, route, front_end)
+        yield batch
 
 
-def _shown(rows: list[dict], mask: frozenset[str], who: Principal, route: str, front_end: str) -> list[dict]:
-    shown = [Shown(r["run_id"], {"arguments": r["arguments"], "idempotency_key": r["idempotency_key"]}, call_id=r["call_id"], idempotency_key=r["idempotency_key"]) for r in rows]
-    unmasked_reads_record(who=who, mask=mask, route=route, shown=shown, front_end=front_end)
+def _masked(rows: list[dict], mask: frozenset[str]) -> list[dict]:
     values = run_sensitive_values(run_ids={r["run_id"] for r in rows}, fields=mask)
     return [{**r, "arguments": masked(r["arguments"], mask, values), "idempotency_key": masked(r["idempotency_key"], mask, values)} for r in rows]
