@@ -94,6 +94,7 @@ def test_every_screen_fits_390_px_without_sideways_scrolling(live_server, page, 
         "access": "/access/",
         "policies": "/policies/",
         "notifications": "/notifications/",
+        "reports": "/reports/",
     }
     page.set_viewport_size({"width": 1280, "height": 800})
     page.goto(f"{live_server.url}/login/")
