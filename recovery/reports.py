@@ -26,7 +26,8 @@ from django.db.models import Count, F, Q, QuerySet, TextField, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
-from recovery.models import RISK_CLASSES, UncertainCall
+from recovery.models import RISK_CLASSES, ToolPolicy, UncertainCall
+from recovery.policies import policy_from_row
 from runs.models import Event
 
 UTC = timezone.utc
@@ -308,6 +309,57 @@ def people(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     return out
 
 
+def _targets() -> dict[str, int]:
+    """Each tool's ``resolve_within`` in seconds, for the tools whose policy names one."""
+    out = {}
+    for row in ToolPolicy.objects.all():
+        within = policy_from_row(row).resolve_within_s
+        if within is not None:
+            out[row.tool] = within
+    return out
+
+
+def _sla_status(started, deadline, resolved, within_s, as_of) -> str:
+    """``met``, ``breached`` or ``pending`` (unresolved and its target not yet passed) against the
+    tool's resolve_within from the start, or the call's deadline where the policy names none."""
+    target = started + timedelta(seconds=within_s) if within_s is not None else deadline
+    if target is None:
+        return "pending" if resolved is None or resolved >= as_of else "met"
+    if resolved is not None and resolved < as_of:
+        return "met" if resolved <= target else "breached"
+    return "breached" if target < as_of else "pending"
+
+
+def _breach(met: int, breached: int) -> float | None:
+    return round(100 * breached / (met + breached), 1) if met + breached else None
+
+
+def sla(period: Period, f: Filters, *, now: datetime) -> list[dict]:
+    """Per tool: its resolution target (``resolve_within``, or ``deadline`` where its policy names
+    none), and of the period's calls how many met it, breached it (resolved after it, or still
+    unresolved past it at ``as_of``), are pending, and the breach rate of those judged."""
+    as_of, targets = period.as_of(now), _targets()
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for tool, started, deadline, resolved in calls_in(period, f).values_list("tool", "started_at", "deadline", "resolved_at"):
+        counts[tool][_sla_status(started, deadline, resolved, targets.get(tool), as_of)] += 1
+    return [
+        {"tool": t, "target": "resolve_within" if t in targets else "deadline", "target_s": targets.get(t), "met": c["met"], "breached": c["breached"], "pending": c["pending"], "breach_pct": _breach(c["met"], c["breached"])}
+        for t, c in sorted(counts.items())
+    ]
+
+
+def sla_trend(period: Period, f: Filters, *, now: datetime) -> list[dict]:
+    """``sla``'s breach rate per trend bucket (``Period.buckets``), of the calls opened in each."""
+    as_of, targets = period.as_of(now), _targets()
+    rows = [{"start": b0, "end": b1, "met": 0, "breached": 0, "pending": 0, "breach_pct": None} for b0, b1 in period.buckets()]
+    for tool, started, deadline, resolved in calls_in(period, f).values_list("tool", "started_at", "deadline", "resolved_at"):
+        row = next(r for r in rows if r["start"] <= started < r["end"])
+        row[_sla_status(started, deadline, resolved, targets.get(tool), as_of)] += 1
+    for r in rows:
+        r["breach_pct"] = _breach(r["met"], r["breached"])
+    return rows
+
+
 DETAIL_COLUMNS = (
     "id", "run_id", "call_id", "tool", "tenant", "risk_class", "idempotency_key", "arguments", "state", "started_at", "first_touch_at",
     "deadline", "resolved_at", "ended", "outcome", "resolved_by", "claimed_by", "deadline_status",
@@ -341,6 +393,8 @@ TABLES: dict[str, Callable[..., list[dict]]] = {
     "deadlines": deadlines,
     "worst": worst,
     "trend": trend,
+    "sla": sla,
+    "sla-trend": sla_trend,
     "people": people,
 }
 MANAGERS_ONLY = frozenset({"people"})
@@ -354,6 +408,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "deadlines": ("risk_class", "within", "late", "overdue", "open_in_time", "no_deadline", "missed_pct"),
     "worst": ("id", "run_id", "call_id", "tool", "tenant", "risk_class", "started_at", "deadline", "resolved_at", "status", "past_deadline_s"),
     "trend": ("start", "end", "opened", "resolved", "overdue_at_end"),
+    "sla": ("tool", "target", "target_s", "met", "breached", "pending", "breach_pct"),
+    "sla-trend": ("start", "end", "met", "breached", "pending", "breach_pct"),
     "people": ("person", "decided", "claimed", "claimed_wait_p50_s", "claimed_wait_max_s"),
     "calls": DETAIL_COLUMNS,
 }

@@ -30,7 +30,7 @@ def bi(db):
 
 
 def test_every_table_is_the_hand_count(history, bi):
-    for name in ("volume", "outcomes", "times-by-risk", "times-by-tool", "deadlines"):
+    for name in ("volume", "outcomes", "times-by-risk", "times-by-tool", "deadlines", "sla"):
         resp = bi.get(f"/api/reports/{name}", **PERIOD)
         assert resp.status_code == 200, resp.content
         doc = resp.json()
@@ -39,6 +39,8 @@ def test_every_table_is_the_hand_count(history, bi):
         assert doc["columns"] == list(EXPECTED[name][0])
     worst = bi.get("/api/reports/worst", **PERIOD).json()["rows"]
     assert [(r["call_id"], r["status"], r["past_deadline_s"]) for r in worst] == EXPECTED["worst"]
+    sla = bi.get("/api/reports/sla-trend", **PERIOD).json()["rows"]
+    assert {i: (r["met"], r["breached"], r["pending"]) for i, r in enumerate(sla) if r["met"] + r["breached"] + r["pending"]} == EXPECTED["sla-trend"]
     trend = bi.get("/api/reports/trend", **PERIOD).json()["rows"]
     assert [(datetime.fromisoformat(r["start"]), r["opened"], r["resolved"], r["overdue_at_end"]) for r in trend] == EXPECTED["trend"]
 

@@ -88,6 +88,9 @@ def test_the_screen_shows_every_figure_of_the_hand_count(history, manager):
     worst = body["table-worst"][1:]
     assert [(row[0].split(" in ")[0], row[4], float(row[5])) for row in worst] == [(c, s, float(p)) for c, s, p in EXPECTED["worst"]]
     assert body["table-trend"][1:] == [[d.strftime("%Y-%m-%d"), str(o), str(r), str(v)] for d, o, r, v in EXPECTED["trend"]]
+    assert body["table-sla"][1:] == [[r["tool"], "45 min" if r["target_s"] else "its deadline", str(r["met"]), str(r["breached"]), str(r["pending"]), f"{r['breach_pct']}%"] for r in EXPECTED["sla"]]
+    sla_days = {i: tuple(int(c) for c in row[1:4]) for i, row in enumerate(body["table-sla-trend"][1:]) if row[1:4] != ["0", "0", "0"]}
+    assert sla_days == EXPECTED["sla-trend"]
     people = [[row[0], row[1], row[2], row[3], row[4]] for row in body["table-people"][1:]]
     assert people == [[r["person"], str(r["decided"]), str(r["claimed"]), f"{float(r['claimed_wait_p50_s'])}", f"{float(r['claimed_wait_max_s'])}"] for r in EXPECTED["people"]]
     html = resp.content.decode()
@@ -99,7 +102,7 @@ def test_the_screen_shows_every_figure_of_the_hand_count(history, manager):
 
 def test_each_csv_is_the_hand_count(history, manager):
     c = client_for(manager)
-    for name in ("volume", "outcomes", "times-by-risk", "times-by-tool", "deadlines", "people"):
+    for name in ("volume", "outcomes", "times-by-risk", "times-by-tool", "deadlines", "sla", "people"):
         rows = _csv(c, name)
         want = [{k: _s(v) for k, v in r.items()} for r in EXPECTED[name]]
         got = [{k: (v[:-2] if v.endswith(".0") and k.endswith("_s") else v) for k, v in r.items()} for r in rows]

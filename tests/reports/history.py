@@ -24,6 +24,7 @@ POLICIES = """
 risk_class = "irreversible"
 strategy   = "escalate"
 deadline   = "60m"
+resolve_within = "45m"
 sensitive_fields = ["account"]
 
 [tools.refund]
@@ -188,6 +189,16 @@ EXPECTED = {
         )
         for i in range(28)
     ],
+    # Against pay's resolve_within of 45 minutes: p1 (20) and p2 (40) met it; p3 (95), p4 (50), p6
+    # (200) and p5 (open past 10:45 on day 15) breached it; e2 is not due before the end. The others
+    # against their deadlines: r1 r3 l1 met, r2 l2 late, r4 open past it.
+    "sla": [
+        {"tool": "lookup", "target": "deadline", "target_s": None, "met": 1, "breached": 1, "pending": 0, "breach_pct": 50.0},
+        {"tool": "pay", "target": "resolve_within", "target_s": 45 * M, "met": 2, "breached": 4, "pending": 1, "breach_pct": 66.7},
+        {"tool": "refund", "target": "deadline", "target_s": None, "met": 2, "breached": 2, "pending": 0, "breach_pct": 50.0},
+    ],
+    # per day of opening: (met, breached, pending)
+    "sla-trend": {0: (1, 0, 0), 1: (1, 0, 0), 2: (1, 0, 0), 3: (0, 1, 0), 4: (1, 0, 0), 8: (0, 1, 0), 9: (0, 1, 0), 15: (0, 1, 0), 16: (1, 0, 0), 20: (0, 1, 0), 22: (0, 1, 0), 27: (0, 1, 1)},
     # ann decided p1 p2 p6, held 10, 20 and 195 minutes; bob decided p3 (held 65 min) and holds p5
     # from day 15 10:40 to the end.
     "people": [

@@ -26,8 +26,11 @@ def history():
 
 
 def test_every_table_matches_the_hand_count(history):
-    for name in ("volume", "outcomes", "times-by-risk", "times-by-tool", "deadlines", "people"):
+    for name in ("volume", "outcomes", "times-by-risk", "times-by-tool", "deadlines", "sla", "people"):
         assert reports.TABLES[name](history, reports.Filters(), now=NOW) == EXPECTED[name], name
+    trend = reports.sla_trend(history, reports.Filters(), now=NOW)
+    assert {i: (r["met"], r["breached"], r["pending"]) for i, r in enumerate(trend) if r["met"] + r["breached"] + r["pending"]} == EXPECTED["sla-trend"]
+    assert [r["breach_pct"] for r in trend][:4] == [0.0, 0.0, 0.0, 100.0] and trend[5]["breach_pct"] is None
     assert [(r["call_id"], r["status"], r["past_deadline_s"]) for r in reports.worst(history, reports.Filters(), now=NOW)] == EXPECTED["worst"]
     assert [(r["start"], r["opened"], r["resolved"], r["overdue_at_end"]) for r in reports.trend(history, reports.Filters(), now=NOW)] == EXPECTED["trend"]
 
@@ -83,6 +86,15 @@ def test_times_are_nearest_rank_percentiles(history):
     assert (rows["idempotent"]["resolve_p50_s"], rows["idempotent"]["resolve_p90_s"]) == (5 * MIN, 30 * MIN)
     tools = {r["tool"]: r for r in reports.times_by_tool(history, reports.Filters(), now=NOW)}
     assert tools["pay"]["resolve_p90_s"] == 200 * MIN and tools["refund"]["resolve_p50_s"] == 15 * MIN
+
+
+def test_resolve_within_must_be_a_duration_of_a_second_or_more(db):
+    from recovery.policies import PolicyError, policies_parse
+
+    assert policies_parse('[tools.t]\nrisk_class = "reversible"\nstrategy = "escalate"\nresolve_within = "2h"\n')[0].resolve_within_s == 7200
+    for bad, words in (('"soon"', "resolve_within: 'soon' is not a duration"), ('"0s"', "must be at least 1s")):
+        with pytest.raises(PolicyError, match=words):
+            policies_parse(f'[tools.t]\nrisk_class = "reversible"\nstrategy = "escalate"\nresolve_within = {bad}\n')
 
 
 def test_percentile_is_nearest_rank():
