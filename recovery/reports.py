@@ -368,7 +368,8 @@ DETAIL_COLUMNS = (
 
 def detail(period: Period, f: Filters, *, now: datetime, chunk: int = 2000) -> Iterator[dict]:
     """One row per call of the period, in start order, read ``chunk`` rows at a time: the detail
-    export. Unmasked (``arguments`` and ``idempotency_key`` as stored): the caller masks them."""
+    export. Unmasked (``arguments`` and ``idempotency_key`` as stored): the caller masks them. A call
+    resolved after ``as_of`` is shown as it was then: unresolved (state "open"), no resolution."""
     as_of = period.as_of(now)
     for c in calls_in(period, f).order_by("started_at", "id").iterator(chunk_size=chunk):
         done = c.resolved_at is not None and c.resolved_at < as_of
@@ -413,3 +414,4 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "people": ("person", "decided", "claimed", "claimed_wait_p50_s", "claimed_wait_max_s"),
     "calls": DETAIL_COLUMNS,
 }
+assert set(COLUMNS) == {*TABLES, "calls"}, "every table of the reports needs its columns"

@@ -62,6 +62,7 @@ def test_a_manager_reads_the_month_s_trend_and_downloads_the_csv(live_server, pa
     sizes = page.evaluate("""() => [...document.querySelectorAll('#trend-h ~ svg text')].map(t => t.getBoundingClientRect().height)""")
     assert min(sizes) >= 9, sizes
     shot(page, "reports-390")
+    page.screenshot(path=str(shot(page, "reports-390-top")), full_page=False)
     page.locator("section[aria-labelledby='trend-h']").screenshot(path=str(shot(page, "reports-390-trend")))
     page.click("#trend-h ~ details summary")
     assert page.locator("#table-trend tbody tr").count() == 28

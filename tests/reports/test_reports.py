@@ -179,3 +179,18 @@ def test_a_period_still_running_counts_as_of_now(history):
     assert got[("still open", "")] == 13 and got[("by a person", "happened")] == 0
     rows = {r["risk_class"]: r for r in reports.times_by_risk(history, reports.Filters(), now=now)}
     assert (rows["irreversible"]["touched"], rows["irreversible"]["resolved"]) == (1, 0)
+
+
+def test_the_migration_fills_first_touch_from_what_a_row_still_knows(history):
+    """recovery 0009 on rows that existed before the column: the current claim, or a person's
+    resolution, whichever came first; nothing for a call nobody touched."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    UncertainCall.objects.update(first_touch_at=None)
+    import_module("recovery.migrations.0009_first_touch_at")._backfill(apps, None)
+    got = dict(UncertainCall.objects.filter(call_id__in=["c-p1", "c-p5", "c-r1"]).values_list("call_id", "first_touch_at"))
+    assert got["c-p1"] == DAY0 + timedelta(hours=10, minutes=10)  # claimed at 10:10, decided at 10:20
+    assert got["c-p5"] == DAY0 + timedelta(days=15, hours=10, minutes=40)  # claimed, never decided
+    assert got["c-r1"] is None  # settled by a rule
