@@ -48,7 +48,7 @@ def _trend_chart(rows: list[dict], period: reports.Period) -> tuple:
     daily = len(period.buckets()) == (period.end - period.start).days
     labels = [r["start"].strftime("%b %-d") for r in drawn]
     series = {name: [r[key] for r in drawn] for key, name in TREND_SERIES}
-    title = f"Uncertain calls per {'day' if daily else 'week'}, {period.start:%Y-%m-%d} to {period.end:%Y-%m-%d} (UTC): opened, resolved, and overdue at the end of each"
+    title = f"Uncertain calls per {'day' if daily else 'week'}, {period.start:%Y-%m-%d} to {period.end - timedelta(days=1):%Y-%m-%d} (UTC days): opened, resolved, and overdue at the end of each"
     # Drawn 480 wide with 14 px text: a phone scales it to about two thirds, and the text stays about 9 px.
     return svg.line_chart(labels=labels, series=series, title=title, width=480, height=240, font_size=14, colours=TREND_COLOURS), daily
 
@@ -112,6 +112,6 @@ def report_csv(request, table: str):
     else:
         chunks = iter([reports.TABLES[table](period, filters, now=now)])
     resp = StreamingHttpResponse(csv_chunks(reports.COLUMNS[table], chunks), content_type="text/csv; charset=utf-8")
-    name = f"reckon-{table}-{period.start:%Y-%m-%d}-to-{period.end:%Y-%m-%d}.csv"
+    name = f"reckon-{table}-{period.start:%Y-%m-%d}-to-{period.end - timedelta(days=1):%Y-%m-%d}.csv"  # both days included
     resp["Content-Disposition"] = content_disposition_header(True, name)
     return resp

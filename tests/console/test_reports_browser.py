@@ -48,7 +48,7 @@ def test_a_manager_reads_the_month_s_trend_and_downloads_the_csv(live_server, pa
     shot(page, "reports-1280x800")
     page.locator("section[aria-labelledby='trend-h']").screenshot(path=str(shot(page, "reports-1280-trend")))
     name, trend = _download(page, "Trend (CSV)")
-    assert name == "reckon-trend-2026-11-02-to-2026-11-30.csv"
+    assert name == "reckon-trend-2026-11-02-to-2026-11-29.csv"
     assert [int(r["opened"]) for r in trend] == [o for _, o, _, _ in EXPECTED["trend"]]
     _, calls = _download(page, "Every call of the period (CSV)")
     assert len(calls) == 13 and all("[masked]" in r["arguments"] for r in calls)

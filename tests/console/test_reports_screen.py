@@ -94,7 +94,7 @@ def test_the_screen_shows_every_figure_of_the_hand_count(history, manager):
     people = [[row[0], row[1], row[2], row[3], row[4]] for row in body["table-people"][1:]]
     assert people == [[r["person"], str(r["decided"]), str(r["claimed"]), f"{float(r['claimed_wait_p50_s'])}", f"{float(r['claimed_wait_max_s'])}"] for r in EXPECTED["people"]]
     html = resp.content.decode()
-    assert '<svg xmlns="http://www.w3.org/2000/svg"' in html and "Uncertain calls per day, 2026-11-02 to 2026-11-30 (UTC)" in html
+    assert '<svg xmlns="http://www.w3.org/2000/svg"' in html and "Uncertain calls per day, 2026-11-02 to 2026-11-29 (UTC days)" in html
     from recovery.models import UncertainCall
 
     assert f'href="/calls/{UncertainCall.objects.get(call_id="c-p5").id}/"' in html  # the worst are linked to their calls
