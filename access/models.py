@@ -19,11 +19,12 @@ class ApiToken(models.Model):
         APPEND = "append", "append events under a lease (agents)"
         READ = "read", "read runs, events, uncertain calls, policies and metrics"
         DECIDE = "decide", "record decisions on uncertain calls"
+        REPORTS = "reports", "read the reports' figures (docs/reports.md)"
 
     name = models.CharField(max_length=200, help_text="who or what uses it, e.g. 'billing-agent prod'")
     prefix = models.CharField(max_length=16, help_text="the first characters of the secret, to recognise it")
     secret_sha256 = models.CharField(max_length=64, unique=True)
-    scopes = models.JSONField(default=list, help_text="any of append, read, decide")
+    scopes = models.JSONField(default=list, help_text="any of append, read, decide, reports")
     tenants = models.JSONField(default=list, blank=True, help_text="tenants it may touch; empty means all")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(db_default=Now())

@@ -28,6 +28,7 @@ PERMISSIONS: dict[str, str] = {
     "export_run": "Can export a run's events",
     "view_sensitive": "Can see sensitive argument fields unmasked (each reveal is recorded)",
     "manage_policies": "Can change tool policies",
+    "view_reports": "Can read the reports (trends, resolution times, deadlines) and export them",
 }
 
 ONCALL, COMPLIANCE, MANAGER = "oncall", "compliance", "manager"
@@ -37,8 +38,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ONCALL: ("view_console", "decide_call", "claim_call", "add_note"),
     # Compliance reads everything, sensitive fields included, and exports; it never decides.
     COMPLIANCE: ("view_console", "export_run", "view_sensitive", "add_note"),
-    # Managers watch dashboards and read; they neither decide nor export.
-    MANAGER: ("view_console",),
+    # Managers watch dashboards, read and read the reports (and download their tables); they neither
+    # decide nor export a run's events.
+    MANAGER: ("view_console", "view_reports"),
 }
 
 
@@ -94,3 +96,12 @@ def requires(*codenames: str):
         return login_required(wrapped)
 
     return deco
+
+
+def sees_people_figures(user) -> bool:
+    """Whether the reports show ``user`` the per-person table (who decided how many, how long calls
+    waited while each person held them): for staffing, not blame, so managers and administrators
+    only, and only with the reports permission."""
+    if not (user.is_authenticated and user.has_perm(perm("view_reports"))):
+        return False
+    return bool(user.is_superuser or user.is_staff or user.groups.filter(name=MANAGER).exists())

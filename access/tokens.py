@@ -143,6 +143,8 @@ def principal_for_user(user) -> Principal:
         scopes.add("read")
     if user.has_perm(perm("decide_call")):
         scopes.add("decide")
+    if admin or user.has_perm(perm("view_reports")):
+        scopes.add("reports")
     if admin:
         scopes.add("append")  # people do not write agent events; administrators may, to repair
     # A person signed in through the identity provider sees the tenants their groups gave them at

@@ -9,10 +9,12 @@ from django.urls import path
 from api.instance import api
 from api.metrics import metrics_view
 from api.recovery import router as recovery_router
+from api.reports import router as reports_router
 from api.runs import router as runs_router
 
 api.add_router("/", runs_router)
 api.add_router("/", recovery_router)
+api.add_router("/", reports_router)
 
 
 def api_not_found(request: HttpRequest, rest: str = ""):

@@ -18,6 +18,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+REPORT_REQUESTS = 30
 SIZES = {
     True: {"runs": 200, "events_per_run": 500, "calls_per_run": 10},  # 100,000 events, 2,000 calls
     False: {"runs": 10_000, "events_per_run": 500, "calls_per_run": 10},  # 5,000,000 events, 100,000 calls
@@ -231,6 +232,9 @@ def bench_console(*, quick: bool, out) -> dict:
         "badge": _time(client, ["/nav/open-count/"], n),
         "decisions": _time(client, ["/decisions/", "/decisions/?by=BENCH", "/decisions/?tenant=t3"], n),
         "runs": _time(client, ["/runs/", "/runs/?q=bench-47"], n),
+        # The reports (docs/reports.md): 90 and 30 days, filtered by risk class, and one table's CSV.
+        # Fewer requests: each reads every call of its period and the period's starts in the log.
+        "reports": _time(client, ["/reports/?days=90", "/reports/?days=30&risk_class=irreversible", "/reports/times-by-tool.csv?days=90"], REPORT_REQUESTS),
         "queries": {
             "queue_25": _queries(client, "/queue/?limit=25"),
             "queue_200": _queries(client, "/queue/?limit=200"),
@@ -250,8 +254,9 @@ def bench_console(*, quick: bool, out) -> dict:
         figures["plans"], figures["indexes_unused"] = _plans(client, pks[0])
     if out is not None:
         out.write(f"console on {figures['engine']}: {figures['events']:,} events, {figures['open_uncertain_calls']:,} open uncertain calls (loaded in {figures['load_s']} s)")
-        for page in ("queue", "overview", "approval", "search", "badge", "decisions", "runs"):
-            out.write(f"  {page:<9} p50 {figures[page]['p50_ms']:>7} ms   p95 {figures[page]['p95_ms']:>7} ms   ({n} requests)")
+        for page in ("queue", "overview", "approval", "search", "badge", "decisions", "runs", "reports"):
+            asked = REPORT_REQUESTS if page == "reports" else n
+            out.write(f"  {page:<9} p50 {figures[page]['p50_ms']:>7} ms   p95 {figures[page]['p95_ms']:>7} ms   ({asked} requests)")
             _say_by_url(out, figures[page])
         q = figures["queries"]
         out.write(f"  queries: queue {q['queue_25']} at 25 per page, {q['queue_200']} at 200 per page; overview {q['overview']}; approval {q['approval']}")

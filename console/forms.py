@@ -238,3 +238,17 @@ def _zone_choices():
 
 class PreferenceForm(forms.Form):
     time_zone = forms.ChoiceField(choices=_zone_choices, required=False, label="Show times on hover in", help_text="Times are written in UTC; hovering one shows it in this zone.")
+
+
+class ReportForm(forms.Form):
+    """The reports screen's period and filters (the same names the API takes). Empty: the last 30 days."""
+
+    days = forms.TypedChoiceField(choices=[(7, "last 7 days"), (30, "last 30 days"), (90, "last 90 days")], coerce=int, required=False, empty_value=30, label="Period")
+    since = forms.DateField(required=False, label="Or from (UTC date)")
+    until = forms.DateField(required=False, label="to (UTC date, included)")
+    tenant = forms.CharField(required=False, max_length=200, label="Tenant")
+    tool = forms.CharField(required=False, max_length=200, label="Tool")
+    risk_class = forms.ChoiceField(choices=RISK_CHOICES, required=False, label="Risk class")
+    team = forms.CharField(required=False, max_length=150, label="Team")
+
+    KEYS = ("days", "since", "until", "tenant", "tool", "risk_class", "team")

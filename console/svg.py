@@ -46,8 +46,10 @@ def _label_x(i: int, last: int, x: float) -> str:
     return f'x="{x:.1f}" text-anchor="{anchor}"'
 
 
-def line_chart(*, labels: list[str], series: dict[str, list[int]], title: str, width: int = 640, height: int = 240) -> SafeString:
-    """One polyline per series over the shared x labels (oldest left); a legend names each series."""
+def line_chart(*, labels: list[str], series: dict[str, list[int]], title: str, width: int = 640, height: int = 240, font_size: int = 11, colours: dict[str, str] | None = None) -> SafeString:
+    """One polyline per series over the shared x labels (oldest left); a legend names each series.
+    A chart meant to stay readable when a phone scales it down is drawn narrower with a larger
+    ``font_size``; ``colours`` names a colour per series where the palette's names do not fit."""
     pad_l, pad_r, pad_t, pad_b = 48, 12, 16, 46
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
     ticks = nice_ticks(max([max(v) for v in series.values() if v] + [0]))
@@ -64,7 +66,7 @@ def line_chart(*, labels: list[str], series: dict[str, list[int]], title: str, w
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-labelledby="lc-t lc-d">',
         f'<title id="lc-t">{escape(title)}</title>',
         f'<desc id="lc-d">{escape(_describe(labels, series))}</desc>',
-        '<g font-family="system-ui, sans-serif" font-size="11" fill="#57606a">',
+        f'<g font-family="system-ui, sans-serif" font-size="{font_size}" fill="#57606a">',
     ]
     for v in ticks:
         parts.append(f'<line x1="{pad_l}" x2="{pad_l + w}" y1="{y(v):.1f}" y2="{y(v):.1f}" class="grid-line" stroke="#d0d7de" stroke-width="1"/>')
@@ -81,12 +83,12 @@ def line_chart(*, labels: list[str], series: dict[str, list[int]], title: str, w
     parts.append("</g>")
     for i, (name, values) in enumerate(series.items()):
         pts = " ".join(f"{x(j):.1f},{y(v):.1f}" for j, v in enumerate(values))
-        colour = _colour(name, i)
+        colour = (colours or {}).get(name) or _colour(name, i)
         dash = ' stroke-dasharray="5 3"' if i % 2 else ""
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2.5"{dash} points="{pts}"><title>{escape(name)}</title></polyline>')
         lx = pad_l + i * 140
         parts.append(f'<line x1="{lx}" x2="{lx + 18}" y1="{height - 10}" y2="{height - 10}" stroke="{colour}" stroke-width="3"{dash}/>')
-        parts.append(f'<text x="{lx + 22}" y="{height - 6}" font-family="system-ui, sans-serif" font-size="12" fill="#1b1f24">{escape(name)}</text>')
+        parts.append(f'<text x="{lx + 22}" y="{height - 6}" font-family="system-ui, sans-serif" font-size="{font_size + 1}" fill="#1b1f24">{escape(name)}</text>')
     parts.append("</svg>")
     return mark_safe("".join(parts))
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from console import evidence, notifications, oidc, views, views_call, views_find
+from console import evidence, notifications, oidc, views, views_call, views_find, views_reports
 
 app_name = "console"
 
@@ -45,4 +45,6 @@ urlpatterns += [
     path("search/", views_find.search, name="search"),
     path("nav/open-count/", views_find.open_badge, name="open_badge"),
     path("preferences/", views.preferences, name="preferences"),
+    path("reports/", views_reports.reports_screen, name="reports"),
+    path("reports/<str:table>.csv", views_reports.report_csv, name="report_csv"),
 ]

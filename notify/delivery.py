@@ -26,6 +26,8 @@ from standardwebhooks.webhooks import Webhook
 
 from notify.models import Channel, DeliveryAttempt, Notification
 from notify.outbox import notification_body
+from notify.summary import TYPE as SUMMARY_TYPE
+from notify.summary import summary_text
 from recovery.adapters import http_request
 
 N = Notification.State
@@ -42,6 +44,8 @@ def backoff_s(attempts: int) -> float:
 
 def _summary(body: dict) -> str:
     d = body.get("data", {})
+    if body.get("type") == SUMMARY_TYPE:
+        return summary_text(body)
     if body.get("type") == "digest.overdue":
         calls = d.get("calls", [])
         lines = [f"Reckon: {len(calls)} overdue irreversible call(s) for tenant {d.get('tenant')}"]

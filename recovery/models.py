@@ -119,6 +119,10 @@ class UncertainCall(models.Model):
     claimed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
     claimed_by_name = models.CharField(max_length=150, blank=True, default="")
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # The first time a person did anything about the call (claimed, assigned, released, noted or
+    # decided it), kept after later claims and releases change ``claimed_at``: the reports' "time to
+    # first human touch" (docs/reports.md).
+    first_touch_at = models.DateTimeField(null=True, blank=True)
     notes = models.IntegerField(default=0)
     last_seq = models.BigIntegerField(default=0)  # the last event of the run that changed this row
     version = models.IntegerField(default=1)

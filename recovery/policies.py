@@ -31,6 +31,7 @@ _KEYS = {
     "deadline",
     "key_retention",
     "fresh_for",
+    "resolve_within",
     "sensitive_fields",
     "lookup",
     "execute",
@@ -81,6 +82,9 @@ class Policy:
     amount_field: str | None = None
     currency_field: str | None = None
     target_field: str | None = None
+    # The reports' target for resolving a call (docs/reports.md, "SLA"); None: its deadline. It
+    # decides nothing in the engine, so it lives in the policy as written (ToolPolicy.source).
+    resolve_within_s: int | None = None
     unclassified: bool = False
 
     def as_fields(self) -> dict:
@@ -89,6 +93,7 @@ class Policy:
         d.pop("unclassified")
         for name in WORDING_FIELDS:
             d.pop(name)
+        d.pop("resolve_within_s")
         d["semantic_fields"] = list(self.semantic_fields)
         d["sensitive_fields"] = list(self.sensitive_fields)
         d["value_rules"] = [dict(r) for r in self.value_rules]
@@ -191,6 +196,10 @@ def policy_parse(tool: str, table: Any) -> Policy:
         fresh_for_s = int(duration_parse(fresh, what=f"tool {tool!r}: fresh_for"))
         if fresh_for_s < 1:
             raise PolicyError(f"tool {tool!r}: fresh_for {fresh!r} must be at least 1s")
+    within = table.get("resolve_within")
+    resolve_within_s = int(duration_parse(within, what=f"tool {tool!r}: resolve_within")) if within is not None else None
+    if resolve_within_s is not None and resolve_within_s < 1:
+        raise PolicyError(f"tool {tool!r}: resolve_within {within!r} must be at least 1s")
     compensate = _adapter(tool, "compensate", table.get("compensate"))
     if table.get("repeat", "same") not in REPEATS:
         raise PolicyError(f"tool {tool!r}: repeat {table['repeat']!r} is not one of {', '.join(REPEATS)}")
@@ -215,6 +224,7 @@ def policy_parse(tool: str, table: Any) -> Policy:
         execute=_adapter(tool, "execute", table.get("execute")),
         compensate=compensate,
         value_rules=_value_rules(tool, table.get("value_rules")),
+        resolve_within_s=resolve_within_s,
         **wording,
     )
 
@@ -248,8 +258,14 @@ def policy_from_row(row) -> Policy:
         execute=row.execute,
         compensate=row.compensate,
         value_rules=tuple(row.value_rules or ()),
+        resolve_within_s=_source_duration(row, "resolve_within"),
         **{name: (row.source or {}).get(name) for name in WORDING_FIELDS},
     )
+
+
+def _source_duration(row, name: str) -> int | None:
+    value = (row.source or {}).get(name)
+    return int(duration_parse(value, what=f"tool {row.tool!r}: {name}")) if value is not None else None
 
 
 def effective_risk(policy: Policy, arguments: Any) -> str:

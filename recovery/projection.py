@@ -233,6 +233,8 @@ def _completed(rr: RunRows, ev: Event, cx: Context) -> None:
             row.disposition = "failed" if p.get("is_error") and not p.get("idempotency_key") else "completed"
             row.resolved_by = f"completion ({p.get('source', 'live')})"
             row.resolution_kind = {"reconciliation": "automatic", "retry": "automatic", "operator": "person"}.get(p.get("source", "live"), "run")
+            if row.resolution_kind == "person":  # a person's first act on a call is its first human touch
+                row.first_touch_at = row.first_touch_at or _aware(ev.ts)
             row.resolved_seq = seq
             row.resolved_at = ev.ts
             row.retry_seq = None
@@ -306,6 +308,8 @@ def _approval_decided(rr: RunRows, ev: Event, cx: Context) -> None:
     row = rr.target(ev.payload)
     if row is not None:
         row.approval_pending = False
+        if ev.payload.get("by"):
+            row.first_touch_at = row.first_touch_at or _aware(ev.ts)
         rr.touch(row, ev.seq)
 
 
@@ -321,6 +325,8 @@ def _resolved(rr: RunRows, ev: Event, cx: Context) -> None:
         row.disposition = p["disposition"]
         row.resolved_by = str(p.get("by") or p.get("rule") or "")[:200]
         row.resolution_kind = "person" if p.get("by") else "automatic"
+        if p.get("by"):
+            row.first_touch_at = row.first_touch_at or _aware(ev.ts)
         row.resolved_seq = ev.seq
         row.resolved_at = ev.ts
         row.retry_seq = None
@@ -336,6 +342,7 @@ def _note(rr: RunRows, ev: Event, cx: Context) -> None:
     if row is None:
         return
     action = p.get("action", "note")
+    row.first_touch_at = row.first_touch_at or _aware(ev.ts)
     if action in ("claim", "assign"):
         name = str(p.get("assignee") or p["by"])
         row.claimed_by_name = name[:150]

@@ -42,10 +42,11 @@ REPAIR = "runs.tasks.snapshot_repair_task"
 # the file leaves; a disclosure nobody recorded is worse than a GET that writes. It is matched
 # narrowly: that URL, an INSERT into that table and the record's link in the run's chain of access
 # records (access.chain: its link, and the run's head row created or moved), nothing else. (API
-# reads that show values unmasked are recorded the same way; this test reads the API with a masked
+# reads that show values unmasked are recorded the same way, and so is the reports' export of every
+# call of a period, /reports/calls.csv; this test reads the API with a masked
 # token, so none may write.)
 AUDITED = (
-    re.compile(r"^/runs/[^/]+/export\.(jsonl|csv)$"),
+    re.compile(r"^/runs/[^/]+/export\.(jsonl|csv)$|^/reports/calls\.csv"),
     re.compile(r'^\s*(INSERT INTO "?(reckon_access_record|reckon_access_chain|reckon_access_head)"?|UPDATE "?reckon_access_head"?)', re.S),
 )
 
@@ -67,7 +68,7 @@ def sample(request, v1_runs, conflict_call):
         Snapshot.objects.filter(id=snap.id).update(body=snap.body.replace('"turns":', '"turns": '))
     else:
         Snapshot.objects.filter(id=snap.id).delete()
-    return {"run_id": run_id, "snapshot_id": snap.id, "pk": conflict_call.pk, "tool": conflict_call.tool, "seq": 1, "fmt": "jsonl", "kind": request.param}
+    return {"run_id": run_id, "snapshot_id": snap.id, "pk": conflict_call.pk, "tool": conflict_call.tool, "seq": 1, "fmt": "jsonl", "table": "volume", "kind": request.param}
 
 
 def api_gets(params: dict) -> list[str]:
@@ -93,7 +94,7 @@ def console_gets(params: dict) -> list[tuple[str, dict]]:
         out.append((reverse(f"console:{p.name}", kwargs={k: params[k] for k in p.pattern.regex.groupindex}), {}))
     run = reverse("console:run", kwargs={"run_id": params["run_id"]})
     out += [(f"{run}?at=1", {}), (f"{run}state/?at=1", {"HTTP_HX_REQUEST": "true"}), (f"{run}?before=2", {"HTTP_HX_REQUEST": "true"})]
-    out += [("/queue/?risk_class=irreversible", {}), ("/decisions/?tool=post_correction", {})]
+    out += [("/queue/?risk_class=irreversible", {}), ("/decisions/?tool=post_correction", {}), ("/reports/calls.csv", {}), ("/reports/?days=90&risk_class=irreversible", {})]
     return out
 
 

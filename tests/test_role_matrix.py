@@ -41,6 +41,7 @@ TOKENS = {  # name: (scopes, tenants)
     "append token (acme)": (["append"], ["acme"]),
     "read token (acme)": (["read"], ["acme"]),
     "decide token (acme)": (["decide"], ["acme"]),
+    "reports token": (["reports"], []),
     "agent": (["append", "read"], ["acme"]),  # holds run-acme's lease: run-acme is its own run
 }
 # Who may see sensitive values unmasked: people with view_sensitive, and an agent's token (append).
@@ -69,9 +70,10 @@ API = {
     ("get", "/api/policies"): ("read", 200),
     ("get", "/api/policies/{tool}"): ("read", 200),
     ("patch", "/api/policies/{tool}"): ("admin", 422),
+    ("get", "/api/reports/{table}"): ("reports", 200),
 }
 BODIES = {"post": {}, "patch": {"fields": {"no_such_field": 1}}}
-SESSION_SCOPES = {"oncall": {"read", "decide"}, "compliance": {"read"}, "manager": {"read"}, "outsider": set(), "admin": {"read", "decide", "append", "admin"}}
+SESSION_SCOPES = {"oncall": {"read", "decide"}, "compliance": {"read"}, "manager": {"read", "reports"}, "outsider": set(), "admin": {"read", "decide", "append", "admin", "reports"}}
 
 
 def _api_expected(actor: str, method: str, path: str, target: str) -> int:
@@ -144,8 +146,8 @@ def test_every_api_operation_by_every_caller(world):
     operations = {(m, p) for p, ops in doc["paths"].items() for m in ops}
     assert operations - set(API) == set(), "add these API operations to the role matrix with the permission they need"
     assert set(API) - operations == set(), "these operations are gone: remove them from the matrix"
-    targets = {"acme": {"run_id": "run-acme", "pk": seeded["call"].pk, "tool": "post_correction"}}
-    targets["globex"] = {"run_id": "run-globex", "pk": seeded["other_call"].pk, "tool": "post_correction"}
+    targets = {"acme": {"run_id": "run-acme", "pk": seeded["call"].pk, "tool": "post_correction", "table": "volume"}}
+    targets["globex"] = {"run_id": "run-globex", "pk": seeded["other_call"].pk, "tool": "post_correction", "table": "worst"}
     problems, shown = [], set()
     for (method, path), _ in sorted(API.items()):
         for target, params in targets.items():

@@ -103,8 +103,10 @@ def _upgrade(database_url: str) -> dict:
 
 
 def _assert_upgraded(doc: dict) -> None:
+    # Every role keeps what it had; managers also gain the reports (access 0007 grants view_reports).
+    gained = {"manager": ["view_reports"]}
     for role, codes in OLD_GROUPS.items():
-        assert doc["users"][f"{role}-person"] == sorted(codes), role
+        assert doc["users"][f"{role}-person"] == sorted(codes + gained.get(role, [])), role
     assert doc["users"]["direct-grant"] == ["export_run"]  # a permission granted to a user directly
     assert doc["token"] == ["billing-agent", ["read"], ["acme"]]
     assert doc["idempotency"] == [["token:1", "k-1", 200]]

@@ -29,6 +29,7 @@ NOT_A_PAGE = {
     "run_state": "an htmx fragment of the run page (without htmx it redirects there)",
     "run_export": "a JSONL or CSV file",
     "run_export_digest": "a text digest",
+    "report_csv": "a CSV file: one table of the reports, or every call of the period",
     "run_event_json": "a JSON file: one event's whole payload, where the run screen cut it",
     "run_state_json": "a JSON file: the whole state document, where the run screen cut it",
     "call_claim": "redirects to the call",
@@ -69,6 +70,7 @@ def screens(admin_user, conflict_call, v1_runs):
         ("preferences", "/preferences/", None),
         ("notification_config", "/notifications/config/", None),
         ("search", f"/search/?q={c.run_id}", None),
+        ("reports", "/reports/", None),
         # Form targets, reached through their forms.
         ("call_decide", f"/calls/{c.pk}/", lambda p: (p.check("#choice-not"), p.click("#decide-submit"), p.wait_for_selector("#decide-errors"))),
         ("call_reveal", f"/calls/{c.pk}/", lambda p: _submit_reveal(p, "#conflict form.reveal")),
@@ -136,7 +138,7 @@ def _check(axe, page, name: str, mode: str) -> list[str]:
     # Open every collapsed section so what it hides is checked too.
     page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
     results = axe.run(page)
-    if name in ("call", "overview"):
+    if name in ("call", "overview", "reports"):
         shot(page, f"a11y-{name}-{mode}")
     out = []
     for v in results.response["violations"]:

@@ -61,6 +61,10 @@ MATRIX = [
     ("post", "console:call_assign", (CALL,), {}, only("oncall", "admin", ok=400)),
     ("post", "console:call_note", (CALL,), {"text": ""}, only("oncall", "compliance", "admin", ok=400)),
     ("post", "console:queue_bulk", (), {}, everyone_who_reads(400)),
+    # The reports: managers and administrators (view_reports); every call's CSV is masked per reader.
+    ("get", "console:reports", (), None, only("manager", "admin")),
+    ("get", "console:report_csv", ("volume",), None, only("manager", "admin")),
+    ("get", "console:report_csv", ("calls",), None, only("manager", "admin")),
 ]
 
 # Routes that are deliberately open: signing in, and signing out (which only ends a session); the

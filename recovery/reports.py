@@ -1,0 +1,417 @@
+"""The managers' reports: every figure of the reports screen, its CSV files and the API's JSON.
+
+Each table is one function here, a pure read of the uncertain-call read model (and, for the calls
+recorded per tool, of the event log's starts), taking a period [start, end) in UTC and the filters.
+The console, the CSV exports and ``GET /api/reports/...`` all call these, so a figure is computed
+once. How each figure is computed, the period's edges and the percentile definition are in
+docs/reports.md; the short version:
+
+- a call belongs to the period its start (``started_at``) falls in; the deadline runs from the
+  start too, so "opened" and the times measured from it share one clock;
+- everything is as of ``as_of = min(end, now)``: a call resolved after that was still open then, so
+  a closed period's figures do not change later;
+- percentiles are nearest-rank: the p-th percentile of n sorted values is the ceil(p/100 * n)-th.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta, timezone
+
+from django.contrib.auth.models import Group
+from django.db.models import Count, F, Q, QuerySet, TextField, Value
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce
+
+from recovery.models import RISK_CLASSES, ToolPolicy, UncertainCall
+from recovery.policies import policy_from_row
+from runs.models import Event
+
+UTC = timezone.utc
+PERIOD_DAYS = (7, 30, 90)
+MAX_DAYS = 366
+DAILY_UP_TO_DAYS = 31  # longer periods are drawn per week
+WORST_SHOWN = 10
+# What a person's decision that settles a call leaves as the call's disposition (recovery.decisions).
+DECISION_OF_DISPOSITION = {"completed": "happened", "retried": "retry_same_key", "not_happened": "not_happened", "compensated": "compensate"}
+AUTOMATIC_OUTCOMES = ("completed", "retried", "not_happened", "compensated")
+
+
+class ReportError(ValueError):
+    """A period or filter that cannot be reported on, in words naming the parameter."""
+
+
+@dataclass(frozen=True)
+class Period:
+    """The half-open UTC interval [start, end) a report covers."""
+
+    start: datetime
+    end: datetime
+
+    @classmethod
+    def last_days(cls, days: int, *, now: datetime) -> Period:
+        """The last ``days`` whole UTC days, today included: [midnight ``days - 1`` days ago, tomorrow's midnight)."""
+        if days not in PERIOD_DAYS:
+            raise ReportError(f"days must be one of {', '.join(map(str, PERIOD_DAYS))}, got {days}")
+        tomorrow = datetime.combine(now.astimezone(UTC).date() + timedelta(days=1), time(), UTC)
+        return cls(tomorrow - timedelta(days=days), tomorrow)
+
+    @classmethod
+    def dates(cls, first: date, last: date) -> Period:
+        """The UTC days ``first`` to ``last``, both included."""
+        if last < first:
+            raise ReportError(f"the last day ({last}) is before the first ({first})")
+        if (last - first).days + 1 > MAX_DAYS:
+            raise ReportError(f"a report covers at most {MAX_DAYS} days, got {(last - first).days + 1}")
+        return cls(datetime.combine(first, time(), UTC), datetime.combine(last + timedelta(days=1), time(), UTC))
+
+    @classmethod
+    def choose(cls, *, days: int | None = None, since: date | None = None, until: date | None = None, now: datetime) -> Period:
+        """The period a screen or an API call asked for: both dates, or the last ``days`` (30 by default)."""
+        if since or until:
+            if not (since and until):
+                raise ReportError("give both since and until (UTC dates, both included), or neither")
+            return cls.dates(since, until)
+        return cls.last_days(days or 30, now=now)
+
+    def as_of(self, now: datetime) -> datetime:
+        return min(self.end, now)
+
+    def buckets(self) -> list[tuple[datetime, datetime]]:
+        """The trend's UTC buckets: days for periods up to DAILY_UP_TO_DAYS days, else weeks from
+        the start (the last one shorter when the period is not whole weeks)."""
+        step = timedelta(days=1 if self.end - self.start <= timedelta(days=DAILY_UP_TO_DAYS) else 7)
+        out, at = [], self.start
+        while at < self.end:
+            out.append((at, min(at + step, self.end)))
+            at += step
+        return out
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a report is narrowed to; empty means any. ``scope`` narrows a queryset to what the
+    caller may see (``access.tenancy.runs_visible`` for a token limited to tenants), given the
+    queryset and the name of its run id field."""
+
+    tenant: str = ""
+    tool: str = ""
+    risk_class: str = ""
+    team: str = ""
+    scope: Callable[[QuerySet, str], QuerySet] | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.risk_class and self.risk_class not in RISK_CLASSES:
+            raise ReportError(f"risk_class must be one of {', '.join(RISK_CLASSES)}, got {self.risk_class!r}")
+        if self.team and not Group.objects.filter(name=self.team).exists():
+            raise ReportError(f"team {self.team!r} does not exist")
+
+    def team_members(self) -> list[str]:
+        return list(Group.objects.get(name=self.team).user_set.values_list("username", flat=True))
+
+
+def teams() -> list[str]:
+    """Every group of people a report can be narrowed to (the role groups too)."""
+    return list(Group.objects.order_by("name").values_list("name", flat=True))
+
+
+def _uncertain(f: Filters) -> QuerySet:
+    """Every call that became uncertain (not in flight), narrowed by ``f``, any period."""
+    qs = UncertainCall.objects.exclude(state=UncertainCall.State.IN_FLIGHT).order_by()
+    for name in ("tenant", "tool", "risk_class"):
+        if getattr(f, name):
+            qs = qs.filter(**{name: getattr(f, name)})
+    if f.team:
+        members = f.team_members()
+        qs = qs.filter(Q(claimed_by_name__in=members) | Q(resolution_kind="person", resolved_by__in=members))
+    return f.scope(qs, "run_id") if f.scope else qs
+
+
+def calls_in(period: Period, f: Filters) -> QuerySet:
+    """The calls a report counts: uncertain, started in the period, narrowed by ``f``."""
+    return _uncertain(f).filter(started_at__gte=period.start, started_at__lt=period.end)
+
+
+def _resolved_by(as_of: datetime) -> Q:
+    return Q(resolved_at__isnull=False, resolved_at__lt=as_of)
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """Nearest-rank percentile: the ceil(p/100 * n)-th smallest of the n values (None if none)."""
+    if not values:
+        return None
+    s = sorted(values)
+    return s[max(1, math.ceil(p / 100 * len(s))) - 1]
+
+
+def _secs(a: datetime, b: datetime) -> float:
+    return round((b - a).total_seconds(), 3)
+
+
+# --- tables ----------------------------------------------------------------------------------
+
+
+def volume(period: Period, f: Filters, *, now: datetime) -> list[dict]:
+    """Per tool: calls that became uncertain, calls recorded (starts in the event log, retries
+    not counted), and uncertain calls per thousand recorded; a last row ``(all)`` for the total."""
+    uncertain = Counter(dict(calls_in(period, f).values_list("tool").annotate(n=Count("id"))))
+    starts = Event.objects.filter(type="tool_call_started", ts__gte=period.start, ts__lt=period.end, payload__retry_of__isnull=True)
+    starts = starts.annotate(tool=KeyTextTransform("name", "payload"), tenant=Coalesce(KeyTextTransform("tenant", "payload"), Value("default"), output_field=TextField()))
+    if f.tool:
+        starts = starts.filter(tool=f.tool)
+    if f.tenant:
+        starts = starts.filter(tenant=f.tenant)
+    if f.scope:
+        starts = f.scope(starts, "run_id")
+    recorded = Counter(dict(starts.order_by().values_list("tool").annotate(n=Count("seq"))))
+    tools = sorted(set(uncertain) | (set() if (f.risk_class or f.team) else set(recorded)))
+    rows = [_volume_row(t, uncertain[t], recorded[t]) for t in tools]
+    rows.append(_volume_row("(all)", sum(uncertain[t] for t in tools), sum(recorded[t] for t in tools)))
+    return rows
+
+
+def _volume_row(tool: str, uncertain: int, recorded: int) -> dict:
+    per = round(uncertain * 1000 / recorded, 1) if recorded else None
+    return {"tool": tool, "uncertain": uncertain, "recorded": recorded, "per_thousand": per}
+
+
+def outcomes(period: Period, f: Filters, *, now: datetime) -> list[dict]:
+    """How the period's calls ended by ``as_of``: automatically (per disposition), by a person (per
+    decision), by the run itself (its agent completed it after all), or still open."""
+    as_of = period.as_of(now)
+    qs = calls_in(period, f)
+    done = Counter((k, d) for k, d in qs.filter(_resolved_by(as_of)).values_list("resolution_kind", "disposition"))
+    rows = [{"ended": "automatically", "outcome": d, "calls": done.pop(("automatic", d), 0)} for d in AUTOMATIC_OUTCOMES]
+    rows += [{"ended": "by a person", "outcome": dec, "calls": done.pop(("person", d), 0)} for d, dec in DECISION_OF_DISPOSITION.items()]
+    rows.append({"ended": "by the run itself", "outcome": "completed", "calls": sum(n for (k, _), n in list(done.items()) if k == "run")})
+    for (k, d), n in sorted(done.items()):
+        if k != "run":  # anything else the log holds (a proven failure's "failed"), named as it is
+            rows.append({"ended": {"automatic": "automatically", "person": "by a person"}.get(k, k or "unknown"), "outcome": d or "unknown", "calls": n})
+    rows.append({"ended": "still open", "outcome": "", "calls": qs.exclude(_resolved_by(as_of)).count()})
+    return rows
+
+
+def _times(period: Period, f: Filters, group: str, now: datetime) -> list[dict]:
+    as_of = period.as_of(now)
+    touch: dict[str, list[float]] = defaultdict(list)
+    resolve: dict[str, list[float]] = defaultdict(list)
+    opened: Counter = Counter()
+    for key, started, touched, resolved in calls_in(period, f).values_list(group, "started_at", "first_touch_at", "resolved_at"):
+        opened[key] += 1
+        if touched is not None and touched < as_of:
+            touch[key].append(_secs(started, touched))
+        if resolved is not None and resolved < as_of:
+            resolve[key].append(_secs(started, resolved))
+    keys = [k for k in RISK_CLASSES if k in opened] if group == "risk_class" else sorted(opened)
+    out = []
+    for k in keys:
+        t, r = touch[k], resolve[k]
+        out.append({
+            group: k, "calls": opened[k],
+            "touched": len(t), "touch_p50_s": percentile(t, 50), "touch_p90_s": percentile(t, 90), "touch_max_s": max(t, default=None),
+            "resolved": len(r), "resolve_p50_s": percentile(r, 50), "resolve_p90_s": percentile(r, 90), "resolve_max_s": max(r, default=None),
+        })  # fmt: skip
+    return out
+
+
+def times_by_risk(period: Period, f: Filters, *, now: datetime) -> list[dict]:
+    """Per risk class: time from start to first human touch and to resolution, p50 / p90 / max in
+    seconds, over the calls touched (resolved) by ``as_of``; calls not yet touched (resolved) are
+    counted in ``calls`` only."""
+    return _times(period, f, "risk_class", now)
+
+
+def times_by_tool(period: Period, f: Filters, *, now: datetime) -> list[dict]:
+    """``times_by_risk`` per tool."""
+    return _times(period, f, "tool", now)
+
+
+def _deadline_status(deadline, resolved, as_of) -> str:
+    if deadline is None:
+        return "no deadline"
+    if resolved is not None and resolved < as_of:
+        return "within" if resolved <= deadline else "late"
+    return "overdue" if deadline < as_of else "open, in time"
+
+
+def deadlines(period: Period, f: Filters, *, now: datetime) -> list[dict]:
+    """Per risk class: resolved within the deadline, resolved late, still overdue at ``as_of``,
+    still open and in time, no deadline; and the share late or overdue of those whose deadline had
+    passed or that were resolved (``missed_pct``)."""
+    as_of = period.as_of(now)
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for risk, deadline, resolved in calls_in(period, f).values_list("risk_class", "deadline", "resolved_at"):
+        counts[risk][_deadline_status(deadline, resolved, as_of)] += 1
+    rows = []
+    for risk in [r for r in RISK_CLASSES if r in counts]:
+        c = counts[risk]
+        judged = c["within"] + c["late"] + c["overdue"]
+        missed = round(100 * (c["late"] + c["overdue"]) / judged, 1) if judged else None
+        rows.append({"risk_class": risk, "within": c["within"], "late": c["late"], "overdue": c["overdue"], "open_in_time": c["open, in time"], "no_deadline": c["no deadline"], "missed_pct": missed})
+    return rows
+
+
+def worst(period: Period, f: Filters, *, now: datetime, limit: int = WORST_SHOWN) -> list[dict]:
+    """The ``limit`` calls furthest past their deadline at ``as_of`` (late: by how much they were
+    resolved after it; overdue: how far past it they still are), furthest first."""
+    as_of = period.as_of(now)
+    qs = calls_in(period, f).filter(deadline__lt=as_of).exclude(Q(resolved_at__lte=F("deadline")))
+    rows = []
+    for r in qs.values("id", "run_id", "call_id", "tool", "tenant", "risk_class", "started_at", "deadline", "resolved_at"):
+        done = r["resolved_at"] is not None and r["resolved_at"] < as_of
+        past = _secs(r["deadline"], r["resolved_at"] if done else as_of)
+        rows.append({**r, "resolved_at": r["resolved_at"] if done else None, "status": "late" if done else "overdue", "past_deadline_s": past})
+    rows.sort(key=lambda r: (-r["past_deadline_s"], r["id"]))
+    return rows[:limit]
+
+
+def trend(period: Period, f: Filters, *, now: datetime) -> list[dict]:
+    """Per UTC day (or week, ``Period.buckets``): calls opened in it, calls resolved in it (whenever
+    they were opened), and calls overdue at its end (at ``as_of`` for the bucket holding it; none
+    for buckets after it)."""
+    as_of = period.as_of(now)
+    buckets = period.buckets()
+    base = _uncertain(f)
+    starts = list(base.filter(started_at__gte=period.start, started_at__lt=period.end).values_list("started_at", flat=True))
+    ends = list(base.filter(resolved_at__gte=period.start, resolved_at__lt=as_of).values_list("resolved_at", flat=True))
+    spans = list(base.filter(deadline__lt=as_of).exclude(resolved_at__lt=period.start).values_list("deadline", "resolved_at"))
+    rows = []
+    for b0, b1 in buckets:
+        edge = min(b1, as_of)
+        overdue = sum(1 for d, r in spans if d < edge and (r is None or r >= edge)) if b0 < as_of else None
+        rows.append({
+            "start": b0, "end": b1,
+            "opened": sum(1 for t in starts if b0 <= t < b1),
+            "resolved": sum(1 for t in ends if b0 <= t < b1),
+            "overdue_at_end": overdue,
+        })  # fmt: skip
+    return rows
+
+
+def people(period: Period, f: Filters, *, now: datetime) -> list[dict]:
+    """Per person: the period's calls they settled by a decision, the calls they held (the claim
+    each call had last, or has), and how long those waited while claimed (from the claim to the
+    resolution, or to ``as_of``): p50 and max in seconds. For staffing, not blame."""
+    as_of = period.as_of(now)
+    qs = calls_in(period, f)
+    decided = Counter(qs.filter(_resolved_by(as_of), resolution_kind="person").values_list("resolved_by", flat=True))
+    waits: dict[str, list[float]] = defaultdict(list)
+    for name, claimed, resolved in qs.exclude(claimed_by_name="").filter(claimed_at__lt=as_of).values_list("claimed_by_name", "claimed_at", "resolved_at"):
+        end = resolved if resolved is not None and resolved < as_of else as_of
+        waits[name].append(max(0.0, _secs(claimed, end)))
+    out = []
+    for name in sorted(set(decided) | set(waits)):
+        w = waits[name]
+        out.append({"person": name, "decided": decided[name], "claimed": len(w), "claimed_wait_p50_s": percentile(w, 50), "claimed_wait_max_s": max(w, default=None)})
+    return out
+
+
+def _targets() -> dict[str, int]:
+    """Each tool's ``resolve_within`` in seconds, for the tools whose policy names one."""
+    out = {}
+    for row in ToolPolicy.objects.all():
+        within = policy_from_row(row).resolve_within_s
+        if within is not None:
+            out[row.tool] = within
+    return out
+
+
+def _sla_status(started, deadline, resolved, within_s, as_of) -> str:
+    """``met``, ``breached`` or ``pending`` (unresolved and its target not yet passed) against the
+    tool's resolve_within from the start, or the call's deadline where the policy names none."""
+    target = started + timedelta(seconds=within_s) if within_s is not None else deadline
+    if target is None:
+        return "pending" if resolved is None or resolved >= as_of else "met"
+    if resolved is not None and resolved < as_of:
+        return "met" if resolved <= target else "breached"
+    return "breached" if target < as_of else "pending"
+
+
+def _breach(met: int, breached: int) -> float | None:
+    return round(100 * breached / (met + breached), 1) if met + breached else None
+
+
+def sla(period: Period, f: Filters, *, now: datetime) -> list[dict]:
+    """Per tool: its resolution target (``resolve_within``, or ``deadline`` where its policy names
+    none), and of the period's calls how many met it, breached it (resolved after it, or still
+    unresolved past it at ``as_of``), are pending, and the breach rate of those judged."""
+    as_of, targets = period.as_of(now), _targets()
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for tool, started, deadline, resolved in calls_in(period, f).values_list("tool", "started_at", "deadline", "resolved_at"):
+        counts[tool][_sla_status(started, deadline, resolved, targets.get(tool), as_of)] += 1
+    return [
+        {"tool": t, "target": "resolve_within" if t in targets else "deadline", "target_s": targets.get(t), "met": c["met"], "breached": c["breached"], "pending": c["pending"], "breach_pct": _breach(c["met"], c["breached"])}
+        for t, c in sorted(counts.items())
+    ]
+
+
+def sla_trend(period: Period, f: Filters, *, now: datetime) -> list[dict]:
+    """``sla``'s breach rate per trend bucket (``Period.buckets``), of the calls opened in each."""
+    as_of, targets = period.as_of(now), _targets()
+    rows = [{"start": b0, "end": b1, "met": 0, "breached": 0, "pending": 0, "breach_pct": None} for b0, b1 in period.buckets()]
+    for tool, started, deadline, resolved in calls_in(period, f).values_list("tool", "started_at", "deadline", "resolved_at"):
+        row = next(r for r in rows if r["start"] <= started < r["end"])
+        row[_sla_status(started, deadline, resolved, targets.get(tool), as_of)] += 1
+    for r in rows:
+        r["breach_pct"] = _breach(r["met"], r["breached"])
+    return rows
+
+
+DETAIL_COLUMNS = (
+    "id", "run_id", "call_id", "tool", "tenant", "risk_class", "idempotency_key", "arguments", "state", "started_at", "first_touch_at",
+    "deadline", "resolved_at", "ended", "outcome", "resolved_by", "claimed_by", "deadline_status",
+)  # fmt: skip
+
+
+def detail(period: Period, f: Filters, *, now: datetime, chunk: int = 2000) -> Iterator[dict]:
+    """One row per call of the period, in start order, read ``chunk`` rows at a time: the detail
+    export. Unmasked (``arguments`` and ``idempotency_key`` as stored): the caller masks them. A call
+    resolved after ``as_of`` is shown as it was then: unresolved (state "open"), no resolution."""
+    as_of = period.as_of(now)
+    for c in calls_in(period, f).order_by("started_at", "id").iterator(chunk_size=chunk):
+        done = c.resolved_at is not None and c.resolved_at < as_of
+        ended = {"automatic": "automatically", "person": "by a person", "run": "by the run itself"}.get(c.resolution_kind, c.resolution_kind) if done else "still open"
+        yield {
+            "id": c.id, "run_id": c.run_id, "call_id": c.call_id, "tool": c.tool, "tenant": c.tenant, "risk_class": c.risk_class,
+            "idempotency_key": c.idempotency_key, "arguments": c.arguments, "state": c.state if done or c.state != "resolved" else "open",
+            "started_at": c.started_at, "first_touch_at": c.first_touch_at if c.first_touch_at and c.first_touch_at < as_of else None,
+            "deadline": c.deadline, "resolved_at": c.resolved_at if done else None, "ended": ended,
+            "outcome": (DECISION_OF_DISPOSITION.get(c.disposition, c.disposition) if c.resolution_kind == "person" else c.disposition) if done else "",
+            "resolved_by": c.resolved_by if done else "", "claimed_by": c.claimed_by_name,
+            "deadline_status": _deadline_status(c.deadline, c.resolved_at, as_of),
+        }  # fmt: skip
+
+
+# The tables, by the name the screen, the CSV files and the API use. ``people`` is for managers only.
+TABLES: dict[str, Callable[..., list[dict]]] = {
+    "volume": volume,
+    "outcomes": outcomes,
+    "times-by-risk": times_by_risk,
+    "times-by-tool": times_by_tool,
+    "deadlines": deadlines,
+    "worst": worst,
+    "trend": trend,
+    "sla": sla,
+    "sla-trend": sla_trend,
+    "people": people,
+}
+MANAGERS_ONLY = frozenset({"people"})
+_TIMES = ("calls", "touched", "touch_p50_s", "touch_p90_s", "touch_max_s", "resolved", "resolve_p50_s", "resolve_p90_s", "resolve_max_s")
+# Each table's columns in order: the CSV header and the API's fields.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "volume": ("tool", "uncertain", "recorded", "per_thousand"),
+    "outcomes": ("ended", "outcome", "calls"),
+    "times-by-risk": ("risk_class", *_TIMES),
+    "times-by-tool": ("tool", *_TIMES),
+    "deadlines": ("risk_class", "within", "late", "overdue", "open_in_time", "no_deadline", "missed_pct"),
+    "worst": ("id", "run_id", "call_id", "tool", "tenant", "risk_class", "started_at", "deadline", "resolved_at", "status", "past_deadline_s"),
+    "trend": ("start", "end", "opened", "resolved", "overdue_at_end"),
+    "sla": ("tool", "target", "target_s", "met", "breached", "pending", "breach_pct"),
+    "sla-trend": ("start", "end", "met", "breached", "pending", "breach_pct"),
+    "people": ("person", "decided", "claimed", "claimed_wait_p50_s", "claimed_wait_max_s"),
+    "calls": DETAIL_COLUMNS,
+}
+assert set(COLUMNS) == {*TABLES, "calls"}, "every table of the reports needs its columns"

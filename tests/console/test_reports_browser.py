@@ -1,0 +1,69 @@
+"""A manager in Chromium reads the month's trend on the reports screen, at 1280x800 and 390 px,
+and downloads its CSV files (the known history of tests/reports/history.py)."""
+
+import csv
+import io
+import os
+
+import pytest
+
+from tests.console.browser import CHROMIUM, shot
+from tests.console.conftest import PASSWORD
+from tests.reports.history import EXPECTED, history_build
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
+]
+
+
+def _download(page, link_text: str) -> tuple[str, list[dict]]:
+    with page.expect_download() as info:
+        page.click(f"a:has-text('{link_text}')")
+    d = info.value
+    return d.suggested_filename, list(csv.DictReader(io.StringIO(open(d.path(), encoding="utf-8").read())))
+
+
+def test_a_manager_reads_the_month_s_trend_and_downloads_the_csv(live_server, page, manager):
+    history_build()
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "mandy.manager")
+    page.fill("#id_password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url(f"{live_server.url}/overview/")
+    page.click("nav >> a:has-text('Reports')")
+    page.wait_for_url(f"{live_server.url}/reports/")
+    page.fill("#r-since", "2026-11-02")
+    page.fill("#r-until", "2026-11-29")
+    page.click("button:has-text('Show')")
+    page.wait_for_selector("#report-period")
+    assert "2026-11-02" in page.inner_text("#report-period") and "2026-11-29" in page.inner_text("#report-period")
+    chart = page.locator("#trend-h ~ svg")
+    assert chart.locator("polyline").count() == 3  # opened, resolved, overdue at end of day
+    box = chart.bounding_box()
+    for label in chart.locator("text.x-tick, text.y-tick").all():
+        b = label.bounding_box()
+        assert box["x"] <= b["x"] and b["x"] + b["width"] <= box["x"] + box["width"] + 0.5, label.text_content()
+    shot(page, "reports-1280x800")
+    page.locator("section[aria-labelledby='trend-h']").screenshot(path=str(shot(page, "reports-1280-trend")))
+    name, trend = _download(page, "Trend (CSV)")
+    assert name == "reckon-trend-2026-11-02-to-2026-11-29.csv"
+    assert [int(r["opened"]) for r in trend] == [o for _, o, _, _ in EXPECTED["trend"]]
+    _, calls = _download(page, "Every call of the period (CSV)")
+    assert len(calls) == 13 and all("[masked]" in r["arguments"] for r in calls)
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    svg_box = page.locator("#trend-h ~ svg").bounding_box()
+    assert svg_box["width"] <= 390 and svg_box["height"] >= 120  # scaled down, not cut off
+    # The smallest chart text, as drawn at this width, in CSS pixels: readable, not a smudge.
+    sizes = page.evaluate("""() => [...document.querySelectorAll('#trend-h ~ svg text')].map(t => t.getBoundingClientRect().height)""")
+    assert min(sizes) >= 9, sizes
+    shot(page, "reports-390")
+    page.screenshot(path=str(shot(page, "reports-390-top")), full_page=False)
+    page.locator("section[aria-labelledby='trend-h']").screenshot(path=str(shot(page, "reports-390-trend")))
+    page.click("#trend-h ~ details summary")
+    assert page.locator("#table-trend tbody tr").count() == 28
+    shot(page, "reports-390-numbers")
