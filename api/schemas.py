@@ -11,6 +11,7 @@ from ninja import Field, Schema
 
 from access.tokens import Principal
 from api.errors import Forbidden, Unprocessable
+from runs.json_strict import json_problem
 from runs.run_ids import run_id_problem
 
 
@@ -62,8 +63,8 @@ def clean_name(value: str, what: str) -> str:
         if problem:
             raise Unprocessable(problem)
         return value
-    if not _NAME.fullmatch(value):
-        raise Unprocessable(f"{what} must be 1 to 200 characters with no control characters, got {value[:60]!r}")
+    if not _NAME.fullmatch(value) or json_problem(value):
+        raise Unprocessable(f"{what} must be 1 to 200 characters with no control characters or lone surrogates, got {value[:60]!r}")
     return value
 
 

@@ -9,6 +9,7 @@ from django import forms
 
 from access.models import AccessRecord
 from recovery.models import Decision
+from runs.json_strict import json_problem
 
 RISK_CHOICES = [("", "any risk"), ("irreversible", "irreversible"), ("reversible", "reversible"), ("idempotent", "idempotent"), ("read_only", "read only")]
 STATE_CHOICES = [("", "not resolved"), ("open", "open"), ("reconciling", "reconciling"), ("escalated", "escalated"), ("in_flight", "in flight"), ("resolved", "resolved"), ("all", "all, settled ones too")]
@@ -252,3 +253,14 @@ class ReportForm(forms.Form):
     team = forms.CharField(required=False, max_length=150, label="Team")
 
     KEYS = ("days", "since", "until", "tenant", "tool", "risk_class", "team")
+    NAMES = ("tenant", "tool", "team")
+
+    def clean(self):
+        # A name is matched against the log's JSON: one holding no character (NUL, a lone UTF-16
+        # surrogate) that JSON text can carry is refused by its label, not sent to the database.
+        data = super().clean()
+        for name in self.NAMES:
+            problem = json_problem(data.get(name) or "", self.fields[name].label)
+            if problem:
+                self.add_error(name, str(problem))
+        return data

@@ -24,7 +24,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from django.contrib.auth.models import Group
 from django.db.models import Count, F, Q, QuerySet, TextField, Value
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Cast, Coalesce
 
 from recovery.models import RISK_CLASSES, ToolPolicy, UncertainCall
 from recovery.policies import policy_from_row
@@ -159,7 +159,8 @@ def volume(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     not counted), and uncertain calls per thousand recorded; a last row ``(all)`` for the total."""
     uncertain = Counter(dict(calls_in(period, f).values_list("tool").annotate(n=Count("id"))))
     starts = Event.objects.filter(type="tool_call_started", ts__gte=period.start, ts__lt=period.end, payload__retry_of__isnull=True)
-    starts = starts.annotate(tool=KeyTextTransform("name", "payload"), tenant=Coalesce(KeyTextTransform("tenant", "payload"), Value("default"), output_field=TextField()))
+    # The name as text (Cast): compared with a key's own transform, SQLite reads the value as JSON.
+    starts = starts.annotate(tool=Cast(KeyTextTransform("name", "payload"), TextField()), tenant=Coalesce(KeyTextTransform("tenant", "payload"), Value("default"), output_field=TextField()))
     if f.tool:
         starts = starts.filter(tool=f.tool)
     if f.tenant:

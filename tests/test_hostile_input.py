@@ -151,7 +151,7 @@ def test_no_console_url_answers_a_hostile_value_with_a_5xx(seeded, route):
     call, _ = seeded
     client = Client()
     client.force_login(User.objects.create_superuser("ada.admin", password=None))
-    samples = {"run_id": "run-hostile", "pk": call.pk, "seq": 1, "fmt": "jsonl"}
+    samples = {"run_id": "run-hostile", "pk": call.pk, "seq": 1, "fmt": "jsonl", "table": "volume"}
     names = _console_params()
     seen = []
     plain = _console_path(route, samples)

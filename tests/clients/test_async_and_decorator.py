@@ -5,6 +5,7 @@ recorded as one, and an exception that proves nothing leaves the call uncertain.
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from reckon_client import CallUncertain, ToolCall, ToolFailed, aio, open_run, tool
@@ -14,6 +15,13 @@ from runs.selectors import run_state
 from runs.store import events_read
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run_agent(coro_fn):
+    """``asyncio.run`` of the agent in a thread of its own, as an agent's process has its own loop:
+    the test process may hold a running loop already (Playwright's, after a browser test)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro_fn()).result(timeout=120)
 
 
 @pytest.fixture
@@ -34,8 +42,8 @@ def test_an_async_tool_runs_once_and_a_resumed_run_answers_it_from_the_log(serve
         async with aio.open_run("run-async-notice", url=server.url, token=token, ttl=5):
             return await send_notice(regulator="FCA")
 
-    assert asyncio.run(agent()) == {"sent": "FCA"}
-    assert asyncio.run(agent()) == {"sent": "FCA"}  # a second process, resuming: from the log
+    assert run_agent(agent) == {"sent": "FCA"}
+    assert run_agent(agent) == {"sent": "FCA"}  # a second process, resuming: from the log
     assert len(effects) == 1
     starts = [e.payload for e in events_read(run_id="run-async-notice") if e.type == "tool_call_started"]
     assert [s["idempotency_key"] for s in starts] == effects
