@@ -245,7 +245,6 @@ def imports_of_test_modules(root: Path = ROOT) -> list[str]:
     return bad
 
 
-
 def test_no_module_of_the_suite_imports_a_test_module_or_a_conftest():
     assert (ROOT / "tests" / "conftest.py").exists() and (ROOT / "tests" / "recovery" / "helpers.py").exists()
     bad = imports_of_test_modules()

@@ -128,5 +128,3 @@ def test_every_console_screen_has_no_serious_or_critical_axe_violation(live_serv
         problems += _check(axe, page, name, mode)
     context.close()
     assert not problems, "\n".join(problems)
-
-

@@ -148,5 +148,3 @@ def sso(oidc_provider, settings, transactional_db):
     settings.RECKON_OIDC_SESSION_S = 3600
     roles_ensure()
     return oidc_provider
-
-
