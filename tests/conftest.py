@@ -1,8 +1,20 @@
+"""What tests of more than one package share: the task and broker set-up, the live server and
+gunicorn, the signing key, the console's people (Olivia on call, Ada the administrator) and the
+demo's conflict, the v1 runs, a read-only API token, the recovery tests' ledger and policies, a
+queue table of every kind of call, and Debian's Chromium for every browser test. A package's own
+fixtures are in its conftest.py; plain helpers in modules that are neither (tests/*/helpers.py)."""
+
 import os
 
 import pytest
 from django.conf import settings
 from django.db import connection
+
+from tests.console.helpers import CONFLICT_ARGS, CONFLICT_LEDGER, FIXTURES, _user
+
+# Playwright's sync API runs an event loop in the test thread; Django refuses ORM calls from a thread
+# with a running loop unless told that this is deliberate.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 def pytest_configure(config):
@@ -164,3 +176,141 @@ def _signing_key():
     if not settings.RECKON_SIGNING_KEY:
         settings.RECKON_SIGNING_KEY = Ed25519PrivateKey.generate().private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
     yield
+
+
+# The console's people and the demo's conflict: the console's tests, and the access, recovery and
+# read-only tests that act as them.
+
+
+@pytest.fixture
+def roles(db):
+    from access.roles import roles_ensure
+
+    roles_ensure()
+
+
+@pytest.fixture
+def oncall(roles):
+    return _user("olivia.oncall", "oncall")
+
+
+@pytest.fixture
+def admin_user(roles):
+    return _user("ada.admin", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def v1_runs(db):
+    """The four v1 reference runs, imported as an operator would."""
+    from runs.importer import paths_import
+
+    results = paths_import([str(FIXTURES / "events" / "v1")])
+    assert all(r.outcome == "imported" for r in results), [r.line() for r in results]
+    return [r.run_id for r in results]
+
+
+@pytest.fixture
+def demo_policies(db):
+    from recovery.policy_changes import policies_load
+
+    policies_load(text=(FIXTURES / "policies-demo.toml").read_text(encoding="utf-8"), by="test")
+
+
+@pytest.fixture
+def conflict_call(demo_policies):
+    """An escalated conflict: the agent posted 840.00, the ledger holds 480.00 under the same key."""
+    from demo.management.commands.demo import scenario_run_create
+    from recovery.models import UncertainCall
+    from recovery.reconcile import reconcile_pass
+
+    scenario_run_create(run_id="run-conflict", tool="post_correction", arguments=CONFLICT_ARGS, started_minutes_ago=40, ledger=CONFLICT_LEDGER)
+    reconcile_pass(due_only=False)
+    call = UncertainCall.objects.get(run_id="run-conflict")
+    assert call.state == "escalated" and call.last_outcome == "conflict", (call.state, call.last_outcome)
+    return call
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """Debian's Chromium (tests/console/browser.py), never a downloaded browser build; flags keep it quiet and offline."""
+    from tests.console.browser import CHROMIUM
+
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+    }
+
+
+# The recovery tests' real HTTP ledger and its tool policies: the recovery, notification and
+# Procfile tests share them.
+
+
+@pytest.fixture
+def ledger():
+    from tests.recovery.helpers import Ledger
+
+    led = Ledger()
+    led.thread.start()
+    yield led
+    led.server.shutdown()
+    led.server.server_close()
+
+
+@pytest.fixture
+def policies(ledger, db):
+    from recovery.policy_changes import policies_load
+    from tests.recovery.helpers import policies_text
+
+    policies_load(text=policies_text(ledger.url), by="dana.oncall")
+    return ledger
+
+
+@pytest.fixture
+def calls():
+    """60 calls over two days: every 7th a possible duplicate, every 3rd overdue, a few resolved, ties.
+    The queue's reads (tests/recovery/test_queue_reads.py) and the overview (tests/console/test_overview_scale.py)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from recovery.models import UncertainCall
+    from tests.recovery.helpers import RISKS, S
+
+    now = timezone.now()
+    states = (S.OPEN, S.RECONCILING, S.ESCALATED, S.RESOLVED, S.IN_FLIGHT)
+    rows = []
+    for i in range(60):
+        started = now - timedelta(minutes=67 * (i // 2))  # pairs share a start: the id breaks the tie
+        if i == 10:
+            started = now - timedelta(hours=6)  # exactly on a chart instant
+        state = states[i % 5]
+        rows.append(
+            UncertainCall(
+                run_id=f"run-{i % 6}", call_id=f"c{i}", idempotency_key=f"k{i}", tool=f"tool_{i % 4}", tenant=("acme", "globex")[i % 2],
+                start_seq=i + 1, started_at=started, state=state, risk_class=RISKS[i % 4],
+                deadline=(now - timedelta(minutes=i)) if i % 3 == 0 else (now + timedelta(hours=1) if i % 3 == 1 else None),
+                possible_duplicate=i % 7 == 0, resolution_kind=("automatic" if i % 2 else "person") if state == S.RESOLVED else "",
+                escalated_at=started + timedelta(minutes=1) if i % 4 == 1 and state != S.IN_FLIGHT else None,
+            )
+        )
+    UncertainCall.objects.bulk_create(rows)
+    # A resolved call's end is its resolving event's time: spread them over the chart's window.
+    for n, pk in enumerate(UncertainCall.objects.filter(state=S.RESOLVED).order_by("id").values_list("pk", flat=True)):
+        end = now - timedelta(hours=n * 5 % 30, minutes=7)
+        UncertainCall.objects.filter(pk=pk).update(updated_at=end, resolved_at=end)
+    return now
+
+
+# A read-only API token: the API's tests, and the snapshot, lookup and read-only tests.
+
+
+@pytest.fixture
+def reader(db):
+    from django.test import Client
+
+    from access.tokens import token_create
+    from tests.api.helpers import Api
+
+    _, secret = token_create(name="dashboard", scopes=["read"])
+    return Api(Client(), secret)

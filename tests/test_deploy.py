@@ -11,15 +11,9 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from tests.production import production_env
+from tests.production import _check_deploy
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess:
-    # The browser tests set DJANGO_ALLOW_ASYNC_UNSAFE in this process; a deployment never would.
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("RECKON_HSTS", "RECKON_SSL")) and k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    full.update(env, DJANGO_SETTINGS_MODULE="reckon.settings")
-    return subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=ROOT, env=full, capture_output=True, text=True, timeout=120)
 
 
 def test_check_deploy_is_clean_with_the_documented_production_variables():

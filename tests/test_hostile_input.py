@@ -20,7 +20,7 @@ from django.urls import URLPattern, get_resolver
 
 from access.tokens import token_create
 from api.urls import api
-from tests.api.test_recovery_api import _uncertain_call
+from tests.recovery.helpers import _uncertain_call
 
 pytestmark = pytest.mark.django_db
 

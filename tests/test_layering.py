@@ -208,3 +208,68 @@ def test_a_downward_import_and_a_benchmark_importing_anything_pass(tmp_path):
 def test_a_circle_of_two_modules_is_caught(tmp_path):
     graph = _house(tmp_path, {"recovery/a.py": "from recovery.b import x\n", "recovery/b.py": "def f():\n    from recovery import a\n"})
     assert import_cycles(graph) == [["recovery.a", "recovery.b"]]
+
+
+# The suite's own modules: a test module or a conftest.py is imported by pytest alone. What tests
+# share lives in a conftest.py (fixtures, found by pytest without an import) or in a helper module
+# that is neither (tests/*/helpers.py, tests/console/browser.py, tests/api/live.py).
+
+
+def _names_imported(node: ast.AST, package: str) -> list[str]:
+    """The modules (or module members) an import statement in ``package`` names, made absolute."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+        base = ".".join([*anchor, base] if base else anchor)
+    return [base, *(f"{base}.{a.name}" for a in node.names)]
+
+
+def imports_of_test_modules(root: Path = ROOT) -> list[str]:
+    """``path:line imports module`` for every import, by a module under tests/, of a test module
+    (``test_*``) or of a conftest module (imports inside functions too)."""
+    bad = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        name = module_name(path, root)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = []
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            for target in _names_imported(node, package):
+                if target.split(".")[0] == "tests" and any(part.startswith("test_") or part == "conftest" for part in target.split(".")[1:]):
+                    found.append((node.lineno, f"{path.relative_to(root)}:{node.lineno} imports {target}"))
+                    break
+        bad += [line for _, line in sorted(found)]
+    return bad
+
+
+def test_no_module_of_the_suite_imports_a_test_module_or_a_conftest():
+    assert (ROOT / "tests" / "conftest.py").exists() and (ROOT / "tests" / "recovery" / "helpers.py").exists()
+    bad = imports_of_test_modules()
+    assert not bad, "share fixtures through a conftest.py and helpers through a module that is neither:\n" + "\n".join(bad)
+
+
+def test_a_suite_module_importing_a_test_module_or_a_conftest_is_caught(tmp_path):
+    (tmp_path / "tests" / "runs").mkdir(parents=True)
+    files = {
+        "tests/__init__.py": "",
+        "tests/conftest.py": "",
+        "tests/helpers.py": "import json\nfrom tests.runs.helpers import more\n",
+        "tests/runs/__init__.py": "",
+        "tests/runs/helpers.py": "def more():\n    pass\n",
+        "tests/runs/test_a.py": "from tests.runs.helpers import more\nfrom .helpers import more\nfrom unittest import TestCase\n",
+        "tests/runs/test_b.py": "import pytest\nfrom tests.runs.test_a import more\n\ndef test_x():\n    from . import conftest\n",
+        "tests/runs/test_c.py": "from tests import conftest\nimport tests.runs.test_b\nfrom tests.runs import test_a\nfrom .test_b import x\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert imports_of_test_modules(tmp_path) == [
+        "tests/runs/test_b.py:2 imports tests.runs.test_a",
+        "tests/runs/test_b.py:5 imports tests.runs.conftest",
+        "tests/runs/test_c.py:1 imports tests.conftest",
+        "tests/runs/test_c.py:2 imports tests.runs.test_b",
+        "tests/runs/test_c.py:3 imports tests.runs.test_a",
+        "tests/runs/test_c.py:4 imports tests.runs.test_b",
+    ]

@@ -26,7 +26,7 @@ from recovery.masking import MASK, SUBSTRING_MIN, sensitive_values, text_mask, v
 from recovery.models import UncertainCall
 from recovery.policy_changes import policies_load
 from recovery.reconcile import reconcile_pass
-from tests.recovery.conftest import Ledger, crashed_run
+from tests.recovery.helpers import Ledger, crashed_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

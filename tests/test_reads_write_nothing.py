@@ -25,16 +25,11 @@ from runs.client import StoreTransport
 from runs.models import Snapshot, SnapshotPointer
 from runs.selectors import run_state
 from runs.snapshots import snapshot_write
-from tests.api.conftest import reader  # noqa: F401 (a fixture: a read-only API token)
-from tests.console.conftest import admin_user, client_for, conflict_call, demo_policies, roles, v1_runs  # noqa: F401 (fixtures)
+from tests.console.helpers import client_for
+from tests.helpers import WRITE
 
 pytestmark = pytest.mark.django_db
 
-# A statement that changes the database, wherever it sits (a CTE can hide an INSERT behind WITH).
-WRITE = re.compile(
-    r"^\s*(INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|TRUNCATE|REPLACE|MERGE)\b|\bINSERT\s+INTO\b|\bDELETE\s+FROM\b|\bUPDATE\s+\S+\s+SET\b",
-    re.IGNORECASE,
-)
 REPAIR = "runs.tasks.snapshot_repair_task"
 
 # The one write a GET is allowed, and why: an unmasked export hands every sensitive field of a run

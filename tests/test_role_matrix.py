@@ -28,8 +28,8 @@ from access.services import run_writer_note
 from access.tokens import principal_for_token, token_create
 from api.instance import api
 from tests.access.seed import runs_shown, seed_runs
-from tests.console.conftest import _user, client_for
-from tests.console.test_permissions import CALL, MATRIX, PUBLIC, RUN
+from tests.console.helpers import _user, client_for
+from tests.console.matrix import CALL, MATRIX, PUBLIC, RUN
 
 pytestmark = pytest.mark.django_db
 

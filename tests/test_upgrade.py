@@ -14,15 +14,13 @@ from contextlib import contextmanager
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
 from django.db import connection
+from tests.helpers import _manage
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_RELEASE = [("contenttypes", "0002_remove_content_type_name"), ("auth", "0012_alter_user_first_name_max_length"), ("admin", "0003_logentry_add_action_flag_choices"), ("sessions", "0001_initial"), ("runs", "0005_event_composite_key"), ("recovery", "0003_queue_indexes"), ("console", "0002_backfill_run_tenants")]
@@ -85,13 +83,6 @@ print(json.dumps({
     "moved_types": sorted(f"{c.app_label}.{c.model}" for c in ContentType.objects.filter(app_label__in=["access", "api", "runs"], model__in=["access", "apitoken", "idempotencyrecord", "runtenant"])),
 }))
 """ % SECRET
-
-
-def _manage(database_url: str, *args: str, stdin: str | None = None) -> str:
-    env = dict(os.environ, DATABASE_URL=database_url, DJANGO_SETTINGS_MODULE="reckon.settings", LOG_LEVEL="WARNING")
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, input=stdin, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr[-3000:]}"
-    return done.stdout
 
 
 def _upgrade(database_url: str) -> dict:

@@ -11,8 +11,8 @@ from access.models import AccessRecord
 from access.roles import roles_ensure
 from access.tokens import token_create
 from tests.access.seed import SECRET, seed_runs
-from tests.api.conftest import Api
-from tests.console.conftest import _user, client_for
+from tests.api.helpers import Api
+from tests.console.helpers import _user, client_for
 
 pytestmark = pytest.mark.django_db
 

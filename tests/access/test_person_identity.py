@@ -17,7 +17,7 @@ from access.tokens import principal_for_user
 from runs.models import Event
 from runs.verify import Problem, bundle_verify
 from tests.access.seed import seed_runs
-from tests.console.conftest import _user, conflict_call, demo_policies, roles  # noqa: F401  (fixtures)
+from tests.console.helpers import _user
 
 ISSUER = "https://sso.example.com/realms/ops"
 

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.test_upgrade import _manage
+from tests.helpers import _manage
 
 FILL = """
 from django.contrib.admin.models import CHANGE, LogEntry

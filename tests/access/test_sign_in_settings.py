@@ -8,9 +8,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
 from reckon.oidc_env import oidc_group_map, oidc_settings_check
-from tests.console.conftest import PASSWORD, _user
+from tests.console.helpers import PASSWORD, _user
+from tests.production import _check_deploy
 from tests.production import production_env
-from tests.test_deploy import _check_deploy
 
 
 @pytest.fixture

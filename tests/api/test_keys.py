@@ -23,7 +23,7 @@ from access.tokens import token_create
 from recovery.detection import uncertain_calls_detect
 from recovery.models import ToolPolicy
 from reckon_client.identity import idempotency_key, signature
-from tests.api.conftest import Api
+from tests.api.helpers import Api
 
 pytestmark = pytest.mark.django_db
 

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from runs.errors import StaleEpoch
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
-from tests.api.test_recovery_api import _uncertain_call
+from tests.recovery.helpers import _uncertain_call
+from tests.api.helpers import _samples
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _samples(text: str) -> dict:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
 
 
 def test_metrics_count_appends_fencing_rejections_and_uncertain_calls_by_risk(reader):
@@ -45,7 +37,7 @@ def test_metrics_need_a_read_token_without_tenant_limits(outsider, agent, tenant
     from django.test import Client
 
     from access.tokens import token_create
-    from tests.api.conftest import Api
+    from tests.api.helpers import Api
 
     assert outsider.get("/metrics").status_code == 401
     _, secret = token_create(name="appender", scopes=["append"])
@@ -100,7 +92,7 @@ def test_wrong_tokens_on_metrics_count_toward_the_apis_limit_on_failed_tokens(db
     from django.test import Client
 
     from access.tokens import token_create
-    from tests.api.test_throttles import _address, _fresh_window
+    from tests.api.helpers import _address, _fresh_window
 
     settings.RECKON_API_AUTH_FAILURES, settings.RECKON_API_AUTH_WINDOW_S = 5, 120
     _fresh_window(120)

@@ -9,8 +9,7 @@ from django.http import HttpRequest
 from django.test import Client
 
 from access.roles import roles_ensure
-from tests.api.conftest import Api
-from tests.api.test_masking_api import ARGS, SECRET, _bodies, leaky_run  # noqa: F401 (leaky_run is a fixture)
+from tests.api.helpers import ARGS, SECRET, Api, _bodies
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,8 +19,8 @@ from runs.snapshot_format import body_digest, state_dumps
 from runs.snapshot_verify import snapshot_verify
 from runs.snapshots import snapshot_write
 from tests.api.live import ROOT, child_env
-from tests.api.test_metrics import _samples
-from tests.runs.test_snapshots import working_run
+from tests.api.helpers import _samples
+from tests.runs.helpers import working_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,23 +13,9 @@ from recovery.detection import uncertain_calls_detect
 from recovery.models import UncertainCall
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append, events_read
+from tests.recovery.helpers import _uncertain_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _uncertain_call(run_id: str, tenant: str) -> UncertainCall:
-    """A run whose agent started a correction and gave its lease up without completing it."""
-    lease = lease_acquire(run_id=run_id, holder="agent")
-    args = {"tenant": tenant, "account": "C-771", "amount": 840}
-    events_append(
-        run_id=run_id,
-        epoch=lease.epoch,
-        expected_seq=0,
-        events=[NewEvent("run_started", {"run_id": run_id}), NewEvent("tool_call_started", {"call_id": "c1", "name": "post_correction", "arguments": args})],
-    )
-    lease_release(run_id=run_id, epoch=lease.epoch)
-    uncertain_calls_detect(run_id=run_id)
-    return UncertainCall.objects.get(run_id=run_id)
 
 
 def _decide(api, call, key=None, decision="not_happened", reason="ledger shows nothing"):

@@ -15,8 +15,7 @@ from runs.measurements import multiprocess_dir
 from runs.metrics_dir import multiproc_dir_clean
 from runs.selectors import run_state
 from runs.snapshots import snapshot_write
-from tests.runs.test_snapshot_commands import manage
-from tests.runs.test_snapshots import working_run
+from tests.runs.helpers import manage, working_run
 
 
 def scrape(client) -> dict:

@@ -5,15 +5,9 @@ from __future__ import annotations
 import pytest
 
 from runs.models import LeaseRecord
+from tests.api.helpers import _start
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _start(api, run_id="run-api-1", holder="agent-1"):
-    lease = api.post(f"/api/runs/{run_id}/lease", {"holder": holder}).json()
-    r = api.post(f"/api/runs/{run_id}/events", {"epoch": lease["epoch"], "expected_seq": 0, "events": [{"type": "run_started", "payload": {"run_id": run_id}}]})
-    assert r.status_code == 201, r.content
-    return lease
 
 
 def test_an_agent_acquires_a_lease_and_appends_a_batch(agent):

@@ -43,7 +43,7 @@ def _keep_the_test_connection():
 def _seed() -> None:
     """A token with every scope, a run with events, and an uncertain call, so some calls find data."""
     from access.models import ApiToken
-    from tests.api.test_recovery_api import _uncertain_call
+    from tests.recovery.helpers import _uncertain_call
 
     ApiToken.objects.get_or_create(
         secret_sha256=hashlib.sha256(SECRET.encode()).hexdigest(),

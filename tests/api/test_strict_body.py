@@ -4,7 +4,7 @@ beyond 64 bits, NUL characters and lone surrogates never reach the store reinter
 import pytest
 
 from runs.models import Event
-from tests.api.test_runs_api import _start
+from tests.api.helpers import _start
 
 pytestmark = pytest.mark.django_db
 

@@ -6,25 +6,12 @@ cache by another test (or an earlier run) never reach it."""
 
 from __future__ import annotations
 
-import time
-import uuid
 
 import pytest
 from django.test import Client
 
 from access.tokens import token_create
-
-
-def _address() -> str:
-    n = uuid.uuid4().int
-    return f"10.{n % 250}.{(n >> 8) % 250}.{(n >> 16) % 250 + 1}"
-
-
-def _fresh_window(window_s: int) -> None:
-    """Start a test early in a window, so the window cannot end (and the counts reset) mid-test."""
-    left = window_s - time.time() % window_s
-    if left < 5:
-        time.sleep(left + 0.05)
+from tests.api.helpers import _address, _fresh_window
 
 
 def test_an_address_guessing_tokens_gets_429_with_retry_after_and_then_even_a_good_token_waits(db, settings):

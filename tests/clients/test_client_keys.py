@@ -13,7 +13,7 @@ from runs.client import StoreTransport
 from reckon_client.identity import call_key, signature
 from runs.selectors import run_key_secret
 from runs.store import events_read
-from tests.clients.test_pins_client import CountingTool
+from tests.clients.helpers import CountingTool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

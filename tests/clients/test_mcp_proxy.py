@@ -24,17 +24,9 @@ from recovery.detection import uncertain_calls_detect
 from runs.selectors import run_state
 from runs.store import events_read
 from tests.api.live import PYTHON, ROOT, child_env
-from tests.clients.venvs import client_python
+from tests.clients.helpers import CORRECTION, HERE, _agent_env, _children, _effects, _mcp_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-HERE = Path(__file__).parent
-CORRECTION = {"account": "C-771", "amount": 840}
-
-
-@pytest.fixture(scope="session")
-def mcp_bin() -> Path:
-    return client_python("mcp").parent
 
 
 class Lookup:
@@ -70,41 +62,6 @@ def _manage(*args: str) -> str:
     done = subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"manage.py {' '.join(args)}: {done.stderr}"
     return done.stdout
-
-
-def _agent_env(extra: dict) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "DJANGO", "REDIS", "PYTHON"))}
-    return {**env, **extra}
-
-
-def _mcp_agent(mcp_bin: Path, proxy_args: list[str], calls: list[dict], env: dict, server: list[str] | None = None) -> subprocess.Popen:
-    """The SDK's client (mcp_agent.py) taking ``calls`` through the proxy in front of ``server``
-    (default: the counting server)."""
-    server = server or [str(mcp_bin / "python"), str(HERE / "mcp_counter_server.py")]
-    proxy = [str(mcp_bin / "reckon-mcp-proxy"), *proxy_args, "--", *server]
-    return subprocess.Popen([str(mcp_bin / "python"), str(HERE / "mcp_agent.py"), *proxy, "--calls", json.dumps(calls)], cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _answers(agent: subprocess.Popen, timeout: float = 60) -> tuple[list[dict], str]:
-    """The agent's JSON lines (its first lists the tools) and its stderr (the proxy's too)."""
-    out, err = agent.communicate(timeout=timeout)
-    return [json.loads(line) for line in out.strip().splitlines()], err
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _effects(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def test_a_proxy_killed_mid_call_leaves_it_uncertain_and_reconciliation_keeps_the_effect_count_at_one(server, mcp_bin, tmp_path):

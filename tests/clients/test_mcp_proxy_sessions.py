@@ -14,7 +14,7 @@ import pytest
 from access.tokens import token_create
 from runs.leases import lease_acquire, lease_release
 from runs.store import events_read
-from tests.clients.test_mcp_proxy import CORRECTION, _agent_env, _answers, _effects, _mcp_agent, mcp_bin  # noqa: F401 (a fixture)
+from tests.clients.helpers import CORRECTION, _agent_env, _answers, _effects, _mcp_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

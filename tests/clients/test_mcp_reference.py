@@ -19,7 +19,7 @@ import pytest
 
 from access.tokens import token_create
 from runs.store import events_read
-from tests.clients.test_mcp_proxy import CORRECTION, _agent_env, _answers, _children, _effects, _mcp_agent, mcp_bin  # noqa: F401 (a fixture)
+from tests.clients.helpers import CORRECTION, _agent_env, _answers, _children, _effects, _mcp_agent
 from tests.clients.venvs import reference_servers
 
 pytestmark = pytest.mark.django_db(transaction=True)

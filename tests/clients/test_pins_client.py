@@ -15,22 +15,11 @@ from reckon_client.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append, events_read
 from runs.synthetic import calls_started
+from tests.clients.helpers import CountingTool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ARGS = {"tenant": "acme", "account": "4020", "amount": "840.00", "currency": "GBP", "period": "2026-Q3"}
-
-
-class CountingTool:
-    """A tool with an effect counter: ``calls`` must not move when the log already has the answer."""
-
-    def __init__(self, content):
-        self.content = content
-        self.calls = 0
-
-    def __call__(self, arguments, *, idempotency_key):
-        self.calls += 1
-        return self.content
 
 
 @pytest.fixture(params=["store", "http"])

@@ -9,7 +9,7 @@ from reckon_client import ToolCall, open_run
 
 from runs.client import StoreTransport
 from runs.store import events_read
-from tests.clients.test_pins_client import CountingTool
+from tests.clients.helpers import CountingTool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,10 +1,10 @@
-"""What the console's browser tests share: Debian's Chromium (never a downloaded build; the
-Playwright launch arguments are the ``browser_type_launch_args`` fixture of tests/console/conftest.py),
-screenshots into test-artifacts/, and signing in through the real form."""
+"""What the browser tests share: Debian's Chromium (never a downloaded build; the Playwright launch
+arguments are the ``browser_type_launch_args`` fixture of tests/conftest.py), screenshots into
+test-artifacts/, signing in through the real form, and axe's check of a page."""
 
 from pathlib import Path
 
-from tests.console.conftest import PASSWORD
+from tests.console.helpers import PASSWORD
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -25,3 +25,23 @@ def sign_in(page, live_server, username: str, next_url: str = "/queue/"):
     page.fill("#id_password", PASSWORD)
     page.click("button:has-text('Sign in')")
     page.wait_for_url(f"{live_server.url}{next_url}")
+
+
+# What axe finds that fails a page.
+SERIOUS = ("serious", "critical")
+
+
+def _check(axe, page, name: str, mode: str) -> list[str]:
+    if mode == "dark":
+        assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches")
+    # Open every collapsed section so what it hides is checked too.
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    results = axe.run(page)
+    if name in ("call", "overview", "reports"):
+        shot(page, f"a11y-{name}-{mode}")
+    out = []
+    for v in results.response["violations"]:
+        if v["impact"] in SERIOUS:
+            nodes = "; ".join(n["target"][0] if isinstance(n["target"][0], str) else str(n["target"]) for n in v["nodes"][:5])
+            out.append(f"{mode} {name} ({page.url}): {v['impact']} {v['id']}: {v['help']} at {nodes}")
+    return out

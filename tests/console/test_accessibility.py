@@ -11,8 +11,9 @@ import os
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
-from tests.console.conftest import PASSWORD
-from tests.console.browser import CHROMIUM, shot
+from tests.console.helpers import PASSWORD
+from tests.console.browser import CHROMIUM
+from tests.console.browser import _check
 
 pytestmark = [
     pytest.mark.browser,
@@ -42,7 +43,6 @@ NOT_A_PAGE = {
     "notification_config_preview": "redirects to the channels and routes screen, which shows the preview",
     "notification_config_apply": "redirects to the channels and routes screen",
 }
-SERIOUS = ("serious", "critical")
 
 
 @pytest.fixture
@@ -130,19 +130,3 @@ def test_every_console_screen_has_no_serious_or_critical_axe_violation(live_serv
         problems += _check(axe, page, name, mode)
     context.close()
     assert not problems, "\n".join(problems)
-
-
-def _check(axe, page, name: str, mode: str) -> list[str]:
-    if mode == "dark":
-        assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches")
-    # Open every collapsed section so what it hides is checked too.
-    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
-    results = axe.run(page)
-    if name in ("call", "overview", "reports"):
-        shot(page, f"a11y-{name}-{mode}")
-    out = []
-    for v in results.response["violations"]:
-        if v["impact"] in SERIOUS:
-            nodes = "; ".join(n["target"][0] if isinstance(n["target"][0], str) else str(n["target"]) for n in v["nodes"][:5])
-            out.append(f"{mode} {name} ({page.url}): {v['impact']} {v['id']}: {v['help']} at {nodes}")
-    return out

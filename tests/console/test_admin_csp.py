@@ -12,7 +12,7 @@ import os
 import pytest
 
 from tests.api.live import Server, free_port
-from tests.console.conftest import PASSWORD
+from tests.console.helpers import PASSWORD
 from tests.console.browser import CHROMIUM, shot
 from tests.production import production_env
 

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from tests.api.live import Server, free_port
-from tests.console.conftest import PASSWORD, client_for
+from tests.console.helpers import PASSWORD, client_for
 from tests.console.browser import CHROMIUM, shot
 from tests.production import production_env
 

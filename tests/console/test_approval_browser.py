@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.console.conftest import CONFLICT_ARGS
+from tests.console.helpers import CONFLICT_ARGS
 from tests.console.browser import ARTIFACTS, CHROMIUM, DOCS, shot, sign_in
 
 pytestmark = [

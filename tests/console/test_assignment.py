@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import unescape
 
 from runs.models import Event
-from tests.console.conftest import _user, client_for
+from tests.console.helpers import _user, client_for
 
 
 def _notes(run_id="run-conflict"):

@@ -2,7 +2,7 @@
 are shown as their code points on every page and in the evidence report, never applied."""
 
 from evidence.report import bidi_visible, report_html
-from tests.console.conftest import client_for
+from tests.console.helpers import client_for
 
 RLO, PDF = "\u202e", "\u202c"
 NOTE = f"account {RLO}1234{PDF}"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.console.browser import CHROMIUM, shot, sign_in
-from tests.console.conftest import PASSWORD
+from tests.console.helpers import PASSWORD
 
 pytestmark = [
     pytest.mark.browser,
@@ -39,7 +39,7 @@ def test_an_on_call_operator_resolves_a_conflict_escalation_and_it_appears_in_th
 
 
 def test_back_from_a_bulk_action_that_cannot_be_prepared_finds_the_same_calls_ticked(live_server, page, oncall, conflict_call):
-    from tests.console.test_lists import _calls
+    from tests.console.helpers import _calls
 
     _calls(3)
     page.set_viewport_size({"width": 1280, "height": 900})
@@ -82,7 +82,7 @@ def test_a_compliance_reviewer_sees_no_decision_controls_and_exports_a_run(live_
 
 def test_two_sessions_decide_the_same_call_and_exactly_one_wins(live_server, browser, oncall, conflict_call, roles):
     from runs.models import Event
-    from tests.console.conftest import _user
+    from tests.console.helpers import _user
 
     _user("oscar.oncall", "oncall")
     pages = []

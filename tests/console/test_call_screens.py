@@ -4,7 +4,7 @@ from html import unescape
 import pytest
 
 from runs.models import Event
-from tests.console.conftest import client_for
+from tests.console.helpers import client_for
 
 
 def decide(client, call, **data):
@@ -77,7 +77,7 @@ def test_a_double_submit_writes_one_event_and_a_stale_view_is_refused_clearly(on
 
 
 def test_a_decision_on_a_call_resolved_meanwhile_names_who_resolved_it_and_offers_nothing_to_redo(oncall, conflict_call):
-    from tests.console.conftest import _user
+    from tests.console.helpers import _user
 
     other = _user("oscar.oncall", "oncall")
     assert decide(client_for(other), conflict_call, decision="not_happened", reason="ledger team reversed it").status_code == 302
@@ -125,7 +125,7 @@ def test_sensitive_fields_are_masked_on_every_screen_and_export_and_a_reveal_is_
 
 
 def test_claiming_shows_who_is_on_a_call_and_a_second_claim_on_a_stale_view_is_refused(oncall, conflict_call, roles):
-    from tests.console.conftest import _user
+    from tests.console.helpers import _user
 
     other = _user("oscar.oncall", "oncall")
     v = conflict_call.version
@@ -174,7 +174,7 @@ def test_a_bulk_action_that_cannot_be_prepared_goes_back_to_the_queue_with_its_f
     from html import unescape
     from urllib.parse import parse_qs, urlsplit
 
-    from tests.console.test_lists import _calls
+    from tests.console.helpers import _calls
 
     _calls(3)
     c = client_for(oncall)
@@ -345,7 +345,7 @@ def test_a_reason_over_the_limit_is_refused_naming_the_reason_and_the_limit(onca
 
 
 def test_deciding_a_call_someone_else_holds_says_who_holds_it(oncall, conflict_call):
-    from tests.console.conftest import _user
+    from tests.console.helpers import _user
 
     other = _user("oscar.oncall", "oncall")
     assert client_for(other).post(f"/calls/{conflict_call.pk}/claim/", {"seen_version": conflict_call.version}).status_code == 302
@@ -360,7 +360,7 @@ def test_the_queue_says_how_long_past_its_deadline_a_call_is(oncall, conflict_ca
 
 
 def test_after_deciding_the_page_repeats_the_reason_and_evidence_and_offers_the_next_call(oncall, conflict_call):
-    from tests.console.test_lists import _calls
+    from tests.console.helpers import _calls
 
     _calls(1)
     client = client_for(oncall)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.console.conftest import client_for
+from tests.console.helpers import client_for
 
 
 @pytest.mark.parametrize("debug", [True, False])

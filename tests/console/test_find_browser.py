@@ -8,9 +8,8 @@ import os
 
 import pytest
 
-from tests.console.conftest import CONFLICT_ARGS
+from tests.console.helpers import CONFLICT_ARGS
 from tests.console.browser import CHROMIUM, shot, sign_in
-from tests.console.test_search import decided, flying  # noqa: F401  (fixtures)
 
 pytestmark = [
     pytest.mark.browser,

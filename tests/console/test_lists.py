@@ -5,29 +5,11 @@ total, the queue shows as many rows as "Per page" says, and the decision log rea
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 
-from tests.console.conftest import client_for
-
-
-def _calls(n: int, **extra):
-    from recovery.models import UncertainCall
-    from runs.models import Run
-
-    now = timezone.now()
-    Run.objects.bulk_create([Run(run_id=f"run-{i}") for i in range((n + 9) // 10)])
-    UncertainCall.objects.bulk_create(
-        [
-            UncertainCall(
-                run_id=f"run-{i // 10}", call_id=f"c{i}", idempotency_key=f"key-{i:04d}", tool=extra.get("tool", "post_correction"), arguments={"amount": i},
-                tenant=extra.get("tenant", "Acme-EU"), start_seq=i + 1, started_at=now - timedelta(minutes=i + 1), state="open", uncertain_seq=i + 1, deadline=now + timedelta(days=1),
-            )
-            for i in range(n)
-        ]
-    )
+from tests.console.helpers import client_for
+from tests.console.helpers import _calls
 
 
 def _rows(html: str) -> int:

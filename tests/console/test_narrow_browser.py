@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tests.console.conftest import PASSWORD
+from tests.console.helpers import PASSWORD
 from tests.console.browser import CHROMIUM, shot
 
 pytestmark = [

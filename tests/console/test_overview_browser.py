@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.console.conftest import FIXTURES, PASSWORD
+from tests.console.helpers import FIXTURES, PASSWORD
 from tests.console.browser import CHROMIUM, shot
 
 pytestmark = [

@@ -14,8 +14,8 @@ from django.utils import timezone
 from console import selectors as console_selectors
 from console.views import OVERVIEW_OVERDUE_SHOWN
 from recovery.models import UncertainCall
-from tests.console.conftest import client_for
-from tests.recovery.test_queue_reads import RISKS, S, calls  # noqa: F401 (a fixture)
+from tests.console.helpers import client_for
+from tests.recovery.helpers import RISKS, S
 
 pytestmark = pytest.mark.django_db
 
@@ -89,7 +89,7 @@ def test_a_long_settled_imported_call_is_not_drawn_as_open_today(v1_runs):
     """An imported history settled in September: its call started and was resolved then, whenever
     the file arrived, so the last 24 hours show nothing open for it."""
     from runs.importer import paths_import
-    from tests.console.conftest import FIXTURES
+    from tests.console.helpers import FIXTURES
 
     results = paths_import([str(FIXTURES / "events" / "v2")])
     assert all(r.outcome == "imported" for r in results), [r.line() for r in results]

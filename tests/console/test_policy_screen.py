@@ -4,7 +4,7 @@ parser refuses is named on the page and nothing changes."""
 from __future__ import annotations
 
 from recovery.models import PolicyChange, ToolPolicy
-from tests.console.conftest import client_for
+from tests.console.helpers import client_for
 
 
 def test_an_administrator_changes_a_policy_and_the_change_is_recorded(admin_user, demo_policies):

@@ -2,7 +2,7 @@ import hashlib
 import json
 import re
 
-from tests.console.conftest import client_for
+from tests.console.helpers import client_for
 
 
 def test_the_run_list_names_every_imported_run(oncall, v1_runs):
@@ -84,7 +84,7 @@ def test_an_unknown_run_or_export_format_is_a_404(compliance, v1_runs):
 def test_the_run_page_shows_the_stale_observations_a_resumption_found(oncall, v1_runs):
     from runs.importer import paths_import
 
-    from tests.console.conftest import FIXTURES
+    from tests.console.helpers import FIXTURES
 
     assert [r.outcome for r in paths_import([str(FIXTURES / "events" / "v4" / "run-v4-stale-read.jsonl")])] == ["imported"]
     body = client_for(oncall).get("/runs/run-v4-stale-read/").content.decode()

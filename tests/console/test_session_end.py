@@ -5,7 +5,7 @@ from django.test import Client
 
 from recovery.models import UncertainCall
 from runs.models import Event
-from tests.console.conftest import client_for
+from tests.console.helpers import client_for
 
 
 def _decide(client, call, **data):

@@ -7,7 +7,7 @@ import pytest
 
 from runs.models import Event
 from tests.console import browser
-from tests.console.conftest import PASSWORD
+from tests.console.helpers import PASSWORD
 from tests.console.browser import CHROMIUM, shot
 
 pytestmark = [

@@ -11,7 +11,7 @@ from django.test import Client
 
 from access.tokens import token_create
 from notify.models import Channel, ConfigChange, Notification, Route
-from tests.notify.conftest import SECRET, config_text, deliver_all, escalated
+from tests.notify.helpers import SECRET, config_text, deliver_all, escalated
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.test import Client
 
 from notify.config import config_current, config_toml, notifications_load, notifications_preview
 from notify.models import Channel, ConfigChange, Route
-from tests.notify.conftest import SECRET, config_text
+from tests.notify.helpers import SECRET, config_text
 
 pytestmark = pytest.mark.django_db
 

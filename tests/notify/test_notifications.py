@@ -15,7 +15,7 @@ from notify.delivery import notification_deliver
 from notify.models import DeliveryAttempt, Notification
 from recovery.decisions import call_claim, call_release, decision_record
 from recovery.models import UncertainCall
-from tests.notify.conftest import deliver_all, escalated, now, tick
+from tests.notify.helpers import deliver_all, escalated, now, tick
 
 pytestmark = pytest.mark.django_db
 ONCALL = "dana.oncall"
@@ -111,7 +111,7 @@ def test_the_digest_lists_exactly_the_overdue_irreversible_calls(routes, smtp):
     """Per tenant, the unresolved irreversible calls past their deadline; not one due later, not
     a resolved one, not a read-only one however late."""
     from notify.escalation import digests_tick
-    from tests.recovery.conftest import crashed_run
+    from tests.recovery.helpers import crashed_run
 
     morning = (now() + timedelta(days=1)).replace(hour=9, minute=30, second=0, microsecond=0)  # past 08:00 in London
     regulator = "notify_regulator"  # irreversible, strategy escalate (deadline 10m)

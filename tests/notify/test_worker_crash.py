@@ -26,7 +26,7 @@ from notify.config import notifications_load
 from notify.models import Notification
 from notify.tasks import notification_deliver, notifications_tick
 from tests.api.live import ROOT, child_env
-from tests.notify.conftest import SECRET, escalated
+from tests.notify.helpers import SECRET, escalated
 
 pytestmark = [pytest.mark.broker, pytest.mark.django_db(transaction=True)]
 

@@ -21,7 +21,7 @@ import pytest
 
 from recovery.models import UncertainCall
 from tests.api.live import PYTHON, ROOT, child_env, free_port
-from tests.recovery.conftest import correction, crashed_run
+from tests.recovery.helpers import correction, crashed_run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.broker, pytest.mark.django_db(transaction=True)]
 

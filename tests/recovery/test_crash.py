@@ -18,7 +18,7 @@ from recovery.tasks import reconcile_call
 from runs.models import LeaseRecord
 from runs.store import events_read
 from tests.api.live import database_url
-from tests.recovery.conftest import correction, crashed_run
+from tests.recovery.helpers import correction, crashed_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]

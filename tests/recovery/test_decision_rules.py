@@ -28,7 +28,7 @@ from recovery.selectors import queue_figures_by_risk, uncertain_call_get, uncert
 from runs.leases import lease_acquire, lease_release
 from runs.models import Event
 from runs.store import NewEvent, events_append
-from tests.console.conftest import client_for, oncall, roles  # noqa: F401 (fixtures)
+from tests.console.helpers import client_for
 
 pytestmark = pytest.mark.django_db
 

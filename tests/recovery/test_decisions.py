@@ -14,7 +14,7 @@ from recovery.reconcile import call_reconcile
 from runs.leases import lease_acquire
 from runs.selectors import run_state
 from runs.store import events_read
-from tests.recovery.conftest import correction, crashed_run
+from tests.recovery.helpers import correction, crashed_run
 
 pytestmark = pytest.mark.django_db
 S = UncertainCall.State
@@ -126,7 +126,7 @@ def test_a_person_cannot_write_while_the_agent_owns_the_run(policies):
 def test_a_reason_over_the_limit_is_refused_naming_the_limit_not_cut(db):
     from recovery.decisions import REASON_MAX, decision_record
     from recovery.errors import InvalidDecision
-    from tests.api.test_recovery_api import _uncertain_call
+    from tests.recovery.helpers import _uncertain_call
 
     call = _uncertain_call("run-long-reason", "acme")
     with pytest.raises(InvalidDecision, match=f"at most {REASON_MAX} characters, got {REASON_MAX + 1}"):

@@ -13,7 +13,7 @@ from recovery.reconcile import call_reconcile, calls_reconcile
 from runs.leases import lease_acquire, lease_release
 from runs.models import LeaseRecord, Run
 from runs.store import events_read
-from tests.recovery.conftest import correction, crashed_run
+from tests.recovery.helpers import correction, crashed_run
 
 pytestmark = pytest.mark.django_db
 

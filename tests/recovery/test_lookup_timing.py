@@ -14,8 +14,7 @@ from recovery.policy_changes import policies_load
 from recovery.rebuild import projections_rebuild
 from recovery.reconcile import call_reconcile
 from runs.store import events_read
-from tests.api.conftest import reader  # noqa: F401 (a fixture: a read-only API token)
-from tests.recovery.conftest import crashed_run
+from tests.recovery.helpers import crashed_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

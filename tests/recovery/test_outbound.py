@@ -36,8 +36,8 @@ from recovery.policies import PolicyError
 from recovery.policy_changes import policies_load
 from recovery.reconcile import call_reconcile
 from recovery.selectors import uncertain_call_evidence
-from tests.notify.conftest import SECRET, Receiver, config_text, deliver_all, escalated, tick
-from tests.recovery.conftest import correction, crashed_run
+from tests.notify.helpers import SECRET, Receiver, config_text, deliver_all, escalated, tick
+from tests.recovery.helpers import correction, crashed_run
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from recovery.models import UncertainCall
 from recovery.reconcile import call_reconcile, reconcile_pass
 from runs.selectors import run_state
 from runs.store import events_read
-from tests.recovery.conftest import correction, crashed_run, types_after
+from tests.recovery.helpers import correction, crashed_run, types_after
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from recovery.policy_changes import policies_load
 from recovery.reconcile import call_reconcile
 from runs.selectors import run_state
 from runs.store import events_read
-from tests.recovery.conftest import correction, crashed_run
+from tests.recovery.helpers import correction, crashed_run
 
 S = UncertainCall.State
 

@@ -19,9 +19,8 @@ from reckon_client.identity import call_key
 from runs.leases import lease_acquire, lease_release
 from runs.selectors import run_state
 from runs.store import NewEvent, events_append
-from tests.recovery.conftest import correction
-from tests.recovery.test_projection import snapshot
-from tests.clients.test_pins_client import CountingTool
+from tests.clients.helpers import CountingTool
+from tests.recovery.helpers import correction, snapshot
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,7 @@ from reckon_client.identity import call_key
 from runs.leases import lease_release
 from runs.selectors import run_state
 from runs.synthetic import calls_started
-from tests.recovery.conftest import correction, types_after
-from tests.recovery.test_projection import snapshot
+from tests.recovery.helpers import correction, snapshot, types_after
 
 pytestmark = pytest.mark.django_db
 

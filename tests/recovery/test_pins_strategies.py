@@ -16,7 +16,7 @@ from recovery.policy_changes import policies_load
 from recovery.reconcile import call_reconcile, reconcile_pass
 from runs.selectors import run_state
 from runs.store import events_read
-from tests.recovery.conftest import correction, crashed_run, policies_text, types_after
+from tests.recovery.helpers import correction, crashed_run, policies_text, types_after
 
 pytestmark = pytest.mark.django_db
 

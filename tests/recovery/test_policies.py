@@ -19,7 +19,7 @@ from recovery.policy_changes import policies_load, policy_update
 from recovery.reconcile import call_reconcile, reconcile_pass
 from recovery.selectors import queue_figures_by_risk, uncertain_calls_filter
 from runs.store import events_read
-from tests.recovery.conftest import correction, crashed_run, policies_text
+from tests.recovery.helpers import correction, crashed_run, policies_text
 
 pytestmark = pytest.mark.django_db
 S = UncertainCall.State

@@ -19,18 +19,12 @@ from reckon_client.identity import call_key
 from runs.importer import paths_import
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
-from tests.recovery.conftest import correction, crashed_run
+from tests.recovery.helpers import correction, crashed_run
+from tests.recovery.helpers import snapshot
 
 pytestmark = pytest.mark.django_db
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-# Concurrency tokens, not facts (see recovery/projection.py).
-_TOKENS = {"id", "updated_at"}
-
-
-def snapshot() -> list[dict]:
-    fields = [f.attname for f in UncertainCall._meta.concrete_fields if f.attname not in _TOKENS]
-    return [dict(zip(fields, row)) for row in UncertainCall.objects.order_by("run_id", "start_seq").values_list(*fields)]
 
 
 def test_rebuild_equals_incremental_on_the_fixtures(policies):

@@ -15,8 +15,7 @@ from recovery.reconcile import calls_reconcile
 from runs.leases import lease_acquire, lease_release
 from runs.models import Run
 from runs.store import NewEvent, events_append
-from tests.recovery.conftest import correction, crashed_run
-from tests.recovery.test_projection import snapshot
+from tests.recovery.helpers import correction, crashed_run, snapshot
 
 pytestmark = [
     pytest.mark.django_db,

@@ -16,7 +16,7 @@ from recovery.policies import PolicyError
 from recovery.policy_changes import policies_load
 from recovery.reconcile import call_reconcile
 from recovery.selectors import uncertain_call_evidence
-from tests.recovery.conftest import crashed_run
+from tests.recovery.helpers import crashed_run
 
 pytestmark = pytest.mark.django_db
 HERE = __name__  # tests.recovery.test_python_adapter_modules

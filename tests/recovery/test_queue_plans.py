@@ -12,7 +12,7 @@ from django.test import Client
 
 from access.tokens import token_create
 from bench.plans import indexes_unused, queue_plans, statement_plan
-from tests.api.test_recovery_api import _uncertain_call
+from tests.recovery.helpers import _uncertain_call
 
 pytestmark = [pytest.mark.django_db, pytest.mark.skipif(connection.vendor != "postgresql", reason="reads PostgreSQL's EXPLAIN")]
 

@@ -20,11 +20,9 @@ from django.utils import timezone
 
 from recovery.models import UncertainCall
 from recovery.selectors import queue_figures_by_risk, uncertain_calls_filter
+from tests.recovery.helpers import RISKS, S
 
 pytestmark = pytest.mark.django_db
-
-S = UncertainCall.State
-RISKS = ("read_only", "idempotent", "reversible", "irreversible")
 
 
 def old_danger(now):
@@ -38,34 +36,6 @@ def old_danger(now):
         default=Value(2),
         output_field=IntegerField(),
     )
-
-
-@pytest.fixture
-def calls():
-    """60 calls over two days: every 7th a possible duplicate, every 3rd overdue, a few resolved, ties."""
-    now = timezone.now()
-    states = (S.OPEN, S.RECONCILING, S.ESCALATED, S.RESOLVED, S.IN_FLIGHT)
-    rows = []
-    for i in range(60):
-        started = now - timedelta(minutes=67 * (i // 2))  # pairs share a start: the id breaks the tie
-        if i == 10:
-            started = now - timedelta(hours=6)  # exactly on a chart instant
-        state = states[i % 5]
-        rows.append(
-            UncertainCall(
-                run_id=f"run-{i % 6}", call_id=f"c{i}", idempotency_key=f"k{i}", tool=f"tool_{i % 4}", tenant=("acme", "globex")[i % 2],
-                start_seq=i + 1, started_at=started, state=state, risk_class=RISKS[i % 4],
-                deadline=(now - timedelta(minutes=i)) if i % 3 == 0 else (now + timedelta(hours=1) if i % 3 == 1 else None),
-                possible_duplicate=i % 7 == 0, resolution_kind=("automatic" if i % 2 else "person") if state == S.RESOLVED else "",
-                escalated_at=started + timedelta(minutes=1) if i % 4 == 1 and state != S.IN_FLIGHT else None,
-            )
-        )
-    UncertainCall.objects.bulk_create(rows)
-    # A resolved call's end is its resolving event's time: spread them over the chart's window.
-    for n, pk in enumerate(UncertainCall.objects.filter(state=S.RESOLVED).order_by("id").values_list("pk", flat=True)):
-        end = now - timedelta(hours=n * 5 % 30, minutes=7)
-        UncertainCall.objects.filter(pk=pk).update(updated_at=end, resolved_at=end)
-    return now
 
 
 def walk(page_size: int, **filters) -> list[tuple[int, int]]:

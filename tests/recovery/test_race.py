@@ -10,7 +10,7 @@ from django.db import connections
 from recovery import adapters
 from recovery.reconcile import call_reconcile
 from runs.store import events_read
-from tests.recovery.conftest import correction, crashed_run
+from tests.recovery.helpers import correction, crashed_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

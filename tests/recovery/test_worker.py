@@ -14,7 +14,7 @@ from recovery.models import UncertainCall
 from recovery.tasks import reconcile_call
 from runs.store import events_read
 from tests.api.live import ROOT, child_env
-from tests.recovery.conftest import correction, crashed_run
+from tests.recovery.helpers import correction, crashed_run
 
 pytestmark = [pytest.mark.broker, pytest.mark.django_db(transaction=True)]
 

@@ -32,6 +32,7 @@ from evidence.signing import document_sign
 from runs.store import NewEvent, events_append
 from runs.verify import canonical_json
 from runs.verify import main as verify_main
+from tests.runs.helpers import _run, _sql, _verify
 
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures" / "events"
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -115,49 +116,6 @@ def _signing_key(settings):
     from cryptography.hazmat.primitives.serialization import NoEncryption, PrivateFormat
 
     settings.RECKON_SIGNING_KEY = SIGNING_KEY.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
-
-
-def _run(run_id="r1", n=6):
-    lease = lease_acquire(run_id=run_id, holder="w", ttl_seconds=60)
-    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": run_id})])
-    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=1, events=[NewEvent("user_message", {"content": "one"})])  # single, plain
-    batch = [NewEvent("user_message", {"content": f"m{i}", "ratio": 1.0 + i, "big": 10**18}) for i in range(n - 3)]
-    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=2, events=batch)  # a batch
-    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=n - 1, events=[NewEvent("run_finished", {"outcome": "ok"})])  # single, finishing
-    return lease
-
-
-def _sql(statements):
-    with connection.cursor() as cur:
-        if connection.vendor == "postgresql":
-            cur.execute("ALTER TABLE reckon_event DISABLE TRIGGER reckon_event_append_only")
-        for sql, params in statements:
-            cur.execute(sql, params)
-        if connection.vendor == "postgresql":
-            cur.execute("ALTER TABLE reckon_event ENABLE TRIGGER reckon_event_append_only")
-
-
-def _verify(*ids, checkpoint=None):
-    out = []
-    args = ["verify_chain", *ids, "--json"] + (["--checkpoint", str(checkpoint)] if checkpoint else [])
-
-    class W:
-        def write(self, s):
-            out.append(s)
-
-        def flush(self):
-            pass
-
-    old = sys.stdout
-    sys.stdout = W()
-    try:
-        call_command(*args)
-        ok = True
-    except CommandError:
-        ok = False
-    finally:
-        sys.stdout = old
-    return ok, [json.loads(line) for line in "".join(out).splitlines() if line.strip()]
 
 
 @pytestmark_db

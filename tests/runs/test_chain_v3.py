@@ -25,7 +25,7 @@ from runs.store import NewEvent, events_append
 from runs.chain import chain_rows, event_chain_canonical
 from runs.verify import chain_link, digest, files_verify, genesis, ts_text
 from runs.verify import main as verify_main
-from tests.runs.test_chain import _sql
+from tests.runs.helpers import _sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -13,33 +13,10 @@ from runs.events import EventType, UnknownEventType
 from runs.fold import RULES, Event, FoldError, fold
 from reckon_client.identity import call_key, idempotency_key, signature
 from tests.golden import fixture_logs
-
-RUN = "run-t"
+from tests.runs.helpers import RUN, completed, log, started
 
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def log(*items):
-    """Events from (type, payload) pairs, seq from 1, starting with run_started."""
-    evs = [Event(1, "run_started", {"run_id": RUN})]
-    for t, p in items:
-        evs.append(Event(len(evs) + 1, t, p, "2026-09-08T11:00:00Z"))
-    return evs
-
-
-def started(call_id, name="post_correction", args=None, key=None):
-    p = {"call_id": call_id, "name": name, "arguments": args if args is not None else {"amount": "840.00"}}
-    if key:
-        p["idempotency_key"] = key
-    return ("tool_call_started", p)
-
-
-def completed(call_id, name="post_correction", content="ok", key="k", is_error=False, **extra):
-    p = {"call_id": call_id, "name": name, "content": content, "is_error": is_error, **extra}
-    if key is not ...:
-        p["idempotency_key"] = key
-    return ("tool_call_completed", p)
 
 
 def test_folding_the_same_log_twice_gives_equal_state():

@@ -16,45 +16,11 @@ from runs.selectors import run_state
 from runs.store import NewEvent, events_append
 from tests.api.live import database_url
 from tests.golden import FIXTURES
+from tests.runs.helpers import BAD, good, line, nothing_stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RECON = FIXTURES / "v1" / "run-q3-recon.jsonl"
-
-
-def line(seq, type_, payload, ts="2026-09-08T11:00:00Z", **extra):
-    return json.dumps({"seq": seq, "type": type_, "ts": ts, "payload": payload, **extra}) + "\n"
-
-
-def good(run_id="run-x", n=3):
-    text = line(1, "run_started", {"run_id": run_id})
-    for s in range(2, n + 1):
-        text += line(s, "user_message", {"content": f"m{s}"})
-    return text
-
-
-def nothing_stored(run_id="run-x"):
-    return not Run.objects.filter(run_id=run_id).exists() and not Event.objects.filter(run_id=run_id).exists()
-
-
-BAD = {
-    "not JSON": (good() + "{not json\n", "line 4: not JSON"),
-    "not an object": (good() + "[1, 2]\n", "line 4: not a JSON object"),
-    "blank line": (good() + "\n" + line(5, "user_message", {"content": "x"}), "line 4: not JSON"),
-    "unknown type": (good() + line(4, "teleported", {}), "line 4: unknown event type 'teleported'"),
-    "gap": (good() + line(5, "user_message", {"content": "x"}), "line 4: seq 5 where 4 was expected (a gap)"),
-    "repeat": (good() + line(3, "user_message", {"content": "x"}), "line 4: seq 3 where 4 was expected (a repeat)"),
-    "newer version": (good() + line(4, "user_message", {"content": "x"}, v=5), "line 4: schema version 5 is newer than this reader knows"),
-    "non-UTF-8": (good().encode() + b'{"seq": 4, "type": "user_message", "ts": "2026-09-08T11:00:00Z", "payload": {"content": "caf\xe9"}}\n', "line 4: bytes that are not UTF-8"),
-    "missing payload field": (good() + line(4, "tool_call_started", {"call_id": "c1"}), "line 4: tool_call_started payload lacks name, arguments"),
-    "non-UTC ts": (good() + line(4, "user_message", {"content": "x"}, ts="2026-09-08T13:00:00+02:00"), "line 4: ts '2026-09-08T13:00:00+02:00' is not in UTC"),
-    "no run_started": (line(1, "user_message", {"content": "x"}), "line 1: a run log begins with run_started"),
-    "run id differs from the file name": (line(1, "run_started", {"run_id": "run-y"}), "names run 'run-y' but the file is named for 'run-x'"),
-    "NUL in a payload": (good() + line(4, "user_message", {"content": "a\u0000b"}), "NUL"),
-    "unknown line field": (good() + line(4, "user_message", {"content": "x"}, actor="bot"), "line 4: unknown field 'actor'"),
-    "seq not an integer": (good() + line("4", "user_message", {"content": "x"}), "line 4: seq '4' is not an integer"),
-    "empty file": ("", "no complete events"),
-}
 
 
 @pytest.mark.parametrize("case", list(BAD))
@@ -118,7 +84,6 @@ def test_a_file_whose_prefix_differs_from_the_stored_run_is_rejected():
     result = log_import("run-x.jsonl", changed.encode())
     assert result.outcome == "rejected" and "line 3: differs from the stored event seq 3 in payload" in result.reason
     assert Run.objects.get(run_id="run-x").last_seq == 3
-
 
 
 @pytest.mark.parametrize("n", [3, 5], ids=["same length", "longer"])

@@ -10,7 +10,7 @@ from runs.importer import log_import_stream, log_parse, paths_import
 from runs.models import Run
 from runs.store import events_read
 from tests.golden import fixture_logs
-from tests.runs.test_import import good, line, nothing_stored
+from tests.runs.helpers import good, line, nothing_stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,7 +15,7 @@ from django.db import connections
 
 from runs.importer import paths_import
 from runs.models import Run
-from tests.runs.test_import import good, line, nothing_stored
+from tests.runs.helpers import good, line, nothing_stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,7 +6,7 @@ import pytest
 
 from runs.importer import log_import, paths_import
 from runs.models import Run
-from tests.runs.test_import import good, line, nothing_stored
+from tests.runs.helpers import good, line, nothing_stored
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from runs import store
 from runs.importer import log_import_stream
 from runs.leases import lease_acquire
 from runs.store import NewEvent, events_append, rereads_kept
-from tests.runs.test_import import line
+from tests.runs.helpers import line
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from runs.importer import log_import_stream
-from tests.runs.test_import import good, line, nothing_stored
+from tests.runs.helpers import good, line, nothing_stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,7 @@ from runs.importer import log_import_stream, paths_import
 from runs.models import Event, Run
 from runs.selectors import run_state
 from tests.golden import fixture_logs, golden_path
-from tests.runs.test_import import BAD, good, line, nothing_stored
+from tests.runs.helpers import BAD, good, line, nothing_stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 
 from evidence.signing import document_sign, fingerprint
 from runs.verify import main as verify_main
-from tests.runs.test_chain import _run, _sql, _verify
+from tests.runs.helpers import _run, _sql, _verify
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

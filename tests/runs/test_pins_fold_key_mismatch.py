@@ -7,7 +7,7 @@ itself is settled."""
 from __future__ import annotations
 
 from runs.fold import fold
-from tests.runs.test_fold import completed, log, started
+from tests.runs.helpers import completed, log, started
 
 MISMATCH = (started("c1", key="K1"), started("c2", "post_correction", {"amount": "480.00"}, key="K2"), completed("c2", content="OP-2", key="K1"))
 

@@ -8,7 +8,7 @@ from runs.leases import lease_release
 from runs.models import Run
 from runs.selectors import runs_filter
 from runs.tenants import run_tenant_claim
-from tests.runs.test_snapshots import working_run
+from tests.runs.helpers import working_run
 
 pytestmark = pytest.mark.django_db
 

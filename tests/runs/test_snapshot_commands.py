@@ -3,10 +3,6 @@ its version and fails the command) and ``snapshot_plan`` prints the figures docs
 
 import io
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -14,37 +10,11 @@ from django.db import connection
 
 from runs.models import Run, Snapshot, SnapshotQuarantine
 from runs.selectors import run_state
-from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_dumps, state_loads
+from runs.snapshot_format import FOLD_CODE, FOLD_VERSION
 from runs.snapshots import run_state_fast, snapshot_current, snapshot_write
 from tests.measure import Measurements
-from tests.runs.test_snapshots import working_run
-
-ROOT = Path(__file__).resolve().parents[2]
-
-MANAGE = """
-import sys
-from django.conf import settings
-settings.DATABASES["default"]["NAME"] = sys.argv[1]   # the test database, not the configured one
-from django.core.management import execute_from_command_line
-execute_from_command_line(["manage.py", *sys.argv[2:]])
-"""
-
-
-def manage(*args):
-    """Run a management command in a real process against the test database."""
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="reckon.settings", PYTHONPATH=str(ROOT))
-    connection.close()  # SQLite: do not hold the file while the child writes
-    return subprocess.run(
-        [sys.executable, "-c", MANAGE, connection.settings_dict["NAME"], *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-
-
-def tamper(snap: Snapshot) -> None:
-    """A body that differs from the log but carries a valid digest: only a full replay can tell."""
-    st = state_loads(snap.body)
-    st.completed_calls["k-invented"] = {"posted": "C-999"}
-    body = state_dumps(st)
-    Snapshot.objects.filter(id=snap.id).update(body=body, digest=body_digest(body))
+from tests.runs.helpers import working_run
+from tests.runs.helpers import manage, tamper
 
 
 @pytest.mark.django_db(transaction=True)

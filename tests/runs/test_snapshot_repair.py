@@ -17,9 +17,8 @@ from runs.snapshot_format import FOLD_CODE, FOLD_VERSION
 from runs.snapshot_verify import snapshot_repair
 from runs.snapshots import run_state_fast, snapshot_current, snapshot_write
 from tests.measure import Measurements
-from tests.runs.test_snapshot_commands import tamper
-from tests.runs.test_snapshots import more, working_run
-from tests.test_reads_write_nothing import WRITE
+from tests.helpers import WRITE
+from tests.runs.helpers import more, tamper, working_run
 
 pytestmark = pytest.mark.django_db
 

@@ -18,9 +18,8 @@ from runs.selectors import run_state
 from runs.snapshots import snapshot_policy_set
 from runs.store import NewEvent, events_append
 from runs.tasks import snapshot_due
-from tests.api.conftest import reader  # noqa: F401 (a fixture: a read-only API token)
+from tests.runs.helpers import more, working_run
 from tests.measure import Measurements
-from tests.runs.test_snapshots import more, working_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

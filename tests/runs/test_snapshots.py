@@ -24,12 +24,11 @@ from runs.leases import lease_acquire
 from runs.models import Snapshot, SnapshotPointer
 from runs.selectors import run_state
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_diff, state_dumps, state_loads
-from runs.snapshot_plan import COMPACT_EVERY
 from runs.snapshot_verify import snapshot_verify
 from runs.snapshots import _digest, run_state_fast, snapshot_current, snapshot_fold_write, snapshot_maybe, snapshot_policy_set, snapshot_write, version_quarantine
 from runs.store import NewEvent, events_append
-from runs.synthetic import synthetic_events
 from tests.measure import Measurements
+from tests.runs.helpers import more, working_run
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 9, 8, 11, 0, tzinfo=timezone.utc)
@@ -217,25 +216,6 @@ def test_a_long_body_is_digested_in_slices_to_the_same_sha256():
 
 
 # --- loading and its misses --------------------------------------------------------------------
-
-
-def working_run(run_id, n, *, finished=False):
-    """A run of ``n`` events written through the fenced append."""
-    lease = lease_acquire(run_id=run_id, holder="worker-a", ttl_seconds=600)
-    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=0, events=[NewEvent("run_started", {"run_id": run_id})])
-    if n > 1:
-        more(run_id, lease.epoch, 1, n - 1)
-    return lease
-
-
-def more(run_id, epoch, after, k):
-    seq = after
-    while k > 0:
-        batch = min(k, 500)
-        events_append(run_id=run_id, epoch=epoch, expected_seq=seq, events=synthetic_events(run_id, seq + 1, batch, compact_every=COMPACT_EVERY, recorded=False))
-        seq += batch
-        k -= batch
-    return seq
 
 
 _measured: Measurements | None = None

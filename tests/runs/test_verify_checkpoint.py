@@ -14,7 +14,7 @@ from django.core.management import call_command
 from evidence.signing import document_sign, fingerprint
 from runs.store import NewEvent, events_append
 from runs.verify import main as verify_main
-from tests.runs.test_chain import _run, _sql
+from tests.runs.helpers import _run, _sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

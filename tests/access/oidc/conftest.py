@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.console.conftest import browser_type_launch_args  # noqa: F401  (Debian's Chromium, for these browser tests too)
-
 OIDC_PROVIDER_VERSION = "9.13.3"
 HERE = Path(__file__).resolve().parent
 CACHE = HERE.parents[2] / "var" / f"oidc-provider-{OIDC_PROVIDER_VERSION}"
@@ -150,15 +148,3 @@ def sso(oidc_provider, settings, transactional_db):
     settings.RECKON_OIDC_SESSION_S = 3600
     roles_ensure()
     return oidc_provider
-
-
-def sso_sign_in(page, live_server, login: str, *, expect: str | None = "/queue/"):
-    """Through the console's sign-in page and the provider's own sign-in form (any password)."""
-    page.goto(f"{live_server.url}/login/")
-    page.click("#sso-sign-in")
-    page.wait_for_selector("input[name=login]")
-    page.fill("input[name=login]", login)
-    page.fill("input[name=password]", "any password")
-    page.click("button.login-submit")
-    if expect:
-        page.wait_for_url(f"{live_server.url}{expect}")

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.access.oidc.conftest import sso_sign_in
+from tests.access.oidc.helpers import sso_sign_in
 from tests.console.browser import CHROMIUM, shot
 
 pytestmark = [
@@ -196,7 +196,7 @@ def test_a_key_set_cached_before_a_rotation_is_fetched_again_for_an_unknown_key(
 def test_the_sign_in_and_refusal_pages_have_no_serious_axe_violation(sso, live_server, page, settings):
     from axe_playwright_python.sync_playwright import Axe
 
-    from tests.console.test_accessibility import _check
+    from tests.console.browser import _check
 
     settings.RECKON_PASSWORD_SIGN_IN = False
     settings.RECKON_BREAK_GLASS_USER = "ada.admin"

@@ -1,5 +1,7 @@
-"""Shared actors for the recovery tests: a real ledger service on 127.0.0.1 with effect counters,
-and helpers that leave a run with a start its writer never completed."""
+"""What the recovery tests (and the notification, API and console tests that build on them) share: a
+real ledger service on 127.0.0.1 with effect counters (the ``ledger`` and ``policies`` fixtures of
+tests/conftest.py serve it), its tool policies, runs with a start their writer never completed, and
+the projection's rows as plain values."""
 
 from __future__ import annotations
 
@@ -7,12 +9,10 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
-
 from recovery.detection import uncertain_calls_detect
 from recovery.models import UncertainCall
-from recovery.policy_changes import policies_load
-from runs.leases import lease_release
+from runs.leases import lease_acquire, lease_release
+from runs.store import NewEvent, events_append
 from runs.synthetic import calls_started
 
 
@@ -104,15 +104,6 @@ class Ledger:
         return f"http://127.0.0.1:{self.port}"
 
 
-@pytest.fixture
-def ledger():
-    led = Ledger()
-    led.thread.start()
-    yield led
-    led.server.shutdown()
-    led.server.server_close()
-
-
 def policies_text(url: str, *, extra: str = "") -> str:
     return f"""
 [tools.post_correction]
@@ -139,12 +130,6 @@ deadline   = "1h"
 """
 
 
-@pytest.fixture
-def policies(ledger, db):
-    policies_load(text=policies_text(ledger.url), by="dana.oncall")
-    return ledger
-
-
 def correction(ref: str = "C-771", amount: str = "840.00", account: str = "4020") -> dict:
     return {"tenant": "acme", "account": account, "amount": amount, "currency": "GBP", "period": "2026-Q3", "reference": ref}
 
@@ -162,3 +147,31 @@ def types_after(run_id: str, seq: int) -> list[str]:
     from runs.store import events_read
 
     return [e.type for e in events_read(run_id=run_id, after=seq)]
+
+
+S = UncertainCall.State
+RISKS = ("read_only", "idempotent", "reversible", "irreversible")
+
+
+# Concurrency tokens, not facts (see recovery/projection.py).
+_TOKENS = {"id", "updated_at"}
+
+
+def snapshot() -> list[dict]:
+    fields = [f.attname for f in UncertainCall._meta.concrete_fields if f.attname not in _TOKENS]
+    return [dict(zip(fields, row)) for row in UncertainCall.objects.order_by("run_id", "start_seq").values_list(*fields)]
+
+
+def _uncertain_call(run_id: str, tenant: str) -> UncertainCall:
+    """A run whose agent started a correction and gave its lease up without completing it."""
+    lease = lease_acquire(run_id=run_id, holder="agent")
+    args = {"tenant": tenant, "account": "C-771", "amount": 840}
+    events_append(
+        run_id=run_id,
+        epoch=lease.epoch,
+        expected_seq=0,
+        events=[NewEvent("run_started", {"run_id": run_id}), NewEvent("tool_call_started", {"call_id": "c1", "name": "post_correction", "arguments": args})],
+    )
+    lease_release(run_id=run_id, epoch=lease.epoch)
+    uncertain_calls_detect(run_id=run_id)
+    return UncertainCall.objects.get(run_id=run_id)
