@@ -10,7 +10,7 @@ from django.test import Client
 
 from access.roles import roles_ensure
 from access.tokens import token_create
-from tests.api.conftest import Api
+from tests.api.helpers import Api
 from tests.reports.history import EXPECTED, history_build
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +46,7 @@ def test_every_table_is_the_hand_count(history, bi):
 
 
 def test_the_people_table_is_for_managers_signed_in(history, bi):
-    from tests.console.conftest import _user
+    from tests.console.helpers import _user
 
     assert bi.get("/api/reports/people", **PERIOD).status_code == 403
     manager = Client()

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tests.console.browser import CHROMIUM, shot
-from tests.console.conftest import PASSWORD
+from tests.console.helpers import PASSWORD
 from tests.reports.history import EXPECTED, history_build
 
 pytestmark = [

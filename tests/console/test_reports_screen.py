@@ -14,7 +14,7 @@ from django.contrib.auth.models import Group
 
 from access.models import AccessRecord
 from console.models import UserPreference
-from tests.console.conftest import client_for
+from tests.console.helpers import client_for
 from tests.reports.history import DAY0, EXPECTED, history_build
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from notify.models import Notification
 from notify.summary import summary_body, summary_write
-from tests.notify.conftest import deliver_all
+from tests.notify.helpers import deliver_all
 from tests.reports.history import history_build
 
 pytestmark = pytest.mark.django_db
