@@ -55,16 +55,59 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_broker)
 
 
-@pytest.fixture(autouse=True)
-def _sqlite_connections_collected():
-    """On SQLite, collect the garbage after each test: a database connection a finished thread left
-    in an unreferenced cycle keeps the test database's write lock until the collector frees it,
-    and every later test of the process then waits out its busy timeout ("database is locked"),
-    seen at random points of a full run. PostgreSQL's connections hold no lock on the whole
-    database."""
-    yield
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """On SQLite, a test must leave the database's write lock free: a connection it leaves holding
+    the lock makes every later test of the process wait out its busy timeout ("database is
+    locked"), far from the cause. Once a test's fixtures are torn down (its transaction rolled back,
+    its tables flushed), a fresh connection tries to take the lock at once; if it cannot, the test
+    fails here, naming the connections still open and what holds them, and those are closed so the
+    rest of the run goes on. PostgreSQL's connections hold no lock on the whole database."""
+    result = yield
     if connection.vendor == "sqlite":
-        gc.collect()
+        held = _sqlite_write_lock_holders(connection.settings_dict["NAME"])
+        if held:
+            pytest.fail(f"{item.nodeid} left the SQLite test database write-locked:\n" + held, pytrace=False)
+    return result
+
+
+def _sqlite_write_lock_holders(path: str) -> str:
+    """'' when the write lock on *path* is free; otherwise a description of this process's open
+    SQLite connections (each then closed), or of the lock being another process's."""
+    import sqlite3
+
+    def free() -> bool:
+        probe = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            probe.close()
+
+    if free():
+        return ""
+    gc.collect()
+    if free():
+        return "held by a connection only the garbage collector freed (a reference cycle)"
+    lines = []
+    for obj in gc.get_objects():
+        if isinstance(obj, sqlite3.Connection):
+            if obj is getattr(connection, "connection", None):
+                lines.append(f"  Django's own connection of this thread, in_transaction={obj.in_transaction}")
+                connection.close()
+                continue
+            holders = [type(r).__name__ + (f" {getattr(r, '__qualname__', '')}" if callable(r) else "") for r in gc.get_referrers(obj)]
+            lines.append(f"  connection in_transaction={obj.in_transaction}, referred to by {holders}")
+            try:
+                obj.close()
+            except sqlite3.Error as exc:
+                lines.append(f"    (could not close it: {exc})")
+    if not lines:
+        return "  no other connection of this process is open: another process holds it"
+    return "\n".join(lines) + ("" if free() else "\n  and the lock is still held after closing them")
 
 
 @pytest.fixture(autouse=True)

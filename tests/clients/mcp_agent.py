@@ -6,7 +6,9 @@ A step is a call ``{"name": ..., "arguments": ..., "meta": {...}}``, or one of
 answers), ``{"sleep": SECONDS}``, ``{"sigterm_proxy": true}`` (SIGTERM the proxy, this
 process's child), ``{"write": PATH, "text": TEXT}`` (the agent edits a file itself), and the rest
 of the protocol: ``{"list_resources": true}``, ``{"list_templates": true}``, ``{"read": URI}``,
-``{"list_prompts": true}``, ``{"prompt": NAME, "arguments": {...}}``. With AGENT_ROOTS set (paths
+``{"list_prompts": true}``, ``{"prompt": NAME, "arguments": {...}}``. A call with ``"until": TEXT``
+is asked again (each time a call of its own) until its answer holds TEXT, for 30 s at most, and
+only the last answer is printed: for what the server learns in the background, such as roots. With AGENT_ROOTS set (paths
 joined by ``:``) the client offers those roots; its sampling answers with the question read back; the log messages the server sent come last,
 ``{"logs": [...]}``."""
 
@@ -39,6 +41,15 @@ async def _call(session: ClientSession, call: dict) -> dict:
         return {"result": result.model_dump(mode="json", by_alias=True, exclude_none=True)}
     except Exception as exc:  # the proxy's JSON-RPC error, or its connection dropped
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+async def _call_until(session: ClientSession, call: dict) -> dict:
+    give_up = asyncio.get_running_loop().time() + 30
+    while True:
+        answer = await _call(session, call)
+        if "until" not in call or call["until"] in json.dumps(answer) or asyncio.get_running_loop().time() > give_up:
+            return answer
+        await asyncio.sleep(0.1)
 
 
 def _dump(result) -> dict:
@@ -103,7 +114,7 @@ async def main(proxy: list[str], steps: list[dict]) -> None:
             elif "sigterm_proxy" in step:
                 os.kill(_proxy_pid(), signal.SIGTERM)
             else:
-                print(json.dumps(await _call(session, step)), flush=True)
+                print(json.dumps(await _call_until(session, step)), flush=True)
         if logs:
             print(json.dumps({"logs": logs}), flush=True)
 

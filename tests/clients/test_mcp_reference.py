@@ -147,7 +147,8 @@ def test_the_hosts_roots_reach_the_filesystem_server(server, mcp_bin, reference,
     given, rooted = tmp_path / "given", tmp_path / "rooted"
     given.mkdir()
     rooted.mkdir()
-    steps = [{"sleep": 0.5}, {"name": "list_allowed_directories", "arguments": {}}, {"name": "write_file", "arguments": {"path": str(rooted / "f.txt"), "content": "via roots"}}]
+    # The server asks for the roots once the session starts and learns them in the background.
+    steps = [{"name": "list_allowed_directories", "arguments": {}, "until": str(rooted)}, {"name": "write_file", "arguments": {"path": str(rooted / "f.txt"), "content": "via roots"}}]
     fs = [str(reference / "node_modules" / ".bin" / "mcp-server-filesystem"), str(given)]
     answers, err, run_id = _session(server, mcp_bin, steps, fs, env={"AGENT_ROOTS": str(rooted)})
     allowed, written = answers
