@@ -24,3 +24,39 @@ def _manage(database_url: str, *args: str, stdin: str | None = None) -> str:
     done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, input=stdin, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr[-3000:]}"
     return done.stdout
+
+
+def at_once(*calls, done=None, timeout: float = 60) -> tuple[list, list]:
+    """Run each of ``calls`` in a thread of its own, released together by a barrier, as separate
+    workers or people would act: each thread on its own database connection, closed with its
+    kept-alive connections to receivers when it ends. ``done`` is called in each thread once its
+    call has returned or raised. Returns (results, errors) in the order they came; an error is a
+    result to assert on, never swallowed."""
+    import threading
+
+    from django.db import connections
+
+    from recovery import adapters
+
+    barrier = threading.Barrier(len(calls))
+    results, errors = [], []
+
+    def act(call):
+        try:
+            barrier.wait(timeout=10)
+            results.append(call())
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            if done is not None:
+                done()
+            connections.close_all()
+            adapters.connections_close()
+
+    threads = [threading.Thread(target=act, args=(call,)) for call in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not any(t.is_alive() for t in threads), f"a thread did not finish within {timeout} s"
+    return results, errors

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 
 import pytest
-from django.db import connections
 
 from reckon.oidc_env import oidc_group_map
+from tests.helpers import at_once
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -23,23 +22,8 @@ def test_two_first_sign_ins_of_one_person_at_once_make_one_user(settings):
     settings.RECKON_OIDC_ISSUER = "https://sso.example.com/realms/ops"
     settings.RECKON_OIDC_GROUP_MAP = oidc_group_map("RECKON_OIDC_GROUP_MAP", "ops=oncall")
     claims = {"sub": "f3a9", "preferred_username": "olivia", "email": "olivia@example.com", "groups": ["ops"]}
-    barrier = threading.Barrier(2)
-    users, errors = [], []
-
-    def tab():
-        try:
-            barrier.wait(timeout=10)
-            users.append(person_sign_in(claims=claims).pk)
-        except Exception as exc:  # reported below, never swallowed
-            errors.append(exc)
-        finally:
-            connections.close_all()  # each thread has its own real connection
-
-    threads = [threading.Thread(target=tab) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    tab = lambda: person_sign_in(claims=claims).pk  # noqa: E731
+    users, errors = at_once(tab, tab)
     assert errors == []
     assert len(set(users)) == 1 and len(users) == 2
     assert User.objects.count() == 1 and PersonIdentity.objects.count() == 1

@@ -4,6 +4,7 @@ and downloads its CSV files (the known history of tests/reports/history.py)."""
 import csv
 import io
 import os
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,7 @@ def _download(page, link_text: str) -> tuple[str, list[dict]]:
     with page.expect_download() as info:
         page.click(f"a:has-text('{link_text}')")
     d = info.value
-    return d.suggested_filename, list(csv.DictReader(io.StringIO(open(d.path(), encoding="utf-8").read())))
+    return d.suggested_filename, list(csv.DictReader(io.StringIO(Path(d.path()).read_text(encoding="utf-8"))))
 
 
 def test_a_manager_reads_the_month_s_trend_and_downloads_the_csv(live_server, page, manager):

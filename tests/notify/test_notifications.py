@@ -9,13 +9,14 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connections, transaction
+from django.db import transaction
 
 from notify.delivery import notification_deliver
 from notify.models import DeliveryAttempt, Notification
 from recovery.decisions import call_claim, call_release, decision_record
 from recovery.models import UncertainCall
 from tests.notify.helpers import deliver_all, escalated, now, tick
+from tests.helpers import at_once
 
 pytestmark = pytest.mark.django_db
 ONCALL = "dana.oncall"
@@ -332,24 +333,9 @@ def test_two_workers_handed_one_notification_at_once_send_it_once(routes, settin
     escalated("run-n-race")
     hook = Notification.objects.get(channel="ops-webhook")
     routes.hold = threading.Event()
-    barrier = threading.Barrier(2)
-    results, errors = [], []
-
-    def worker():
-        try:
-            barrier.wait(timeout=10)
-            results.append(notification_deliver(notification_id=hook.pk))
-        except Exception as exc:  # reported below, never swallowed
-            errors.append(exc)
-        finally:
-            routes.hold.set()  # a worker has its answer: the receiver may answer the other
-            connections.close_all()  # each thread has its own real connection
-
-    threads = [threading.Thread(target=worker) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    deliver = lambda: notification_deliver(notification_id=hook.pk)  # noqa: E731
+    # A worker that has its answer lets the receiver answer the other.
+    results, errors = at_once(deliver, deliver, done=routes.hold.set)
     assert errors == [] and results == [None, None]
     hook.refresh_from_db()
     assert (hook.state, hook.attempts, hook.delivery_attempts.count()) == ("delivered", 1, 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from recovery.decisions import call_assign, call_claim, call_note, decision_record
 from recovery.errors import InvalidDecision, RunBusy, StaleDecision
@@ -15,6 +15,7 @@ from runs.leases import lease_acquire
 from runs.selectors import run_state
 from runs.store import events_read
 from tests.recovery.helpers import correction, crashed_run
+from tests.helpers import at_once
 
 pytestmark = pytest.mark.django_db
 S = UncertainCall.State
@@ -170,23 +171,13 @@ def test_two_people_submitting_the_same_decision_at_once_write_it_once(policies,
     n = len(events_read(run_id="run-d-race"))
     barrier = threading.Barrier(2)
     order = {"lock": threading.Lock(), "taken": False, "first_done": threading.Event()}
-    results, errors = [], []
 
     def submit(who):
-        try:
-            with connection.execute_wrapper(_paused_after_the_first_read(barrier, order)):
-                results.append(decision_record(pk=call.pk, decision=decision, by=who, reason="the desk has not answered", seen_version=call.version))
-        except Exception as exc:  # the loser's refusal is a result, never swallowed
-            errors.append(exc)
-        finally:
-            order["first_done"].set()
-            connections.close_all()  # each thread has its own real connection
+        with connection.execute_wrapper(_paused_after_the_first_read(barrier, order)):
+            return decision_record(pk=call.pk, decision=decision, by=who, reason="the desk has not answered", seen_version=call.version)
 
-    threads = [threading.Thread(target=submit, args=(who,)) for who in (ONCALL, REVIEWER)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    # Both read before either writes (the barrier inside the first read); the loser's refusal is an error to assert on.
+    results, errors = at_once(lambda: submit(ONCALL), lambda: submit(REVIEWER), done=order["first_done"].set)
     assert len(results) == 1 and [type(e) for e in errors] == [StaleDecision], (results, errors)
     written = [e.type for e in events_read(run_id="run-d-race")[n:]]
     if decision == "escalate":

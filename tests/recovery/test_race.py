@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 
 import pytest
-from django.db import connections
 
-from recovery import adapters
 from recovery.reconcile import call_reconcile
 from runs.store import events_read
 from tests.recovery.helpers import correction, crashed_run
+from tests.helpers import at_once
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -19,24 +17,8 @@ def test_two_workers_released_together_on_one_call_produce_one_set_of_events(pol
     ledger = policies
     (call,) = crashed_run("run-race", [("call_03", "post_correction", correction())])
     before = len(events_read(run_id="run-race"))
-    barrier = threading.Barrier(2)
-    results, errors = [], []
-
-    def worker():
-        try:
-            barrier.wait(timeout=10)
-            results.append(call_reconcile(pk=call.pk))
-        except Exception as exc:  # reported below, never swallowed
-            errors.append(exc)
-        finally:
-            connections.close_all()  # each thread has its own real connection
-            adapters.connections_close()  # and its own kept-alive connection to the ledger
-
-    threads = [threading.Thread(target=worker) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    worker = lambda: call_reconcile(pk=call.pk)  # noqa: E731
+    results, errors = at_once(worker, worker)
 
     assert errors == []
     statuses = sorted(r.status for r in results)
