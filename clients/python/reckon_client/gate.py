@@ -23,17 +23,21 @@ class KeyGate:
         # Held keys -> the wake-ups of those waiting for them.
         self._held: dict[str, list[Callable[[], None]]] = {}
 
-    def _try_take(self, key: str, wake: Callable[[], None]) -> bool:
+    def _try_take(self, key: str, wake: Callable[[], None] | None) -> bool:
+        """Hold ``key`` if it is free; else register ``wake`` (if any) for its release."""
         with self._lock:
             waiting = self._held.get(key)
             if waiting is None:
                 self._held[key] = []
                 return True
-            waiting.append(wake)
+            if wake is not None:
+                waiting.append(wake)
             return False
 
     def take(self, key: str) -> None:
         """Hold ``key``, waiting (blocking this thread) while another call holds it."""
+        if self._try_take(key, None):  # the usual case: nobody else holds it
+            return
         while True:
             ended = threading.Event()
             if self._try_take(key, ended.set):
@@ -42,6 +46,8 @@ class KeyGate:
 
     async def atake(self, key: str) -> None:
         """Hold ``key``, awaiting while another call holds it. Cancelled while waiting, it holds nothing."""
+        if self._try_take(key, None):
+            return
         loop = asyncio.get_running_loop()
         while True:
             ended = loop.create_future()
