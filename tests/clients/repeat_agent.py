@@ -6,7 +6,7 @@ graph (``ToolNode``, LangChain Core's ``GenericFakeChatModel``) or a Pydantic AI
 
 ``sequential``: the model asks for the correction, reads the answer, asks for it again; ``parallel``:
 one model turn asks for it twice, and the framework runs both calls at once. ``repeat`` is the
-adapter's option (``none``: not given). The tool posts to the ledger of examples/ledger.py
+adapter's option, given for the tool by name (``none``: not given). The tool posts to the ledger of examples/ledger.py
 (``LEDGER_URL``) with the call's key. RECKON_URL, RECKON_TOKEN and RECKON_RUN_ID name the run.
 Leaves the run open for a later session. Prints one JSON line (with the keys it posted with and the
 tool results its model was given); exit 0 done, 3 uncertain.
@@ -36,7 +36,7 @@ def post(account: str, amount: int) -> dict:
         return json.loads(resp.read())
 
 
-def langgraph_agent(repeat: str | None, shape: str) -> None:
+def langgraph_agent(repeat: dict | None, shape: str) -> None:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, HumanMessage
     from langchain_core.tools import tool
@@ -68,7 +68,7 @@ def langgraph_agent(repeat: str | None, shape: str) -> None:
     graph.compile().invoke({"messages": [HumanMessage("Post the correction twice")]})
 
 
-def pydantic_ai_agent(repeat: str | None, shape: str) -> None:
+def pydantic_ai_agent(repeat: dict | None, shape: str) -> None:
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
     from pydantic_ai.models.function import FunctionModel
@@ -105,7 +105,7 @@ def uncertain_in(exc: BaseException) -> CallUncertain:
 
 def main() -> int:
     framework, repeat, shape = sys.argv[1:4]
-    repeat = None if repeat == "none" else repeat
+    repeat = None if repeat == "none" else {"post_correction": repeat}
     agent = {"langgraph": langgraph_agent, "pydantic-ai": pydantic_ai_agent}[framework]
     with open_run() as run:
         try:

@@ -126,3 +126,61 @@ def test_an_agent_killed_after_its_effect_and_resumed_runs_nothing_twice(agent_e
     # The key the resumed process was refused with is one it computed again: an open start's.
     assert resumed["idempotency_key"] in {c.idempotency_key for c in state.uncertain_calls}
     assert resumed["answers"] == answered
+
+
+# A bad option is refused where the tools are wrapped (LangGraph) or listed (Pydantic AI), naming
+# the tool, before any call is recorded.
+REFUSALS = {
+    "langgraph": """
+from langchain_core.tools import tool
+from reckon_client.langgraph import recorded_tool, recorded_tools
+
+@tool
+def post_correction(account: str) -> str:
+    '''Post.'''
+    return account
+
+for option in ("twice", {"post_correction": "always"}, {"post_corection": "new"}):
+    try:
+        recorded_tools([post_correction], repeat=option)
+    except ValueError as exc:
+        print(exc)
+recorded_tool(post_correction, repeat="new")
+print("ok")
+""",
+    "pydantic-ai": """
+import asyncio
+from pydantic_ai import Agent
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.toolsets import FunctionToolset
+from reckon_client.pydantic_ai import RecordedToolset
+
+def post_correction(account: str) -> str:
+    '''Post.'''
+    return account
+
+for option in ("twice", {"post_correction": "always"}):
+    try:
+        RecordedToolset(FunctionToolset([post_correction]), repeat=option)
+    except ValueError as exc:
+        print(exc)
+agent = Agent(TestModel(), toolsets=[RecordedToolset(FunctionToolset([post_correction]), repeat={"post_corection": "new"})])
+try:
+    asyncio.run(agent.run("post"))
+except ValueError as exc:
+    print(exc)
+print("ok")
+""",
+}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_bad_repeat_option_is_refused_naming_the_tool(framework):
+    done = subprocess.run([str(client_python(framework)), "-c", REFUSALS[framework]], cwd="/", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "repeat must be 'new' or 'same', got 'twice'",
+        "repeat must be 'new' or 'same' (tool 'post_correction'), got 'always'",
+        "repeat names tools that are not there: 'post_corection'; the tools are 'post_correction'",
+        "ok",
+    ]
