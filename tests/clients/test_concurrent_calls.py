@@ -1,4 +1,4 @@
-"""Identical calls in flight at once (docs/agents.md, "Calls at once"), through the client against
+"""Identical calls in flight at once (docs/agents.md, "Identical calls at once"), through the client against
 Reckon over HTTP (gunicorn on 127.0.0.1): asyncio tasks on ``AsyncRun.invoke`` and threads on
 ``Run.invoke``, as the MCP proxy and the framework adapters run a turn's calls.
 
