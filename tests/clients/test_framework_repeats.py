@@ -97,36 +97,37 @@ def _kill_after_effects(cmd: list[str], env: dict, ledger: LedgerProcess, effect
 
 
 @pytest.mark.parametrize(
-    "repeat, shape, answered",
+    "repeat, shape, posts, answered",
     [
-        ("same", "sequential", 1),  # killed inside the second post: the first is answered from the log
-        ("new", "sequential", 0),  # the same; "new" passes the completed first call over, to the open second
-        ("new", "parallel", 0),  # killed with both posts made at once and neither answered
+        ("same", "sequential", 1, 0),  # killed inside the first post
+        ("new", "sequential", 1, 0),  # the same: "new" never passes over a start the log holds open
+        ("same", "sequential", 2, 1),  # killed inside the second post: the first is answered from the log
+        ("new", "sequential", 2, 0),  # "new" passes the completed first call over, to the open second
+        ("new", "parallel", 2, 0),  # killed with both posts of one turn made at once, neither answered
     ],
 )
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_an_agent_killed_after_its_effect_and_resumed_runs_nothing_twice(agent_env, framework, repeat, shape, answered):
-    run_id = f"run-twice-killed-{framework}-{repeat}-{shape}"
-    ledger = LedgerProcess(stall_after=1 if shape == "sequential" else 0)
+def test_an_agent_killed_after_its_effect_and_resumed_runs_nothing_twice(agent_env, framework, repeat, shape, posts, answered):
+    run_id = f"run-twice-killed-{framework}-{repeat}-{shape}-{posts}"
+    ledger = LedgerProcess(stall_after=posts - 1 if shape == "sequential" else 0)
     env = {**agent_env, "RECKON_RUN_ID": run_id, "LEDGER_URL": ledger.url}
     try:
-        _kill_after_effects(_agent(framework, repeat, shape), env, ledger, effects=2)
+        _kill_after_effects(_agent(framework, repeat, shape), env, ledger, effects=posts)
         killed_starts = _starts(run_id)
         rc, resumed = _run(framework, repeat, shape, env)
         effects = ledger.stats()["effects"]
     finally:
         ledger.stop()
     assert (rc, resumed["status"], resumed["epoch"]) == (3, "uncertain", 2), resumed
-    assert resumed["posted"] == []  # the resumed process posted nothing
-    assert sorted(effects.values()) == [1, 1]
+    assert resumed["posted"] == [] and resumed["answers"] == answered  # the resumed process posted nothing
+    assert sorted(effects.values()) == [1] * posts
     starts = _starts(run_id)
     assert starts == killed_starts and sorted(s["idempotency_key"] for s in starts) == sorted(effects)
     state = run_state(run_id=run_id)
-    assert len(state.completed_calls) == 2 - len(state.uncertain_calls) and len(state.completed_calls) == (1 if shape == "sequential" else 0)
+    completed = posts - 1 if shape == "sequential" else 0
+    assert (len(state.completed_calls), len(state.uncertain_calls)) == (completed, posts - completed)
     # The key the resumed process was refused with is one it computed again: an open start's.
     assert resumed["idempotency_key"] in {c.idempotency_key for c in state.uncertain_calls}
-    assert resumed["answers"] == answered
-
 
 # A bad option is refused where the tools are wrapped (LangGraph) or listed (Pydantic AI), naming
 # the tool, before any call is recorded.
