@@ -1,7 +1,7 @@
 """A small ledger service for the examples (standard library only): balances to read, corrections to
 post, and a lookup by idempotency key that Reckon's reconciliation can ask.
 
-    python examples/ledger.py [--port 9000] [--stall]
+    python examples/ledger.py [--port 9000] [--stall | --stall-after N]
 
 - ``GET /balances/<account>``: ``{"account", "balance"}`` (a read; counted in ``reads``);
 - ``POST /operations`` with ``Idempotency-Key``: posts the correction once per key, like Stripe: a
@@ -12,6 +12,7 @@ post, and a lookup by idempotency key that Reckon's reconciliation can ask.
 
 ``--stall`` makes every POST take effect and then never answer: the agent is left inside its tool,
 which is the moment to kill it (Ctrl-C, or SIGKILL) and resume it to see the call become uncertain.
+``--stall-after N`` answers the first N POSTs and stalls from the next one on.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Ledger:
-    def __init__(self, *, stall: bool = False):
+    def __init__(self, *, stall_after: int | None = None):
         self.lock = threading.Lock()
-        self.stall = stall
+        self.stall_after = stall_after  # None: never stall
+        self.posts = 0
         self.balances = {"C-771": 12_400, "C-772": 310}
         self.reads = 0
         self.operations: dict[str, dict] = {}
@@ -71,12 +73,14 @@ def handler(ledger: Ledger):
             if not key:
                 return self._answer(400, {"error": "Idempotency-Key header is required"})
             with ledger.lock:
+                ledger.posts += 1
+                stall = ledger.stall_after is not None and ledger.posts > ledger.stall_after
                 if key not in ledger.operations:
                     ledger.effects[key] = ledger.effects.get(key, 0) + 1
                     ledger.balances[account] = ledger.balances.get(account, 0) + amount
                     ledger.operations[key] = {**body, "amount": amount, "idempotency_key": key, "operation": f"op-{len(ledger.operations) + 1}"}
                 answer = ledger.operations[key]
-            while ledger.stall:  # the effect is made; the answer never comes
+            while stall:  # the effect is made; the answer never comes
                 time.sleep(1)
             self._answer(200, answer)
 
@@ -86,9 +90,14 @@ def handler(ledger: Ledger):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=9000)
-    parser.add_argument("--stall", action="store_true", help="take effect on POST, then never answer")
+    stalls = parser.add_mutually_exclusive_group()
+    stalls.add_argument("--stall", action="store_true", help="take effect on POST, then never answer")
+    stalls.add_argument("--stall-after", type=int, metavar="N", help="answer the first N POSTs, then stall as --stall does")
     opts = parser.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", opts.port), handler(Ledger(stall=opts.stall)))
+    if opts.stall_after is not None and opts.stall_after < 0:
+        parser.error(f"--stall-after must be 0 or more, got {opts.stall_after}")
+    stall_after = 0 if opts.stall else opts.stall_after
+    server = ThreadingHTTPServer(("127.0.0.1", opts.port), handler(Ledger(stall_after=stall_after)))
     server.daemon_threads = True
     print(f"ledger on http://127.0.0.1:{server.server_address[1]}", flush=True)
     try:

@@ -1,13 +1,18 @@
-"""What the client tests share: a tool that counts its effects, and the MCP agent (mcp_agent.py, the
-SDK's client) driven through reckon-mcp-proxy, with its answers, its child processes and the
-counting server's effects. The ``mcp_bin`` fixture (the environment holding them) is in conftest.py."""
+"""What the client tests share: a tool that counts its effects, the examples' ledger in a process of
+its own, and the MCP agent (mcp_agent.py, the SDK's client) driven through reckon-mcp-proxy, with
+its answers, its child processes and the counting server's effects. The ``mcp_bin`` and
+``agent_env`` fixtures are in conftest.py."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import urllib.request
 from pathlib import Path
+
+from tests.api.live import PYTHON, ROOT
 
 
 class CountingTool:
@@ -23,6 +28,28 @@ class CountingTool:
 
 
 HERE = Path(__file__).parent
+EXAMPLES = ROOT / "examples"
+
+
+class LedgerProcess:
+    """examples/ledger.py on a free port, in its own process; ``stall_after=N`` answers the first N
+    posts and stalls from the next one on (the effect made, its answer never sent)."""
+
+    def __init__(self, *, stall_after: int | None = None):
+        args = [PYTHON, str(EXAMPLES / "ledger.py"), "--port", "0", *(["--stall-after", str(stall_after)] if stall_after is not None else [])]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        assert m, f"the ledger did not start: {line!r}"
+        self.url = m.group(0)
+
+    def stats(self) -> dict:
+        with urllib.request.urlopen(f"{self.url}/stats", timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.communicate()  # reaps it and closes its pipe
 
 
 CORRECTION = {"account": "C-771", "amount": 840}

@@ -11,54 +11,21 @@ from the log), and the second is uncertain in Reckon instead of being posted twi
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from access.tokens import token_create
 from recovery.detection import uncertain_calls_detect
 from runs.selectors import run_state
 from runs.store import events_read
 from tests.api.live import PYTHON, ROOT, child_env
+from tests.clients.helpers import EXAMPLES, LedgerProcess
 from tests.clients.venvs import client_python
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-EXAMPLES = ROOT / "examples"
-
-
-class LedgerProcess:
-    """examples/ledger.py on a free port, in its own process."""
-
-    def __init__(self, *, stall: bool = False):
-        args = [PYTHON, str(EXAMPLES / "ledger.py"), "--port", "0", *(["--stall"] if stall else [])]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-        assert m, f"the ledger did not start: {line!r}"
-        self.url = m.group(0)
-
-    def stats(self) -> dict:
-        with urllib.request.urlopen(f"{self.url}/stats", timeout=5) as resp:
-            return json.loads(resp.read())
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.communicate()  # reaps it and closes its pipe
-
-
-@pytest.fixture
-def agent_env(server):
-    token = token_create(name="example agent", scopes=["append", "read"])[1]
-    # Only what an agent's machine has: no DATABASE_URL, no Django settings, no project on the path.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "DJANGO", "REDIS", "PYTHON"))}
-    return {**env, "RECKON_URL": server.url, "RECKON_TOKEN": token, "RECKON_LEASE_SECONDS": "1"}
 
 
 def _start(python: Path, example: str, env: dict) -> subprocess.Popen:
@@ -73,7 +40,7 @@ def _uncertain_listed(run_id: str) -> list[dict]:
 
 
 def _kill_inside_the_second_tool_and_resume(python: Path, example: str, run_id: str, env: dict) -> tuple[LedgerProcess, subprocess.CompletedProcess]:
-    ledger = LedgerProcess(stall=True)
+    ledger = LedgerProcess(stall_after=0)
     env = {**env, "RECKON_RUN_ID": run_id, "LEDGER_URL": ledger.url}
     first = _start(python, example, env)
     try:

@@ -152,3 +152,25 @@ def test_a_policy_files_repeat_new_runs_a_call_a_later_session_asks_again(server
     policies.write_text('[tools.post_correction]\nrepeat = "twice"\n')
     done = subprocess.run([str(mcp_bin / "reckon-mcp-proxy"), *args, "--policies", str(policies), "--", "true"], cwd="/", env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 1 and "tool 'post_correction': repeat 'twice' is not \"new\" or \"same\"" in done.stderr, done.stderr
+
+
+def test_identical_calls_sent_at_once_are_two_operations_and_one_host_operation_is_one(server, mcp_bin, tmp_path):
+    run_id = "run-mcp-at-once"
+    effects = tmp_path / "effects.jsonl"
+    env = _agent_env({"MCP_EFFECTS_FILE": str(effects), "MCP_SLOW_SECONDS": "0.5"})
+    post = {"name": "post_correction", "arguments": CORRECTION}
+    march = {**post, "meta": {"io.reckon/operation-id": "march"}}
+    args = ["--url", server.url, "--token", _token(), "--run-id", run_id]
+    # Two identical calls in flight at once (each running for half a second), then the host's "march" twice at once.
+    steps = [{"spawn": post}, {"spawn": post}, {"join": True}, {"spawn": march}, {"spawn": march}, {"join": True}]
+    lines, err = _answers(_mcp_agent(mcp_bin, args, steps, env))
+    assert all('"posted": true' in line["result"]["content"][0]["text"] for line in lines[1:]), (lines, err)
+    keys = [e["key"] for e in _effects(effects)]
+    assert len(keys) == 3 and len(set(keys)) == 3  # two operations, and one for "march"
+    starts = [e.payload for e in events_read(run_id=run_id) if e.type == "tool_call_started"]
+    assert sorted(s["operation_id"] for s in starts if s["operation_id"] != s["idempotency_key"]) == ["march", "repeat@1"]
+    # A later session asking the same two at once computes the same two keys: answered from the log.
+    lines, err = _answers(_mcp_agent(mcp_bin, args, steps[:3], env))
+    assert all('"posted": true' in line["result"]["content"][0]["text"] for line in lines[1:]), (lines, err)
+    assert len(_effects(effects)) == 3
+    assert len([e for e in events_read(run_id=run_id) if e.type == "tool_call_started"]) == 3

@@ -92,3 +92,25 @@ def test_a_tool_decorated_with_repeat_runs_again_when_asked_again_in_the_process
         write_once(path="/f", content="A")
         write_once(path="/f", content="A")  # no repeat rule: the same arguments are one action
     assert effects == ["A", "B", "A", "once:A"]
+
+
+def test_an_adapters_option_gives_each_tool_its_repeat_and_every_call_lets_its_key_go():
+    from reckon_client.errors import CallUncertain, ToolFailed
+    from reckon_client.repeats import repeat_of
+
+    assert [repeat_of("new", "a"), repeat_of({"a": "same"}, "a"), repeat_of({"a": "same"}, "b"), repeat_of(None, "a")] == ["new", "same", None, None]
+
+    def broken(arguments, *, idempotency_key):
+        raise (ToolFailed("refused") if arguments["how"] == "failed" else TimeoutError("no answer"))
+
+    run = open_run("run-repeats-gate", transport=StoreTransport(), holder="a", renew=False)
+    run.invoke(ToolCall.new("t", {"how": "ok"}), CountingTool("done"), repeat="new")
+    assert run.invoke(ToolCall.new("t", {"how": "ok"}), CountingTool("done")).replayed  # repeat@0 is the call itself
+    assert run.invoke(ToolCall.new("t", {"how": "failed"}), broken, repeat="same").is_error
+    with pytest.raises(CallUncertain):
+        run.invoke(ToolCall.new("t", {"how": "lost"}), broken)
+    with pytest.raises(CallUncertain):  # asked again: the open start is not passed over, even with "new"
+        run.invoke(ToolCall.new("t", {"how": "lost"}), broken, repeat="new")
+    assert run._gate.held() == 0  # a replay, a failure and an uncertain call each let their key go
+    run.close()
+    assert _ops("run-repeats-gate") == [None, None, None]

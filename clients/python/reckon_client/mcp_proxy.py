@@ -11,12 +11,13 @@ Refused before anything is recorded, as a JSON-RPC error: a tool the server does
 its ``inputSchema`` rejects, and a call that arrives while the proxy shuts down (after SIGTERM).
 
 Repeats (docs/agents.md, "Intentional repeats"): a call asked again in this session after the same
-call completed is a new operation and reaches the server; a call this session has not made yet
-whose key the run completed (a session resumed after a crash, asking again) is answered from the
-log when the tool's ``repeat`` is ``"same"`` and runs again when ``"new"``. ``repeat`` comes from
-``--policies FILE`` (the policy TOML), else from the annotations: read-only and idempotent tools
-``"new"``, the rest ``"same"``. A host may name the operation itself in
-``params._meta["io.reckon/operation-id"]``.
+call completed, or while it still runs, is a new operation and reaches the server; a call this
+session has not made yet whose key the run completed (a session resumed after a crash, asking
+again) is answered from the log when the tool's ``repeat`` is ``"same"`` and runs again when
+``"new"``. ``repeat`` comes from ``--policies FILE`` (the policy TOML), else from the annotations:
+read-only and idempotent tools ``"new"``, the rest ``"same"``. A host may name the operation itself in
+``params._meta["io.reckon/operation-id"]``: the same id sent twice at once is one action, the
+second answered once the first ends.
 
 What counts as what: a result with ``isError: true`` is a proven failure (recorded, the key is
 free again); a JSON-RPC error, a timeout or a dropped connection proves nothing, so the call is left

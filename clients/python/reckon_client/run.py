@@ -24,6 +24,11 @@ A start of the same key left open by an earlier process is uncertain too: the cl
 the tool again, because "again" may mean "twice". Reconciliation (or a person) settles it; a tool
 whose receiver honours the key may opt in with ``retry_uncertain=True``.
 
+Two calls with the same key in flight at once in one process are one action asked twice: the
+second waits for the first to end and is then decided by the log (``reckon_client.gate``). Calls
+counted with ``repeat="new" | "same"`` never share a key that way: each ask in flight is its own
+operation (``reckon_client.repeats``).
+
 A read whose tool's policy has ``fresh_for`` and whose completion was older than that when the run
 was opened (the state lists it in ``stale_observations``) is not answered from the log: it runs
 again as a new operation, ``operation_id = refresh@<seq of the stale completion>``, the same in
@@ -49,9 +54,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Protocol
 
 from reckon_client.errors import CallUncertain, LeaseHeld, StaleEpoch, ToolFailed
+from reckon_client.gate import KeyGate
 from reckon_client.http import Event, HttpTransport
 from reckon_client.identity import idempotency_key, refresh_operation_id, repeat_operation_id, signature
-from reckon_client.state import OpenCall, RunState
+from reckon_client.repeats import REPEATS, SessionRepeats
+from reckon_client.state import OpenCall, RunState, open_start
 
 __all__ = ["OpenCall", "Run", "RunState", "ToolCall", "ToolResult", "Transport", "current_idempotency_key", "new_run_id", "open_run", "tool"]
 
@@ -157,9 +164,10 @@ class Run:
         self._token: contextvars.Token | None = None
         # Keys of completed reads found stale when the run was opened -> the seq of that completion.
         self.stale = {o["idempotency_key"]: o["seq"] for o in stale}
-        # Calls of this session that completed, by (signature, operation id): how many times each
-        # was done, for ``invoke(..., repeat=...)`` (``identity.repeat_operation_id``).
-        self._session_done: dict[tuple[str, str | None], int] = {}
+        # The repeat indexes this session holds, for ``invoke(..., repeat=...)`` (``session_call``).
+        self._repeats = SessionRepeats()
+        # One call per key at a time in this process (``reckon_client.gate``).
+        self._gate = KeyGate()
 
     def __repr__(self) -> str:
         return f"<Run {self.run_id} epoch {self.epoch} seq {self.state.last_seq}>"
@@ -194,7 +202,9 @@ class Run:
             raise TypeError(f"operation_id must be a string, got {type(call.operation_id).__name__}")
         return idempotency_key(self.run_id, sig or call.signature(), self.state.key_secret, call.operation_id)
 
-    def _begin(self, call: ToolCall, retry_uncertain: bool) -> ToolResult | _Pending:
+    def _identify(self, call: ToolCall) -> tuple[ToolCall, str, str, dict | None]:
+        """The call as it will be recorded, its key, its signature and the stale completion it
+        refreshes, if any."""
         sig = call.signature()
         key = self.key_for(call, sig)
         refreshes = None
@@ -204,11 +214,16 @@ class Run:
             refreshes = {"idempotency_key": key, "seq": self.stale[key]}
             call = replace(call, operation_id=refresh_operation_id(call.operation_id, self.stale[key]))
             key = self.key_for(call, sig)
+        return call, key, sig, refreshes
+
+    def _begin(self, call: ToolCall, key: str, sig: str, refreshes: dict | None, retry_uncertain: bool) -> ToolResult | _Pending:
+        """Decide the call by the log (the caller holds ``key``'s gate): its stored result, or
+        ``CallUncertain``, or its start recorded."""
         if key in self.state.completed_calls:
             # Replayed after a crash, or the model asked twice: the effect already happened, and
             # returning the stored result is the only safe answer.
             return ToolResult(call.id, call.name, self.state.completed_calls[key], replayed=True, idempotency_key=key)
-        earlier = next((c for c in self.state.open_calls.values() if c.idempotency_key == key), None)
+        earlier = open_start(self.state, key)
         if earlier is not None and not retry_uncertain:
             raise CallUncertain(
                 f"{call.name} with key {key} started at seq {earlier.start_seq} and never completed: it may have taken effect, so it is left for reconciliation instead of being run again",
@@ -255,80 +270,92 @@ class Run:
             start_seq=p.start_seq,
         )
 
-    def session_call(self, call: ToolCall, repeat: str | None) -> tuple[ToolCall, Callable[[ToolResult], None]]:
-        """``call`` with the operation id that tells an intentional repeat from a replay, and the
-        function to call with its result. ``repeat`` None: the arguments are the action (no
-        counting). Otherwise a call asked again in this session after the same one completed is
-        the next operation (``identity.repeat_operation_id``); a call this session has not done
-        yet whose key the log completed (a resumed session asking again) is answered from the log
-        when ``repeat`` is ``"same"``, and done again as the next free operation when ``"new"``."""
+    def session_call(self, call: ToolCall, repeat: str | None) -> tuple[ToolCall, Callable[[ToolResult | None], None]]:
+        """``call`` with the operation id that tells an intentional repeat from a replay
+        (``reckon_client.repeats``), and the function to call with its result (None: it raised).
+        ``repeat`` None: the arguments are the action, no counting."""
         if repeat is None:
             return call, lambda result: None
-        if repeat not in ("new", "same"):
+        if repeat not in REPEATS:
             raise ValueError(f"repeat must be 'new' or 'same', got {repeat!r}")
         sig = call.signature()
-        slot = (sig, call.operation_id)
-        n = self._session_done.get(slot, 0)
-        while repeat == "new" and self.key_for(replace(call, operation_id=repeat_operation_id(call.operation_id, n)), sig) in self.state.completed_calls:
-            n += 1
 
-        def done(result: ToolResult) -> None:
-            if not result.is_error:
-                self._session_done[slot] = max(self._session_done.get(slot, 0), n + 1)
+        def key_at(n: int) -> str:
+            return self.key_for(replace(call, operation_id=repeat_operation_id(call.operation_id, n)), sig)
 
-        return replace(call, operation_id=repeat_operation_id(call.operation_id, n)), done
+        n, settled = self._repeats.take((sig, call.operation_id), repeat, key_at, self.state)
+        return replace(call, operation_id=repeat_operation_id(call.operation_id, n)), lambda result: settled(result is not None and not result.is_error)
 
     def invoke(self, call: ToolCall, tool: Tool, *, retry_uncertain: bool = False, repeat: str | None = None) -> ToolResult:
         """Run ``tool(arguments, idempotency_key=key)`` for ``call`` at most once per logical
         action (see the module docstring); ``CallUncertain`` when its effect is unknown.
-        ``repeat`` ("new" or "same") counts intentional repeats in this session (``session_call``)."""
-        call, counted = self.session_call(call, repeat)
-        result = self._invoke(call, tool, retry_uncertain)
-        counted(result)
+        ``repeat`` ("new" or "same") counts intentional repeats in this session (``session_call``).
+        A call whose key another call of this process is running waits for it to end, then is
+        decided by the log (``reckon_client.gate``)."""
+        call, settled = self.session_call(call, repeat)
+        result = None
+        try:
+            result = self._invoke(call, tool, retry_uncertain)
+        finally:
+            settled(result)
         return result
 
     def _invoke(self, call: ToolCall, tool: Tool, retry_uncertain: bool) -> ToolResult:
-        begun = self._begin(call, retry_uncertain)
-        if isinstance(begun, ToolResult):
-            return begun
-        token = current_key.set(begun.key)
+        call, key, sig, refreshes = self._identify(call)
+        self._gate.take(key)
         try:
-            content = tool(call.arguments, idempotency_key=begun.key)
-        except ToolFailed as exc:
-            return self._failed(begun, exc)
-        except Exception as exc:
-            raise self._unknown(begun, exc) from exc
+            begun = self._begin(call, key, sig, refreshes, retry_uncertain)
+            if isinstance(begun, ToolResult):
+                return begun
+            token = current_key.set(begun.key)
+            try:
+                content = tool(call.arguments, idempotency_key=begun.key)
+            except ToolFailed as exc:
+                return self._failed(begun, exc)
+            except Exception as exc:
+                raise self._unknown(begun, exc) from exc
+            finally:
+                current_key.reset(token)
+            return self._done(begun, content)
         finally:
-            current_key.reset(token)
-        return self._done(begun, content)
+            self._gate.release(key)
 
     async def ainvoke(self, call: ToolCall, tool: Tool, *, retry_uncertain: bool = False, repeat: str | None = None) -> ToolResult:
         """``invoke`` with ``await`` (``AsyncRun.invoke``): the appends run in worker threads and
         ``tool`` may return an awaitable. Cancelling the task while the tool runs leaves the call
-        uncertain (it may have taken effect), exactly as a crash would."""
-        call, counted = self.session_call(call, repeat)
-        result = await self._ainvoke(call, tool, retry_uncertain)
-        counted(result)
+        uncertain (it may have taken effect), exactly as a crash would. A task waiting for
+        another call of its key holds no worker thread."""
+        call, settled = self.session_call(call, repeat)
+        result = None
+        try:
+            result = await self._ainvoke(call, tool, retry_uncertain)
+        finally:
+            settled(result)
         return result
 
     async def _ainvoke(self, call: ToolCall, tool: Tool, retry_uncertain: bool) -> ToolResult:
         import asyncio
 
-        begun = await asyncio.to_thread(self._begin, call, retry_uncertain)
-        if isinstance(begun, ToolResult):
-            return begun
-        token = current_key.set(begun.key)
+        call, key, sig, refreshes = self._identify(call)
+        await self._gate.atake(key)
         try:
-            content = tool(call.arguments, idempotency_key=begun.key)
-            if inspect.isawaitable(content):
-                content = await content
-        except ToolFailed as exc:
-            return await asyncio.to_thread(self._failed, begun, exc)
-        except Exception as exc:
-            raise self._unknown(begun, exc) from exc
+            begun = await asyncio.to_thread(self._begin, call, key, sig, refreshes, retry_uncertain)
+            if isinstance(begun, ToolResult):
+                return begun
+            token = current_key.set(begun.key)
+            try:
+                content = tool(call.arguments, idempotency_key=begun.key)
+                if inspect.isawaitable(content):
+                    content = await content
+            except ToolFailed as exc:
+                return await asyncio.to_thread(self._failed, begun, exc)
+            except Exception as exc:
+                raise self._unknown(begun, exc) from exc
+            finally:
+                current_key.reset(token)
+            return await asyncio.to_thread(self._done, begun, content)
         finally:
-            current_key.reset(token)
-        return await asyncio.to_thread(self._done, begun, content)
+            self._gate.release(key)
 
     def tool(self, fn: Callable | None = None, *, name: str | None = None, retry_uncertain: bool = False, repeat: str | None = None):
         """Decorate a plain function as a tool recorded in this run (see ``reckon_client.tool``)."""
@@ -510,9 +537,9 @@ def tool(fn: Callable | None = None, *, name: str | None = None, retry_uncertain
     ``idempotency_key`` parameter receives the call's key. A ``ToolFailed`` it raises is recorded
     as a proven failure and raised again. An ``async def`` function gives an async tool (for
     ``AsyncRun``); ``operation_id=...`` in a call gives an intentional repeat its own identity.
-    ``repeat="new" | "same"`` counts repeats instead (``Run.session_call``): a call made again after
-    the same one completed in this process runs again; None (the default) keeps one action per
-    arguments.
+    ``repeat="new" | "same"`` counts repeats instead (``reckon_client.repeats``): a call made again
+    in this process after the same one completed, or while it is still running, runs again as its
+    own operation; None (the default) keeps one action per arguments.
     """
 
     def wrap(fn: Callable) -> Callable:

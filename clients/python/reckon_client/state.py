@@ -20,6 +20,12 @@ class OpenCall:
     start_seq: int
 
 
+def open_start(state: Any, key: str) -> Any:
+    """The earliest start of ``key`` that ``state`` (a ``RunState``, or the server's own state)
+    holds open, or None. Reads a copy of the open calls: another thread may be appending."""
+    return next((c for c in list(state.open_calls.values()) if c.idempotency_key == key), None)
+
+
 @dataclass
 class RunState:
     """What ``invoke`` needs of a run. ``document`` is the full state Reckon returned on open
