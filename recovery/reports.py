@@ -28,7 +28,7 @@ from django.db.models import BooleanField, Case, CharField, Count, DurationField
 from django.db.models.lookups import LessThanOrEqual
 from django.db.models.functions import RowNumber
 
-from recovery.models import RISK_CLASSES, RecordedCalls, ToolPolicy, UncertainCall
+from recovery.models import RISK_CLASSES, UNRESOLVED_STATES, RecordedCalls, ToolPolicy, UncertainCall
 from recovery.policies import policy_from_row
 
 UTC = timezone.utc
@@ -296,7 +296,13 @@ def _past_deadline(period: Period, f: Filters, now: datetime) -> list[dict]:
     """Every call (opened in the period or before it) whose deadline passed before ``as_of`` and
     that was not resolved before the period: the trend's overdue counts and the worst ten."""
     as_of = period.as_of(now)
-    return _shared(("past", period, id(f), as_of), lambda: list(_uncertain(f).filter(deadline__lt=as_of).exclude(resolved_at__lt=period.start).values(*_PAST_COLUMNS)))
+    # Every state but in flight, as _uncertain reads, spelled state by state so that the database
+    # reads the unresolved calls past their deadline and the resolved ones from their partial
+    # indexes (reckon_uc_open_deadline, reckon_uc_resolved_at) instead of scanning every call.
+    kept = Q(resolved_at__isnull=True) | Q(resolved_at__gte=period.start)
+    by_state = Q(state__in=UNRESOLVED_STATES, deadline__lt=as_of) | (Q(state=UncertainCall.State.RESOLVED) & kept)
+    qs = _uncertain(f).filter(by_state, kept, deadline__lt=as_of)
+    return _shared(("past", period, id(f), as_of), lambda: list(qs.values(*_PAST_COLUMNS)))
 
 
 def _hashed(qs: QuerySet) -> list[dict]:
