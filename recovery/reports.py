@@ -226,9 +226,17 @@ def _sla_status(as_of: datetime, targets: dict[str, int]) -> Case:
     return Case(*whens, default=Value("pending"), output_field=CharField())
 
 
-def _bucket(field: str, buckets: list[tuple[datetime, datetime]]) -> Case:
-    """The index of the trend bucket ``field`` falls in, for rows already within the period."""
-    return Case(*(When(**{f"{field}__lt": b1}, then=Value(i)) for i, (_, b1) in enumerate(buckets)), default=None, output_field=IntegerField())
+def _bucket(field: str, buckets: list[tuple[datetime, datetime]], *, outside: Q | None = None) -> Case:
+    """The index of the trend bucket ``field`` falls in, for rows already within the period (or
+    none for the rows ``outside`` names)."""
+    whens = [When(outside, then=Value(None))] if outside is not None else []
+    whens += [When(**{f"{field}__lt": b1}, then=Value(i)) for i, (_, b1) in enumerate(buckets)]
+    return Case(*whens, default=None, output_field=IntegerField())
+
+
+def _resolved_in(period: Period, as_of: datetime) -> Q:
+    """Resolved within the period, by ``as_of``: the trend's resolved calls, whenever opened."""
+    return Q(resolved_at__gte=period.start, resolved_at__lt=as_of)
 
 
 _SHARED: ContextVar[dict | None] = ContextVar("reckon_report_groups", default=None)
@@ -282,6 +290,7 @@ def _grouped(period: Period, f: Filters, as_of: datetime) -> list[dict]:
             deadline_status=_deadline_status(as_of),
             sla_status=_sla_status(as_of, _targets()),
             bucket=_bucket("started_at", period.buckets()),
+            resolved_bucket=_bucket("resolved_at", period.buckets(), outside=~_resolved_in(period, as_of)),
             decided_by=Case(When(done & Q(resolution_kind="person"), then=F("resolved_by")), default=Value(None), output_field=CharField()),
         )
         .annotate(calls=Count("id"))
@@ -451,7 +460,11 @@ def trend(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     buckets = period.buckets()
     base = _uncertain(f)
     opened = _count(_groups(period, f, now), "bucket")
-    resolved = Counter(dict(base.filter(resolved_at__gte=period.start, resolved_at__lt=as_of).values_list(_bucket("resolved_at", buckets)).annotate(n=Count("id"))))
+    # Resolved in the period: the period's own calls from the grouped read, the others (opened
+    # before it) by a statement of their own, which the index on start times narrows.
+    resolved = _count(_groups(period, f, now), "resolved_bucket", where=lambda g: g["resolved_bucket"] is not None)
+    others = base.filter(_resolved_in(period, as_of)).filter(Q(started_at__lt=period.start) | Q(started_at__gte=period.end))
+    resolved.update(dict(others.values_list(_bucket("resolved_at", buckets)).annotate(n=Count("id"))))
     spans = [(r["deadline"], r["resolved_at"]) for r in _past_deadline(period, f, now)]
     rows = []
     for i, (b0, b1) in enumerate(buckets):

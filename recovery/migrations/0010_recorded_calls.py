@@ -14,7 +14,8 @@ def _fill(apps, schema_editor):
 
 class Migration(migrations.Migration):
 
-    dependencies = [("recovery", "0009_first_touch_at")]
+    # The log at its current layout: the roll-up is filled from it through the current models.
+    dependencies = [("recovery", "0009_first_touch_at"), ("runs", "0015_drop_reckon_chain")]
 
     operations = [
         migrations.CreateModel(
