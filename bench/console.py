@@ -252,9 +252,15 @@ def bench_console(*, quick: bool, out) -> dict:
         figures["history_rows"] = _load_history_pg(4 * figures["open_uncertain_calls"], now)
         # The queue over the settled history too: "resolved" and "all", and "mine" and "unassigned".
         figures["queue_history"] = _time(client, ["/queue/?state=resolved", "/queue/?state=all", "/queue/?state=all&tenant=t3", "/queue/?view=mine", "/queue/?view=unassigned"], n)
+        # The reports over that history too (five times the calls the target names, four in five
+        # resolved): the statements that rank resolution times then rank every resolved call
+        # (docs/gaps.md, "The reports' percentiles").
+        figures["reports_history"] = _time(client, ["/reports/?days=90", "/reports/?days=30&risk_class=irreversible"], REPORT_REQUESTS // 3)
         if out is not None:
             out.write(f"  queue over {figures['history_rows']:,} settled calls (resolved, all, mine, unassigned): p50 {figures['queue_history']['p50_ms']} ms   p95 {figures['queue_history']['p95_ms']} ms")
             _say_by_url(out, figures["queue_history"])
+            out.write(f"  reports over them ({REPORT_REQUESTS // 3} requests): p50 {figures['reports_history']['p50_ms']} ms   p95 {figures['reports_history']['p95_ms']} ms")
+            _say_by_url(out, figures["reports_history"])
         figures["plans"], figures["indexes_unused"] = _plans(client, pks[0])
     if out is not None:
         out.write(f"console on {figures['engine']}: {figures['events']:,} events, {figures['open_uncertain_calls']:,} open uncertain calls (loaded in {figures['load_s']} s)")

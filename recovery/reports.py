@@ -255,8 +255,8 @@ def tables(names: Iterable[str], period: Period, f: Filters, *, now: datetime) -
 def _groups(period: Period, f: Filters, now: datetime) -> list[dict]:
     """The period's calls counted (``calls``) by everything a table tells them apart by: tool,
     risk class, ended by ``as_of`` (``done``) and how (``kind``, ``outcome``), touched by ``as_of``,
-    claimed by ``as_of``, deadline status, resolution target status, trend bucket, and who decided
-    it. One statement, grouped by the database, from which the counting tables take their figures
+    claimed by ``as_of``, deadline status, resolution target status, the trend buckets of its
+    start and of its resolution (if in the period), and who decided it. One statement, grouped by the database, from which the counting tables take their figures
     (a few hundred rows, where each table read every call)."""
     as_of = period.as_of(now)
     return _shared(("groups", period, id(f), as_of), lambda: _grouped(period, f, as_of))
