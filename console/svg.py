@@ -40,10 +40,49 @@ def nice_ticks(value: float, *, most: int = 6) -> list[int]:
         magnitude *= 10
 
 
-def _label_x(i: int, last: int, x: float) -> str:
+def _anchor(i: int, last: int) -> str:
     # The first and last x labels are anchored at their ends so they stay inside the picture.
-    anchor = "start" if i == 0 else "end" if i == last else "middle"
-    return f'x="{x:.1f}" text-anchor="{anchor}"'
+    return "start" if i == 0 else "end" if i == last else "middle"
+
+
+def _label_x(i: int, last: int, x: float) -> str:
+    return f'x="{x:.1f}" text-anchor="{_anchor(i, last)}"'
+
+
+# A label's width, estimated from its length: wider than system-ui's digits and lower-case letters
+# (about 0.55 em) so that a capital ("Nov", "Sep") does not make two labels touch.
+_EM_PER_CHAR = 0.65
+
+
+def x_labels_shown(labels: list[str], x, font_size: int) -> list[int]:
+    """The x labels drawn: every step-th, starting with a step that keeps about 6 and widened until
+    no two of them touch (at ``font_size``, a gap of half a letter between them), and always the
+    last (now, or the last day), dropping the regular labels before it that it would touch. The
+    chart scales as a whole, so labels apart in the picture stay apart at any width."""
+    last = len(labels) - 1
+    if last < 0:
+        return []
+    gap = font_size * 0.6
+
+    def span(i: int) -> tuple[float, float]:
+        width, anchor = len(labels[i]) * font_size * _EM_PER_CHAR, _anchor(i, last)
+        left = x(i) - (0 if anchor == "start" else width if anchor == "end" else width / 2)
+        return left, left + width
+
+    def apart(a: int, b: int) -> bool:
+        return span(a)[1] + gap <= span(b)[0]
+
+    step = max(1, math.ceil(len(labels) / 6))
+    while True:
+        shown = list(range(0, last + 1, step))
+        if step > last or all(apart(a, b) for a, b in zip(shown, shown[1:])):
+            break
+        step += 1
+    if shown[-1] != last:
+        shown.append(last)
+    while len(shown) > 1 and not apart(shown[-2], last):
+        del shown[-2]
+    return shown
 
 
 def line_chart(*, labels: list[str], series: dict[str, list[int]], title: str, width: int = 640, height: int = 240, font_size: int = 11, colours: dict[str, str] | None = None) -> SafeString:
@@ -71,14 +110,8 @@ def line_chart(*, labels: list[str], series: dict[str, list[int]], title: str, w
     for v in ticks:
         parts.append(f'<line x1="{pad_l}" x2="{pad_l + w}" y1="{y(v):.1f}" y2="{y(v):.1f}" class="grid-line" stroke="#d0d7de" stroke-width="1"/>')
         parts.append(f'<text class="y-tick" x="{pad_l - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:,}</text>')
-    # Every step-th label, where step keeps about 6 labels; the last instant (now) always has its
-    # label, and the regular label before it is dropped when the two would touch.
-    step = max(1, math.ceil(len(labels) / 6))
     last = len(labels) - 1
-    shown = [i for i in range(len(labels)) if i % step == 0 and (last - i >= step / 2 or i == last)]
-    if last not in shown:
-        shown.append(last)
-    for i in shown:
+    for i in x_labels_shown(labels, x, font_size):
         parts.append(f'<text class="x-tick" {_label_x(i, last, x(i))} y="{pad_t + h + 16}">{escape(labels[i])}</text>')
     parts.append("</g>")
     for i, (name, values) in enumerate(series.items()):

@@ -62,7 +62,7 @@ def reports_screen(request):
         return _render(request, "console/reports.html", ctx, nav="reports", status=400)
     now = timezone.now()
     allowed = report_tables(principal_for_user(request.user))
-    tables = {name: reports.TABLES[name](period, filters, now=now) for name in allowed}
+    tables = reports.tables(allowed, period, filters, now=now)
     chart, daily = _trend_chart(tables["trend"], period)
     ctx |= {"period": period, "last_day": period.end - timedelta(days=1), "as_of": period.as_of(now), "t": tables, "chart": chart, "daily": daily}
     return _render(request, "console/reports.html", ctx, nav="reports")

@@ -30,3 +30,12 @@ def notifications_tick() -> None:
     escalations_tick()
     digests_tick()
     notifications_enqueue(ids=notifications_due())
+
+
+@shared_task(ignore_result=True)
+def report_summary_send(channels: list[str], days: int = 7) -> int:
+    """The managers' summary (``manage.py report_summary``) as beat's weekly entry
+    (RECKON_REPORT_SUMMARY_NOTIFY); returns the notifications written (none for a period already sent)."""
+    from notify.summary import summary_write
+
+    return len(summary_write(channels=channels, days=days))

@@ -99,3 +99,18 @@ def database_url() -> str:
     if s.get("PASSWORD"):
         auth += ":" + quote(s["PASSWORD"], safe="")
     return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def envweekly(name: str, default: str) -> tuple[str, int, int]:
+    """A weekly time in UTC, ``"mon 08:00"`` (a weekday's first three letters, then 24-hour
+    hours:minutes), as (weekday, hour, minute); anything else names the variable and the form."""
+    import re
+
+    value = (envstr(name) or default).strip().lower()
+    m = re.fullmatch(r"([a-z]{3}) +([01]?\d|2[0-3]):([0-5]\d)", value)
+    if not m or m.group(1) not in WEEKDAYS:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a weekday and a UTC time like 'mon 08:00'")
+    return m.group(1), int(m.group(2)), int(m.group(3))

@@ -28,7 +28,7 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from reckon.env import envbool, envint, envlist, envstr
+from reckon.env import envbool, envint, envlist, envstr, envweekly
 from reckon.oidc_env import oidc_group_map, oidc_settings_check
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -417,6 +417,23 @@ if RECKON_NOTIFY_LOCK_S <= RECKON_NOTIFY_TIMEOUT_S:
 RECKON_NOTIFY_ROUTES_CACHE_S = envint("RECKON_NOTIFY_ROUTES_CACHE_S", 5, minimum=0)  # a route change loaded elsewhere applies within this
 RECKON_NOTIFY_DELIVER_ON_COMMIT = True  # the benchmark turns it off to time the outbox write alone
 CELERY_BEAT_SCHEDULE["notify-tick"] = {"task": "notify.tasks.notifications_tick", "schedule": float(RECKON_NOTIFY_TICK_S)}
+# The managers' weekly summary (docs/reports.md, "Summary"): sent through the notification channels
+# named here (comma-separated; none: no schedule, as `manage.py report_summary` alone), of the last
+# RECKON_REPORT_SUMMARY_DAYS UTC days (7, 30 or 90), every week at RECKON_REPORT_SUMMARY_AT (UTC).
+RECKON_REPORT_SUMMARY_NOTIFY = envlist("RECKON_REPORT_SUMMARY_NOTIFY", pattern=r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", what="a notification channel's name")
+RECKON_REPORT_SUMMARY_DAYS = envint("RECKON_REPORT_SUMMARY_DAYS", 7, minimum=1)
+if RECKON_REPORT_SUMMARY_DAYS not in (7, 30, 90):  # recovery.reports.PERIOD_DAYS (a test keeps them one)
+    raise ImproperlyConfigured(f"RECKON_REPORT_SUMMARY_DAYS={RECKON_REPORT_SUMMARY_DAYS} must be 7, 30 or 90")
+RECKON_REPORT_SUMMARY_AT = envweekly("RECKON_REPORT_SUMMARY_AT", "mon 08:00")
+if RECKON_REPORT_SUMMARY_NOTIFY:
+    from celery.schedules import crontab
+
+    _day, _hour, _minute = RECKON_REPORT_SUMMARY_AT
+    CELERY_BEAT_SCHEDULE["report-summary"] = {
+        "task": "notify.tasks.report_summary_send",
+        "schedule": crontab(day_of_week=_day, hour=_hour, minute=_minute),
+        "kwargs": {"channels": list(RECKON_REPORT_SUMMARY_NOTIFY), "days": RECKON_REPORT_SUMMARY_DAYS},
+    }
 
 # E-mail notifications: SMTP when EMAIL_HOST is set, otherwise printed by the console backend.
 EMAIL_HOST = envstr("EMAIL_HOST", "") or ""

@@ -15,6 +15,10 @@ class RecoveryConfig(AppConfig):
 
         # Only appends that carry a type the projection reads pay for a transaction around them.
         rule_add(projection_forms.RULE)
+        # The reports' roll-up of recorded calls (recovery.recorded), kept by every append that starts a call.
+        from recovery import recorded
+
+        rule_add(recorded.RULE)
         # One JSON log line per recovery decision, logged when its append commits.
         rule_add(ReadModelRule("decision log", DECISION_TYPES, recovery_decisions_log))
         # How long each tool's reads may be trusted when a run is resumed (the policies' fresh_for).

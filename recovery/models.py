@@ -289,3 +289,27 @@ class DemoLedgerEntry(models.Model):
 
     class Meta:
         db_table = "reckon_demo_ledger"
+
+
+class RecordedCalls(models.Model):
+    """The reports' roll-up of recorded tool calls: how many calls (starts that are not Reckon's own
+    retries) a run recorded of a tool for a tenant on a UTC day. A read model kept by the rule in
+    ``recovery.recorded`` in every append's transaction and rebuilt by ``rebuild_projections``, so
+    that a report counts the period's calls from a few rows per run and day instead of scanning the
+    period's events. One row per run (not per tenant and tool alone): each run is written by one
+    lease holder at a time, so concurrent agents never wait on each other's counter, and a report
+    for a token limited to tenants still narrows it by run."""
+
+    run_id = models.CharField(max_length=200)
+    day = models.DateField()
+    tool = models.CharField(max_length=200)
+    tenant = models.CharField(max_length=200)
+    calls = models.BigIntegerField()
+
+    class Meta:
+        db_table = "reckon_recorded_calls"
+        constraints = [models.UniqueConstraint(fields=["run_id", "day", "tool", "tenant"], name="reckon_recorded_calls_key")]
+        indexes = [models.Index(fields=["day", "tool", "tenant"], name="reckon_recorded_calls_day")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.day} {self.tool} ({self.tenant}): {self.calls}"

@@ -1,5 +1,5 @@
-"""Recomputing the uncertain-call rows: from the whole log (``manage.py rebuild_projections``), or
-a tool's policy-decided columns after its policy changed.
+"""Recomputing the uncertain-call rows and the recorded calls roll-up: from the whole log
+(``manage.py rebuild_projections``), or a tool's policy-decided columns after its policy changed.
 
 The rebuild runs the same rule table as the incremental projection (``recovery.projection``) over
 the same events in the same order, so the rebuilt table equals the incremental one.
@@ -14,6 +14,7 @@ from django.utils import timezone as djtz
 
 from recovery.models import UncertainCall
 from recovery.policies import call_terms
+from recovery.recorded import recorded_rebuild
 from recovery.projection import RELEVANT, Policies, RunRows, in_flight_write, plain_in_flight, rows_apply
 from recovery.rows import call_ids_allocate, rows_insert, user_lookup
 from runs.fold import Event
@@ -24,7 +25,8 @@ from runs.upcasters import events_upcast
 
 
 def projections_rebuild(*, chunk: int = 5000) -> dict:
-    """Rebuild every row from the log; returns counts. Runs in one transaction: readers see old or new."""
+    """Rebuild every row (and the recorded calls roll-up, ``recovery.recorded``) from the log;
+    returns counts. Runs in one transaction: readers see old or new."""
     types = sorted(RELEVANT)
     placeholders = ", ".join(["%s"] * len(types))
     sql = f"SELECT e.run_id, e.seq, e.type, e.v, e.ts, e.payload, e.epoch FROM reckon_event e WHERE e.type IN ({placeholders}) ORDER BY e.run_id, e.seq"
@@ -94,7 +96,8 @@ def projections_rebuild(*, chunk: int = 5000) -> dict:
             by_run.setdefault(r.run_id, []).append(r)
         for run_id, rows in by_run.items():
             in_flight_write(run_id, rows)
-    return {"rows": total_rows}
+        recorded = recorded_rebuild(chunk=chunk)
+    return {"rows": total_rows, "recorded": recorded}
 
 
 def terms_refresh(*, tool: str) -> int:

@@ -1,7 +1,7 @@
 """The managers' reports: every figure of the reports screen, its CSV files and the API's JSON.
 
 Each table is one function here, a pure read of the uncertain-call read model (and, for the calls
-recorded per tool, of the event log's starts), taking a period [start, end) in UTC and the filters.
+recorded per tool, of the recorded calls roll-up, ``recovery.recorded``), taking a period [start, end) in UTC and the filters.
 The console, the CSV exports and ``GET /api/reports/...`` all call these, so a figure is computed
 once. How each figure is computed, the period's edges and the percentile definition are in
 docs/reports.md; the short version:
@@ -17,18 +17,19 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 
 from django.contrib.auth.models import Group
-from django.db.models import Count, F, Q, QuerySet, TextField, Value
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce
+from django.db import connection, transaction
+from django.db.models import BooleanField, Case, CharField, Count, DurationField, F, IntegerField, Q, QuerySet, Sum, Value, When, Window
+from django.db.models.lookups import LessThanOrEqual
+from django.db.models.functions import RowNumber
 
-from recovery.models import RISK_CLASSES, ToolPolicy, UncertainCall
+from recovery.models import RISK_CLASSES, UNRESOLVED_STATES, RecordedCalls, ToolPolicy, UncertainCall
 from recovery.policies import policy_from_row
-from runs.models import Event
 
 UTC = timezone.utc
 PERIOD_DAYS = (7, 30, 90)
@@ -139,16 +140,210 @@ def _resolved_by(as_of: datetime) -> Q:
     return Q(resolved_at__isnull=False, resolved_at__lt=as_of)
 
 
+def _touched_by(as_of: datetime) -> Q:
+    return Q(first_touch_at__isnull=False, first_touch_at__lt=as_of)
+
+
+def percentile_rank(p: float, n: int) -> int:
+    """Nearest rank: the rank (from 1) of the p-th percentile of n sorted values, ceil(p/100 * n)."""
+    return max(1, math.ceil(p / 100 * n))
+
+
 def percentile(values: list[float], p: float) -> float | None:
     """Nearest-rank percentile: the ceil(p/100 * n)-th smallest of the n values (None if none)."""
     if not values:
         return None
-    s = sorted(values)
-    return s[max(1, math.ceil(p / 100 * len(s))) - 1]
+    return sorted(values)[percentile_rank(p, len(values)) - 1]
+
+
+def _ranked(qs: QuerySet, group: str, since: str, until: str, wanted: dict[str, set[int]]) -> dict[tuple[str, int], float]:
+    """The time from ``since`` to ``until`` (seconds, as ``_secs``) at the ``wanted`` ranks of each
+    ``group``'s calls in ``qs``, ranked by that time: percentiles read by the database, which
+    returns only the calls at those ranks rather than every call's time."""
+    if not wanted:
+        return {}
+    took = qs.annotate(took=F(until) - F(since))
+    ranked = took.annotate(rank=Window(RowNumber(), partition_by=[F(group)], order_by=[F("took").asc(), F("id").asc()]))
+    ranks = sorted(set().union(*wanted.values()))
+    rows = ranked.filter(rank__in=ranks).values_list(group, "rank", "took")
+    return {(k, r): round(d.total_seconds(), 3) for k, r, d in rows if r in wanted.get(k, ())}
 
 
 def _secs(a: datetime, b: datetime) -> float:
     return round((b - a).total_seconds(), 3)
+
+
+# --- the period's calls, grouped once -------------------------------------------------------
+
+
+def _targets() -> dict[str, int]:
+    """Each tool's ``resolve_within`` in seconds, for the tools whose policy names one."""
+    out = {}
+    for row in ToolPolicy.objects.all():
+        within = policy_from_row(row).resolve_within_s
+        if within is not None:
+            out[row.tool] = within
+    return out
+
+
+def _deadline_status(as_of: datetime) -> Case:
+    """A call's deadline status at ``as_of``, as the database computes it for every table and the
+    detail export: no deadline; resolved by ``as_of`` within or after it (late); unresolved and
+    past it (overdue); or open, in time."""
+    done = Q(resolved_at__lt=as_of)
+    return Case(
+        When(deadline__isnull=True, then=Value("no deadline")),
+        When(done & Q(resolved_at__lte=F("deadline")), then=Value("within")),
+        When(done, then=Value("late")),
+        When(deadline__lt=as_of, then=Value("overdue")),
+        default=Value("open, in time"),
+        output_field=CharField(),
+    )
+
+
+def _sla_status(as_of: datetime, targets: dict[str, int]) -> Case:
+    """``met``, ``breached`` or ``pending`` (unresolved and its target not yet passed) against the
+    tool's resolve_within from the start, or the call's deadline where the policy names none; as
+    the database computes it for ``sla`` and ``sla_trend``."""
+    done = Q(resolved_at__lt=as_of)  # implies "not null"
+    took = F("resolved_at") - F("started_at")
+    whens = []
+    for tool, within_s in sorted(targets.items()):
+        within = timedelta(seconds=within_s)
+        whens += [
+            When(Q(tool=tool) & done & Q(LessThanOrEqual(took, Value(within, output_field=DurationField()))), then=Value("met")),
+            When(Q(tool=tool) & done, then=Value("breached")),
+            When(Q(tool=tool, started_at__lt=as_of - within), then=Value("breached")),  # its target (start + within) passed
+            When(tool=tool, then=Value("pending")),
+        ]
+    whens += [
+        When(done & Q(deadline__isnull=True), then=Value("met")),
+        When(deadline__isnull=True, then=Value("pending")),
+        When(done & Q(resolved_at__lte=F("deadline")), then=Value("met")),
+        When(done, then=Value("breached")),
+        When(deadline__lt=as_of, then=Value("breached")),
+    ]
+    return Case(*whens, default=Value("pending"), output_field=CharField())
+
+
+def _bucket(field: str, buckets: list[tuple[datetime, datetime]], *, outside: Q | None = None) -> Case:
+    """The index of the trend bucket ``field`` falls in, for rows already within the period (or
+    none for the rows ``outside`` names)."""
+    whens = [When(outside, then=Value(None))] if outside is not None else []
+    whens += [When(**{f"{field}__lt": b1}, then=Value(i)) for i, (_, b1) in enumerate(buckets)]
+    return Case(*whens, default=None, output_field=IntegerField())
+
+
+def _resolved_in(period: Period, as_of: datetime) -> Q:
+    """Resolved within the period, by ``as_of``: the trend's resolved calls, whenever opened."""
+    return Q(resolved_at__gte=period.start, resolved_at__lt=as_of)
+
+
+_SHARED: ContextVar[dict | None] = ContextVar("reckon_report_groups", default=None)
+
+
+def tables(names: Iterable[str], period: Period, f: Filters, *, now: datetime) -> dict[str, list[dict]]:
+    """The named tables of one report, computed together: they share one read of the period's
+    calls (``_groups``), where each table alone reads it for itself."""
+    token = _SHARED.set({})
+    try:
+        return {name: TABLES[name](period, f, now=now) for name in names}
+    finally:
+        _SHARED.reset(token)
+
+
+def _groups(period: Period, f: Filters, now: datetime) -> list[dict]:
+    """The period's calls counted (``calls``) by everything a table tells them apart by: tool,
+    risk class, ended by ``as_of`` (``done``) and how (``kind``, ``outcome``), touched by ``as_of``,
+    claimed by ``as_of``, deadline status, resolution target status, the trend buckets of its
+    start and of its resolution (if in the period), and who decided it. One statement, grouped by the database, from which the counting tables take their figures
+    (a few hundred rows, where each table read every call)."""
+    as_of = period.as_of(now)
+    return _shared(("groups", period, id(f), as_of), lambda: _grouped(period, f, as_of))
+
+
+def _shared(key: tuple, read: Callable[[], list]) -> list:
+    """``read()``, once per ``key`` within ``tables``."""
+    shared = _SHARED.get()
+    if shared is None:
+        return read()
+    if key not in shared:
+        shared[key] = read()
+    return shared[key]
+
+
+def _grouped(period: Period, f: Filters, as_of: datetime) -> list[dict]:
+    done = _resolved_by(as_of)
+
+    def flag(q: Q) -> Case:
+        return Case(When(q, then=Value(True)), default=Value(False), output_field=BooleanField())
+
+    qs = (
+        calls_in(period, f)
+        .values(
+            "tool", "risk_class",
+            done=flag(done),
+            kind=Case(When(done, then=F("resolution_kind")), default=Value(""), output_field=CharField()),
+            outcome=Case(When(done, then=F("disposition")), default=Value(""), output_field=CharField()),
+            touched=flag(_touched_by(as_of)),
+            claimed=flag(Q(claimed_at__lt=as_of) & ~Q(claimed_by_name="")),
+            deadline_status=_deadline_status(as_of),
+            sla_status=_sla_status(as_of, _targets()),
+            bucket=_bucket("started_at", period.buckets()),
+            resolved_bucket=_bucket("resolved_at", period.buckets(), outside=~_resolved_in(period, as_of)),
+            decided_by=Case(When(done & Q(resolution_kind="person"), then=F("resolved_by")), default=Value(None), output_field=CharField()),
+        )
+        .annotate(calls=Count("id"))
+    )  # fmt: skip
+    return _hashed(qs)
+
+
+_PAST_COLUMNS = ("id", "run_id", "call_id", "tool", "tenant", "risk_class", "started_at", "deadline", "resolved_at")
+
+
+def _past_deadline(period: Period, f: Filters, now: datetime) -> list[dict]:
+    """Every call (opened in the period or before it) whose deadline passed before ``as_of``, not
+    resolved before the period nor by its deadline: the calls that were overdue at some instant of
+    the period (a call resolved by its deadline never is). The trend's overdue counts and the
+    worst ten."""
+    as_of = period.as_of(now)
+    # Every state but in flight, as _uncertain reads, spelled state by state so that the database
+    # reads the unresolved calls past their deadline and the resolved ones from their partial
+    # indexes (reckon_uc_open_deadline, reckon_uc_resolved_at) instead of scanning every call.
+    kept = Q(resolved_at__isnull=True) | Q(resolved_at__gte=period.start)
+    by_state = Q(state__in=UNRESOLVED_STATES, deadline__lt=as_of) | (Q(state=UncertainCall.State.RESOLVED) & kept)
+    late = Q(resolved_at__isnull=True) | Q(resolved_at__gt=F("deadline"))
+    qs = _uncertain(f).filter(by_state, kept, late, deadline__lt=as_of)
+    return _shared(("past", period, id(f), as_of), lambda: list(qs.values(*_PAST_COLUMNS)))
+
+
+_SORTS = ("enable_sort", "enable_incremental_sort")
+
+
+def _hashed(qs: QuerySet) -> list[dict]:
+    """``qs``'s groups, counted by hashing on PostgreSQL: the planner cannot know that the calls
+    fall into few groups (it estimates one per call or so), so it sorts every call by every key,
+    which took twice as long as hashing them (100,000 calls in 6 groups: 250 ms and 115 ms; 500,000
+    in 107: 1,240 ms and 640 ms). Sorting is turned off for this statement alone."""
+    if connection.vendor != "postgresql":
+        return list(qs)
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("SELECT " + ", ".join(f"current_setting('{name}')" for name in _SORTS))
+        was = cur.fetchone()
+        cur.execute("SELECT " + ", ".join(f"set_config('{name}', 'off', true)" for name in _SORTS))
+        try:
+            return list(qs)
+        finally:
+            cur.execute("SELECT " + ", ".join(f"set_config('{name}', %s, true)" for name in _SORTS), list(was))
+
+
+def _count(groups: list[dict], *by: str, where: Callable[[dict], bool] = lambda g: True) -> Counter:
+    """The calls of ``groups`` for which ``where`` holds, counted by the values of ``by``."""
+    out: Counter = Counter()
+    for g in groups:
+        if where(g):
+            out[g[by[0]] if len(by) == 1 else tuple(g[b] for b in by)] += g["calls"]
+    return out
 
 
 # --- tables ----------------------------------------------------------------------------------
@@ -156,18 +351,19 @@ def _secs(a: datetime, b: datetime) -> float:
 
 def volume(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     """Per tool: calls that became uncertain, calls recorded (starts in the event log, retries
-    not counted), and uncertain calls per thousand recorded; a last row ``(all)`` for the total."""
-    uncertain = Counter(dict(calls_in(period, f).values_list("tool").annotate(n=Count("id"))))
-    starts = Event.objects.filter(type="tool_call_started", ts__gte=period.start, ts__lt=period.end, payload__retry_of__isnull=True)
-    # The name as text (Cast): compared with a key's own transform, SQLite reads the value as JSON.
-    starts = starts.annotate(tool=Cast(KeyTextTransform("name", "payload"), TextField()), tenant=Coalesce(KeyTextTransform("tenant", "payload"), Value("default"), output_field=TextField()))
+    not counted: the roll-up ``recovery.recorded`` keeps their counts), and uncertain calls per
+    thousand recorded; a last row ``(all)`` for the total."""
+    uncertain = _count(_groups(period, f, now), "tool")
+    # The recorded calls roll-up (recovery.recorded): a few rows per run and UTC day, where the
+    # period's starts were a scan of its events. Periods are whole UTC days, so the days are exact.
+    starts = RecordedCalls.objects.filter(day__gte=period.start.date(), day__lt=period.end.date())
     if f.tool:
         starts = starts.filter(tool=f.tool)
     if f.tenant:
         starts = starts.filter(tenant=f.tenant)
     if f.scope:
         starts = f.scope(starts, "run_id")
-    recorded = Counter(dict(starts.order_by().values_list("tool").annotate(n=Count("seq"))))
+    recorded = Counter(dict(starts.order_by().values_list("tool").annotate(n=Sum("calls"))))
     tools = sorted(set(uncertain) | (set() if (f.risk_class or f.team) else set(recorded)))
     rows = [_volume_row(t, uncertain[t], recorded[t]) for t in tools]
     rows.append(_volume_row("(all)", sum(uncertain[t] for t in tools), sum(recorded[t] for t in tools)))
@@ -182,38 +378,39 @@ def _volume_row(tool: str, uncertain: int, recorded: int) -> dict:
 def outcomes(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     """How the period's calls ended by ``as_of``: automatically (per disposition), by a person (per
     decision), by the run itself (its agent completed it after all), or still open."""
-    as_of = period.as_of(now)
-    qs = calls_in(period, f)
-    done = Counter((k, d) for k, d in qs.filter(_resolved_by(as_of)).values_list("resolution_kind", "disposition"))
+    groups = _groups(period, f, now)
+    done = _count(groups, "kind", "outcome", where=lambda g: g["done"])
     rows = [{"ended": "automatically", "outcome": d, "calls": done.pop(("automatic", d), 0)} for d in AUTOMATIC_OUTCOMES]
     rows += [{"ended": "by a person", "outcome": dec, "calls": done.pop(("person", d), 0)} for d, dec in DECISION_OF_DISPOSITION.items()]
     rows.append({"ended": "by the run itself", "outcome": "completed", "calls": sum(n for (k, _), n in list(done.items()) if k == "run")})
     for (k, d), n in sorted(done.items()):
         if k != "run":  # anything else the log holds (a proven failure's "failed"), named as it is
             rows.append({"ended": {"automatic": "automatically", "person": "by a person"}.get(k, k or "unknown"), "outcome": d or "unknown", "calls": n})
-    rows.append({"ended": "still open", "outcome": "", "calls": qs.exclude(_resolved_by(as_of)).count()})
+    rows.append({"ended": "still open", "outcome": "", "calls": sum(_count(groups, "done", where=lambda g: not g["done"]).values())})
     return rows
 
 
 def _times(period: Period, f: Filters, group: str, now: datetime) -> list[dict]:
     as_of = period.as_of(now)
-    touch: dict[str, list[float]] = defaultdict(list)
-    resolve: dict[str, list[float]] = defaultdict(list)
-    opened: Counter = Counter()
-    for key, started, touched, resolved in calls_in(period, f).values_list(group, "started_at", "first_touch_at", "resolved_at"):
-        opened[key] += 1
-        if touched is not None and touched < as_of:
-            touch[key].append(_secs(started, touched))
-        if resolved is not None and resolved < as_of:
-            resolve[key].append(_secs(started, resolved))
-    keys = [k for k in RISK_CLASSES if k in opened] if group == "risk_class" else sorted(opened)
+    qs = calls_in(period, f)
+    groups = _groups(period, f, now)
+    calls, touched_n, resolved_n = _count(groups, group), _count(groups, group, where=lambda g: g["touched"]), _count(groups, group, where=lambda g: g["done"])
+    counts = {k: {"calls": n, "touched": touched_n[k], "resolved": resolved_n[k]} for k, n in calls.items()}
+    figures = {}
+    for kind, cond, since, until in (("touch", _touched_by(as_of), "started_at", "first_touch_at"), ("resolve", _resolved_by(as_of), "started_at", "resolved_at")):
+        n_of = {k: c["touched" if kind == "touch" else "resolved"] for k, c in counts.items()}
+        wanted = {k: {percentile_rank(50, n), percentile_rank(90, n), n} for k, n in n_of.items() if n}
+        at = _ranked(qs.filter(cond), group, since, until, wanted)
+        for k, n in n_of.items():
+            figures[k, kind] = (at[k, percentile_rank(50, n)], at[k, percentile_rank(90, n)], at[k, n]) if n else (None, None, None)
+    keys = [k for k in RISK_CLASSES if k in counts] if group == "risk_class" else sorted(counts)
     out = []
     for k in keys:
-        t, r = touch[k], resolve[k]
+        (t50, t90, tmax), (r50, r90, rmax) = figures[k, "touch"], figures[k, "resolve"]
         out.append({
-            group: k, "calls": opened[k],
-            "touched": len(t), "touch_p50_s": percentile(t, 50), "touch_p90_s": percentile(t, 90), "touch_max_s": max(t, default=None),
-            "resolved": len(r), "resolve_p50_s": percentile(r, 50), "resolve_p90_s": percentile(r, 90), "resolve_max_s": max(r, default=None),
+            group: k, "calls": counts[k]["calls"],
+            "touched": counts[k]["touched"], "touch_p50_s": t50, "touch_p90_s": t90, "touch_max_s": tmax,
+            "resolved": counts[k]["resolved"], "resolve_p50_s": r50, "resolve_p90_s": r90, "resolve_max_s": rmax,
         })  # fmt: skip
     return out
 
@@ -230,22 +427,13 @@ def times_by_tool(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     return _times(period, f, "tool", now)
 
 
-def _deadline_status(deadline, resolved, as_of) -> str:
-    if deadline is None:
-        return "no deadline"
-    if resolved is not None and resolved < as_of:
-        return "within" if resolved <= deadline else "late"
-    return "overdue" if deadline < as_of else "open, in time"
-
-
 def deadlines(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     """Per risk class: resolved within the deadline, resolved late, still overdue at ``as_of``,
     still open and in time, no deadline; and the share late or overdue of those whose deadline had
     passed or that were resolved (``missed_pct``)."""
-    as_of = period.as_of(now)
     counts: dict[str, Counter] = defaultdict(Counter)
-    for risk, deadline, resolved in calls_in(period, f).values_list("risk_class", "deadline", "resolved_at"):
-        counts[risk][_deadline_status(deadline, resolved, as_of)] += 1
+    for (risk, status), n in _count(_groups(period, f, now), "risk_class", "deadline_status").items():
+        counts[risk][status] += n
     rows = []
     for risk in [r for r in RISK_CLASSES if r in counts]:
         c = counts[risk]
@@ -259,9 +447,11 @@ def worst(period: Period, f: Filters, *, now: datetime, limit: int = WORST_SHOWN
     """The ``limit`` calls furthest past their deadline at ``as_of`` (late: by how much they were
     resolved after it; overdue: how far past it they still are), furthest first."""
     as_of = period.as_of(now)
-    qs = calls_in(period, f).filter(deadline__lt=as_of).exclude(Q(resolved_at__lte=F("deadline")))
     rows = []
-    for r in qs.values("id", "run_id", "call_id", "tool", "tenant", "risk_class", "started_at", "deadline", "resolved_at"):
+    # The period's own calls of those (the read holds the ones opened before it too).
+    for r in _past_deadline(period, f, now):
+        if not (period.start <= r["started_at"] < period.end):
+            continue
         done = r["resolved_at"] is not None and r["resolved_at"] < as_of
         past = _secs(r["deadline"], r["resolved_at"] if done else as_of)
         rows.append({**r, "resolved_at": r["resolved_at"] if done else None, "status": "late" if done else "overdue", "past_deadline_s": past})
@@ -276,17 +466,21 @@ def trend(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     as_of = period.as_of(now)
     buckets = period.buckets()
     base = _uncertain(f)
-    starts = list(base.filter(started_at__gte=period.start, started_at__lt=period.end).values_list("started_at", flat=True))
-    ends = list(base.filter(resolved_at__gte=period.start, resolved_at__lt=as_of).values_list("resolved_at", flat=True))
-    spans = list(base.filter(deadline__lt=as_of).exclude(resolved_at__lt=period.start).values_list("deadline", "resolved_at"))
+    opened = _count(_groups(period, f, now), "bucket")
+    # Resolved in the period: the period's own calls from the grouped read, the others (opened
+    # before it) by a statement of their own, which the index on start times narrows.
+    resolved = _count(_groups(period, f, now), "resolved_bucket", where=lambda g: g["resolved_bucket"] is not None)
+    others = base.filter(_resolved_in(period, as_of)).filter(Q(started_at__lt=period.start) | Q(started_at__gte=period.end))
+    resolved.update(dict(others.values_list(_bucket("resolved_at", buckets)).annotate(n=Count("id"))))
+    spans = [(r["deadline"], r["resolved_at"]) for r in _past_deadline(period, f, now)]
     rows = []
-    for b0, b1 in buckets:
+    for i, (b0, b1) in enumerate(buckets):
         edge = min(b1, as_of)
         overdue = sum(1 for d, r in spans if d < edge and (r is None or r >= edge)) if b0 < as_of else None
         rows.append({
             "start": b0, "end": b1,
-            "opened": sum(1 for t in starts if b0 <= t < b1),
-            "resolved": sum(1 for t in ends if b0 <= t < b1),
+            "opened": opened[i],
+            "resolved": resolved[i],
             "overdue_at_end": overdue,
         })  # fmt: skip
     return rows
@@ -297,10 +491,11 @@ def people(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     each call had last, or has), and how long those waited while claimed (from the claim to the
     resolution, or to ``as_of``): p50 and max in seconds. For staffing, not blame."""
     as_of = period.as_of(now)
-    qs = calls_in(period, f)
-    decided = Counter(qs.filter(_resolved_by(as_of), resolution_kind="person").values_list("resolved_by", flat=True))
+    groups = _groups(period, f, now)
+    decided = _count(groups, "decided_by", where=lambda g: g["decided_by"] is not None)
     waits: dict[str, list[float]] = defaultdict(list)
-    for name, claimed, resolved in qs.exclude(claimed_by_name="").filter(claimed_at__lt=as_of).values_list("claimed_by_name", "claimed_at", "resolved_at"):
+    held = calls_in(period, f) if _count(groups, "claimed", where=lambda g: g["claimed"]) else UncertainCall.objects.none()
+    for name, claimed, resolved in held.exclude(claimed_by_name="").filter(claimed_at__lt=as_of).values_list("claimed_by_name", "claimed_at", "resolved_at"):
         end = resolved if resolved is not None and resolved < as_of else as_of
         waits[name].append(max(0.0, _secs(claimed, end)))
     out = []
@@ -308,27 +503,6 @@ def people(period: Period, f: Filters, *, now: datetime) -> list[dict]:
         w = waits[name]
         out.append({"person": name, "decided": decided[name], "claimed": len(w), "claimed_wait_p50_s": percentile(w, 50), "claimed_wait_max_s": max(w, default=None)})
     return out
-
-
-def _targets() -> dict[str, int]:
-    """Each tool's ``resolve_within`` in seconds, for the tools whose policy names one."""
-    out = {}
-    for row in ToolPolicy.objects.all():
-        within = policy_from_row(row).resolve_within_s
-        if within is not None:
-            out[row.tool] = within
-    return out
-
-
-def _sla_status(started, deadline, resolved, within_s, as_of) -> str:
-    """``met``, ``breached`` or ``pending`` (unresolved and its target not yet passed) against the
-    tool's resolve_within from the start, or the call's deadline where the policy names none."""
-    target = started + timedelta(seconds=within_s) if within_s is not None else deadline
-    if target is None:
-        return "pending" if resolved is None or resolved >= as_of else "met"
-    if resolved is not None and resolved < as_of:
-        return "met" if resolved <= target else "breached"
-    return "breached" if target < as_of else "pending"
 
 
 def _breach(met: int, breached: int) -> float | None:
@@ -339,10 +513,10 @@ def sla(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     """Per tool: its resolution target (``resolve_within``, or ``deadline`` where its policy names
     none), and of the period's calls how many met it, breached it (resolved after it, or still
     unresolved past it at ``as_of``), are pending, and the breach rate of those judged."""
-    as_of, targets = period.as_of(now), _targets()
+    targets = _targets()
     counts: dict[str, Counter] = defaultdict(Counter)
-    for tool, started, deadline, resolved in calls_in(period, f).values_list("tool", "started_at", "deadline", "resolved_at"):
-        counts[tool][_sla_status(started, deadline, resolved, targets.get(tool), as_of)] += 1
+    for (tool, status), n in _count(_groups(period, f, now), "tool", "sla_status").items():
+        counts[tool][status] += n
     return [
         {"tool": t, "target": "resolve_within" if t in targets else "deadline", "target_s": targets.get(t), "met": c["met"], "breached": c["breached"], "pending": c["pending"], "breach_pct": _breach(c["met"], c["breached"])}
         for t, c in sorted(counts.items())
@@ -351,11 +525,9 @@ def sla(period: Period, f: Filters, *, now: datetime) -> list[dict]:
 
 def sla_trend(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     """``sla``'s breach rate per trend bucket (``Period.buckets``), of the calls opened in each."""
-    as_of, targets = period.as_of(now), _targets()
     rows = [{"start": b0, "end": b1, "met": 0, "breached": 0, "pending": 0, "breach_pct": None} for b0, b1 in period.buckets()]
-    for tool, started, deadline, resolved in calls_in(period, f).values_list("tool", "started_at", "deadline", "resolved_at"):
-        row = next(r for r in rows if r["start"] <= started < r["end"])
-        row[_sla_status(started, deadline, resolved, targets.get(tool), as_of)] += 1
+    for (bucket, status), n in _count(_groups(period, f, now), "bucket", "sla_status").items():
+        rows[bucket][status] += n
     for r in rows:
         r["breach_pct"] = _breach(r["met"], r["breached"])
     return rows
@@ -372,7 +544,7 @@ def detail(period: Period, f: Filters, *, now: datetime, chunk: int = 2000) -> I
     export. Unmasked (``arguments`` and ``idempotency_key`` as stored): the caller masks them. A call
     resolved after ``as_of`` is shown as it was then: unresolved (state "open"), no resolution."""
     as_of = period.as_of(now)
-    for c in calls_in(period, f).order_by("started_at", "id").iterator(chunk_size=chunk):
+    for c in calls_in(period, f).annotate(deadline_status=_deadline_status(as_of)).order_by("started_at", "id").iterator(chunk_size=chunk):
         done = c.resolved_at is not None and c.resolved_at < as_of
         ended = {"automatic": "automatically", "person": "by a person", "run": "by the run itself"}.get(c.resolution_kind, c.resolution_kind) if done else "still open"
         yield {
@@ -382,7 +554,7 @@ def detail(period: Period, f: Filters, *, now: datetime, chunk: int = 2000) -> I
             "deadline": c.deadline, "resolved_at": c.resolved_at if done else None, "ended": ended,
             "outcome": (DECISION_OF_DISPOSITION.get(c.disposition, c.disposition) if c.resolution_kind == "person" else c.disposition) if done else "",
             "resolved_by": c.resolved_by if done else "", "claimed_by": c.claimed_by_name,
-            "deadline_status": _deadline_status(c.deadline, c.resolved_at, as_of),
+            "deadline_status": c.deadline_status,
         }  # fmt: skip
 
 

@@ -37,6 +37,9 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("recovery", "decision log"),
     # The notification outbox (notify.outbox): reads the uncertain-call rows as this append left them.
     ("notify", "notification outbox"),
+    # The reports' roll-up of recorded calls per run, UTC day, tool and tenant (recovery.recorded):
+    # reads the log only.
+    ("recovery", "recorded calls"),
 )
 
 

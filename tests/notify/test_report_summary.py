@@ -43,3 +43,47 @@ def test_an_unknown_channel_is_named_and_nothing_is_sent(routes):
     with pytest.raises(CommandError, match="no notification channel named nowhere; nothing was sent"):
         call_command("report_summary", "--notify", "nowhere")
     assert not Notification.objects.filter(type="report.summary").exists()
+
+
+def _beat(tmp_path, **env) -> tuple[int, str]:
+    """Beat's schedule as the settings build it from ``env`` (a fresh process reads the environment)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, django; django.setup(); from django.conf import settings; e = settings.CELERY_BEAT_SCHEDULE.get('report-summary');"
+        "print(json.dumps(e and {'task': e['task'], 'kwargs': e['kwargs'], 'at': [sorted(e['schedule'].day_of_week), sorted(e['schedule'].hour), sorted(e['schedule'].minute)]}))"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RECKON_REPORT_SUMMARY_")}
+    out = subprocess.run([sys.executable, "-c", code], env={**base, "RECKON_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "reckon.settings", **env}, capture_output=True, text=True, timeout=60)
+    return out.returncode, (json.loads(out.stdout) if out.returncode == 0 else out.stderr)
+
+
+def test_beat_sends_the_summary_weekly_only_once_channels_are_named(tmp_path):
+    from recovery.reports import PERIOD_DAYS
+
+    assert _beat(tmp_path) == (0, None)  # no channels: no schedule
+    code, entry = _beat(tmp_path, RECKON_REPORT_SUMMARY_NOTIFY="oncall-mail, team-slack", RECKON_REPORT_SUMMARY_AT="fri 17:30", RECKON_REPORT_SUMMARY_DAYS="30")
+    assert code == 0 and entry == {"task": "notify.tasks.report_summary_send", "kwargs": {"channels": ["oncall-mail", "team-slack"], "days": 30}, "at": [[5], [17], [30]]}
+    code, entry = _beat(tmp_path, RECKON_REPORT_SUMMARY_NOTIFY="oncall-mail")
+    assert code == 0 and entry["kwargs"]["days"] == 7 and entry["at"] == [[1], [8], [0]]  # Mondays 08:00 UTC by default
+    for days in PERIOD_DAYS:  # the settings accept exactly the reports' periods
+        assert _beat(tmp_path, RECKON_REPORT_SUMMARY_NOTIFY="m", RECKON_REPORT_SUMMARY_DAYS=str(days))[0] == 0
+    code, err = _beat(tmp_path, RECKON_REPORT_SUMMARY_NOTIFY="m", RECKON_REPORT_SUMMARY_DAYS="14")
+    assert code != 0 and "RECKON_REPORT_SUMMARY_DAYS=14 must be 7, 30 or 90" in err
+    code, err = _beat(tmp_path, RECKON_REPORT_SUMMARY_NOTIFY="m", RECKON_REPORT_SUMMARY_AT="monday 8am")
+    assert code != 0 and "RECKON_REPORT_SUMMARY_AT='monday 8am' is not a weekday and a UTC time like 'mon 08:00'" in err
+
+
+def test_beat_s_task_writes_the_summary_once_per_period(routes):
+    from notify.tasks import report_summary_send
+    from reckon.celery import app
+
+    app.loader.import_default_modules()
+    assert "notify.tasks.report_summary_send" in app.tasks  # the name beat's entry sends
+    history_build()
+    assert report_summary_send(["oncall-mail", "team-slack"], 7) == 2
+    assert report_summary_send(["oncall-mail", "team-slack"], 7) == 0
+    assert Notification.objects.filter(type="report.summary").count() == 2

@@ -17,7 +17,7 @@ def test_every_rule_of_an_installed_app_is_handed_to_the_store_in_the_table_s_or
     assert [r.name for r in added] == [name for _app, name in ORDER]
     registered = [fn for fn, _types in store._PROJECTORS]
     assert registered == [r.apply for r in added]
-    assert [r.name for r in added][1:] == ["uncertain calls", "decision log", "notification outbox"]
+    assert [r.name for r in added][1:] == ["uncertain calls", "decision log", "notification outbox", "recorded calls"]
 
 
 def test_the_outbox_added_before_the_projection_still_runs_after_it(monkeypatch):

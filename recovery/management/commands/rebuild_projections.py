@@ -1,4 +1,4 @@
-"""``manage.py rebuild_projections``: rebuild the uncertain-call projection from the event log."""
+"""``manage.py rebuild_projections``: rebuild the uncertain-call projection and the recorded calls roll-up from the event log."""
 
 import time
 
@@ -8,9 +8,9 @@ from recovery.rebuild import projections_rebuild
 
 
 class Command(BaseCommand):
-    help = "Rebuild the uncertain-call read model from every run's events (one transaction)."
+    help = "Rebuild the uncertain-call read model and the recorded calls roll-up from every run's events (one transaction)."
 
     def handle(self, *args, **options):
         t0 = time.perf_counter()
         result = projections_rebuild()
-        self.stdout.write(f"rebuilt {result['rows']} uncertain-call rows in {time.perf_counter() - t0:.2f}s")
+        self.stdout.write(f"rebuilt {result['rows']} uncertain-call rows and {result['recorded']} recorded-call rows in {time.perf_counter() - t0:.2f}s")

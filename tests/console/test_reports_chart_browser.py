@@ -1,0 +1,43 @@
+"""The reports' trend chart in Chromium: its x labels never overlap, at 1280 px and at 390 px, for
+the periods whose labels crowd most (30 days drawn per day and 90 drawn per week, ending at a month's
+end, where the longest day numbers meet the last label)."""
+
+import os
+
+import pytest
+
+from tests.console.browser import CHROMIUM
+from tests.console.helpers import PASSWORD
+from tests.reports.history import history_build
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
+]
+
+PERIODS = (("2026-11-01", "2026-11-30"), ("2026-10-02", "2026-10-31"), ("2026-09-02", "2026-11-30"), ("2026-11-24", "2026-11-30"), ("2026-01-01", "2026-12-01"))
+BOXES = "() => [...document.querySelectorAll('#trend-h ~ svg text.x-tick')].map(t => { const b = t.getBoundingClientRect(); return [t.textContent, b.left, b.right]; })"
+
+
+def _overlaps(boxes: list) -> list:
+    return [(a[0], b[0]) for a, b in zip(boxes, boxes[1:]) if a[2] > b[1]]  # left to right, as drawn
+
+
+def test_the_trend_chart_s_x_labels_never_overlap(live_server, page, manager):
+    history_build()
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "mandy.manager")
+    page.fill("#id_password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url(f"{live_server.url}/overview/")
+    for width, height in ((1280, 800), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        for since, until in PERIODS:
+            page.goto(f"{live_server.url}/reports/?since={since}&until={until}")
+            boxes = page.evaluate(BOXES)
+            assert len(boxes) >= 2, (width, since, boxes)
+            assert all(a[1] < b[1] for a, b in zip(boxes, boxes[1:])), boxes
+            assert _overlaps(boxes) == [], (width, since, until, boxes)
+            # The last bucket is always named, and every label stays inside the chart.
+            chart = page.locator("#trend-h ~ svg").bounding_box()
+            assert boxes[0][1] >= chart["x"] - 0.5 and boxes[-1][2] <= chart["x"] + chart["width"] + 0.5, (width, since, boxes)
