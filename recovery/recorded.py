@@ -9,7 +9,8 @@ that table, so the roll-up is the same whichever wrote it:
 
 - ``recorded_project``, the rule in every append's transaction (``RULE``, in ``runs.rules.ORDER``);
 - ``recorded_statement``, the same rows as part of the agent's one-statement start (PostgreSQL),
-  written by the upsert ``upsert_sql`` generates for both;
+  and ``recorded_rider``, the same rows riding in a batch's statement (PostgreSQL), both written by
+  the upsert ``upsert_sql`` generates for all three;
 - ``recorded_rebuild``, from the whole log (``manage.py rebuild_projections``).
 """
 
@@ -26,7 +27,7 @@ from runs.events import CURRENT_SCHEMA_VERSION, EventType, rule_table
 from runs.fold import Event
 from runs.models import Event as EventRow
 from runs.rules import ReadModelRule
-from runs.store import StatementPart
+from runs.store import Rider, StatementPart
 from runs.upcasters import DEFAULT_TENANT, events_upcast
 
 Key = tuple[date, str, str]  # (UTC day, tool, tenant)
@@ -63,13 +64,18 @@ def recorded_keys(run_id: str, events: Iterable[Event]) -> Counter:
 _TABLE = RecordedCalls._meta.db_table
 
 
-def upsert_sql(rows: int, *, mark: str = "%s", casts: bool = True, run_id: str | None = None) -> str:
+def upsert_sql(rows: int, *, mark: str = "%s", casts: bool = True, run_id: str | None = None, appended: bool = False) -> str:
     """The upsert adding ``rows`` counts to the roll-up, on both engines: parameters (run id, day,
     tool, tenant, calls) per row, each cast to its column's type where ``casts`` (PostgreSQL);
-    ``run_id``: SQL giving the run id instead of a parameter (``ev.run_id`` in the append's statement)."""
+    ``run_id``: SQL giving the run id instead of a parameter (``ev.run_id`` in the append's
+    statement); ``appended``: only if the append's statement inserted its events (``ev``)."""
     day, text, number = (f"{mark}::date", f"{mark}::text", f"{mark}::bigint") if casts else (mark, mark, mark)
     values = f"{run_id or text}, {day}, {text}, {text}, {number}"
-    source = f"SELECT {values} FROM ev" if run_id else "VALUES " + ", ".join(f"({values})" for _ in range(rows))
+    source = "VALUES " + ", ".join(f"({values})" for _ in range(rows))
+    if run_id:
+        source = f"SELECT {values} FROM ev"
+    elif appended:
+        source = f"SELECT * FROM ({source}) AS counted WHERE EXISTS (SELECT FROM ev)"
     return (
         f"INSERT INTO {_TABLE} (run_id, day, tool, tenant, calls) {source}"
         f" ON CONFLICT (run_id, day, tool, tenant) DO UPDATE SET calls = {_TABLE}.calls + excluded.calls"
@@ -101,7 +107,18 @@ def recorded_statement(run_id: str, event: Event) -> StatementPart | None:
     return StatementPart(cte=upsert_sql(1, mark="%b", run_id="ev.run_id"), cte_params=(*key, n))
 
 
-RULE = ReadModelRule("recorded calls", frozenset(RECORDED_RULES), recorded_project, statement=recorded_statement)
+def recorded_rider(run_id: str, events: list[Event]) -> Rider | None:
+    """``recorded_project`` for a batch, riding in the append's statement (PostgreSQL) instead of a
+    statement of its own: the same rows, by the same upsert, written only if the fence let the
+    events in."""
+    found = recorded_keys(run_id, events)
+    if not found:
+        return None
+    params = tuple(v for (day, tool, tenant), n in sorted(found.items()) for v in (run_id, day, tool, tenant, n))
+    return Rider(cte=upsert_sql(len(found), mark="%b", appended=True), cte_params=params, result="0", result_params=(), then=lambda _: None)
+
+
+RULE = ReadModelRule("recorded calls", frozenset(RECORDED_RULES), recorded_project, statement=recorded_statement, rider=recorded_rider)
 
 
 def recorded_rebuild(*, chunk: int = 5000) -> int:
