@@ -72,9 +72,15 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 def _sqlite_write_lock_holders(path: str) -> str:
-    """'' when the write lock on *path* is free; otherwise a description of this process's open
-    SQLite connections (each then closed), or of the lock being another process's."""
+    """'' when the write lock on *path* is free; otherwise a description of this process's SQLite
+    connections and cursors (each then closed), or of the lock being another process's.
+
+    A connection closed while a cursor still holds one of its statements unfinished stays open
+    underneath (SQLite's close_v2), its transaction and lock with it, until that cursor object is
+    freed: so the cursors are listed, with what holds them."""
+    import inspect
     import sqlite3
+    import sys
 
     def free() -> bool:
         probe = sqlite3.connect(path, timeout=0, isolation_level=None)
@@ -87,26 +93,55 @@ def _sqlite_write_lock_holders(path: str) -> str:
         finally:
             probe.close()
 
+    def held_by(obj, seen, depth=2) -> list[str]:
+        # Who refers to obj, two levels up: a frame by its function and line, a generator by name.
+        out = []
+        for r in gc.get_referrers(obj):
+            if r is seen or r is lines:
+                continue
+            if inspect.isframe(r):
+                out.append(f"frame {r.f_code.co_qualname} ({r.f_code.co_filename}:{r.f_lineno})")
+            elif type(r) is dict and r.get("__name__") in sys.modules and sys.modules[r["__name__"]].__dict__ is r:
+                out.append(f"module {r['__name__']}")
+            elif depth > 1 and not inspect.isgenerator(r):
+                out.append(f"{type(r).__name__} <- {held_by(r, seen, depth - 1)}")
+            else:
+                out.append(f"{type(r).__name__} {getattr(r, '__qualname__', '')}".rstrip())
+        return out
+
     if free():
         return ""
     gc.collect()
     if free():
         return "held by a connection only the garbage collector freed (a reference cycle)"
-    lines = []
-    for obj in gc.get_objects():
-        if isinstance(obj, sqlite3.Connection):
-            if obj is getattr(connection, "connection", None):
-                lines.append(f"  Django's own connection of this thread, in_transaction={obj.in_transaction}")
-                connection.close()
-                continue
-            holders = [type(r).__name__ + (f" {getattr(r, '__qualname__', '')}" if callable(r) else "") for r in gc.get_referrers(obj)]
-            lines.append(f"  connection in_transaction={obj.in_transaction}, referred to by {holders}")
+    lines: list[str] = []
+    found = gc.get_objects()
+    for obj in found:
+        if isinstance(obj, sqlite3.Cursor):
+            lines.append(f"  a cursor, referred to by {held_by(obj, found)}")
             try:
                 obj.close()
             except sqlite3.Error as exc:
                 lines.append(f"    (could not close it: {exc})")
+    for obj in found:
+        if not isinstance(obj, sqlite3.Connection):
+            continue
+        try:
+            state = f"in_transaction={obj.in_transaction}"
+        except sqlite3.ProgrammingError:
+            state = "closed"
+        if obj is getattr(connection, "connection", None):
+            lines.append(f"  Django's own connection of this thread, {state}")
+            connection.close()
+            continue
+        lines.append(f"  a connection, {state}, referred to by {held_by(obj, found)}")
+        try:
+            obj.close()
+        except sqlite3.Error as exc:
+            lines.append(f"    (could not close it: {exc})")
+    del found
     if not lines:
-        return "  no other connection of this process is open: another process holds it"
+        return "  no connection or cursor of this process is open: another process holds it"
     return "\n".join(lines) + ("" if free() else "\n  and the lock is still held after closing them")
 
 
