@@ -189,6 +189,40 @@ def _queries(client: Client, url: str) -> int:
     return len(ctx.captured_queries)
 
 
+def _history_figures(client: Client, figures: dict, pk, now, n: int, out) -> None:
+    """PostgreSQL: the queue and the reports over a settled history, and the queue's plans."""
+    # Planned after the timing, on a table that also holds what production's does: a resolved
+    # history four times the open calls, and calls in flight in both tables.
+    figures["history_rows"] = _load_history_pg(4 * figures["open_uncertain_calls"], now)
+    # The queue over the settled history too: "resolved" and "all", and "mine" and "unassigned".
+    figures["queue_history"] = _time(client, ["/queue/?state=resolved", "/queue/?state=all", "/queue/?state=all&tenant=t3", "/queue/?view=mine", "/queue/?view=unassigned"], n)
+    # The reports over that history too (five times the calls the target names, four in five
+    # resolved): the statements that rank resolution times then rank every resolved call
+    # (docs/gaps.md, "The reports' percentiles").
+    figures["reports_history"] = _time(client, ["/reports/?days=90", "/reports/?days=30&risk_class=irreversible"], REPORT_REQUESTS // 3)
+    if out is not None:
+        out.write(f"  queue over {figures['history_rows']:,} settled calls (resolved, all, mine, unassigned): p50 {figures['queue_history']['p50_ms']} ms   p95 {figures['queue_history']['p95_ms']} ms")
+        _say_by_url(out, figures["queue_history"])
+        out.write(f"  reports over them ({REPORT_REQUESTS // 3} requests): p50 {figures['reports_history']['p50_ms']} ms   p95 {figures['reports_history']['p95_ms']} ms")
+        _say_by_url(out, figures["reports_history"])
+    figures["plans"], figures["indexes_unused"] = _plans(client, pk)
+
+
+def _figures_say(out, figures: dict, n: int) -> None:
+    out.write(f"console on {figures['engine']}: {figures['events']:,} events, {figures['open_uncertain_calls']:,} open uncertain calls (loaded in {figures['load_s']} s)")
+    for page in ("queue", "overview", "approval", "search", "badge", "decisions", "runs", "reports"):
+        asked = REPORT_REQUESTS if page == "reports" else n
+        out.write(f"  {page:<9} p50 {figures[page]['p50_ms']:>7} ms   p95 {figures[page]['p95_ms']:>7} ms   ({asked} requests)")
+        _say_by_url(out, figures[page])
+    q = figures["queries"]
+    out.write(f"  queries: queue {q['queue_25']} at 25 per page, {q['queue_200']} at 200 per page; overview {q['overview']}; approval {q['approval']}")
+    if "plans" in figures:
+        out.write("  plans of the statements that read the queue table (median of 5 EXPLAIN ANALYZE):")
+        for p in figures["plans"]:
+            out.write(f"    {p['request']:<44} {p['ms']:>8.2f} ms  {'; '.join(dict.fromkeys(p['lines']))}")
+        out.write(f"  indexes no plan uses: {', '.join(figures['indexes_unused']) or 'none'}")
+
+
 def bench_console(*, quick: bool, out) -> dict:
     from django.contrib.auth.models import User
 
@@ -247,34 +281,9 @@ def bench_console(*, quick: bool, out) -> dict:
         },
     }
     if connection.vendor == "postgresql":
-        # Planned after the timing, on a table that also holds what production's does: a resolved
-        # history four times the open calls, and calls in flight in both tables.
-        figures["history_rows"] = _load_history_pg(4 * figures["open_uncertain_calls"], now)
-        # The queue over the settled history too: "resolved" and "all", and "mine" and "unassigned".
-        figures["queue_history"] = _time(client, ["/queue/?state=resolved", "/queue/?state=all", "/queue/?state=all&tenant=t3", "/queue/?view=mine", "/queue/?view=unassigned"], n)
-        # The reports over that history too (five times the calls the target names, four in five
-        # resolved): the statements that rank resolution times then rank every resolved call
-        # (docs/gaps.md, "The reports' percentiles").
-        figures["reports_history"] = _time(client, ["/reports/?days=90", "/reports/?days=30&risk_class=irreversible"], REPORT_REQUESTS // 3)
-        if out is not None:
-            out.write(f"  queue over {figures['history_rows']:,} settled calls (resolved, all, mine, unassigned): p50 {figures['queue_history']['p50_ms']} ms   p95 {figures['queue_history']['p95_ms']} ms")
-            _say_by_url(out, figures["queue_history"])
-            out.write(f"  reports over them ({REPORT_REQUESTS // 3} requests): p50 {figures['reports_history']['p50_ms']} ms   p95 {figures['reports_history']['p95_ms']} ms")
-            _say_by_url(out, figures["reports_history"])
-        figures["plans"], figures["indexes_unused"] = _plans(client, pks[0])
+        _history_figures(client, figures, pks[0], now, n, out)
     if out is not None:
-        out.write(f"console on {figures['engine']}: {figures['events']:,} events, {figures['open_uncertain_calls']:,} open uncertain calls (loaded in {figures['load_s']} s)")
-        for page in ("queue", "overview", "approval", "search", "badge", "decisions", "runs", "reports"):
-            asked = REPORT_REQUESTS if page == "reports" else n
-            out.write(f"  {page:<9} p50 {figures[page]['p50_ms']:>7} ms   p95 {figures[page]['p95_ms']:>7} ms   ({asked} requests)")
-            _say_by_url(out, figures[page])
-        q = figures["queries"]
-        out.write(f"  queries: queue {q['queue_25']} at 25 per page, {q['queue_200']} at 200 per page; overview {q['overview']}; approval {q['approval']}")
-        if "plans" in figures:
-            out.write("  plans of the statements that read the queue table (median of 5 EXPLAIN ANALYZE):")
-            for p in figures["plans"]:
-                out.write(f"    {p['request']:<44} {p['ms']:>8.2f} ms  {'; '.join(dict.fromkeys(p['lines']))}")
-            out.write(f"  indexes no plan uses: {', '.join(figures['indexes_unused']) or 'none'}")
+        _figures_say(out, figures, n)
     return figures
 
 
