@@ -302,9 +302,14 @@ def test_the_decision_log_pages_newest_first_across_runs_without_gaps_or_repeats
 
 def test_a_person_chooses_a_time_zone_and_times_stay_in_utc_with_their_local_time_on_hover(oncall, conflict_call):
     c = client_for(oncall)
-    assert c.get("/preferences/").status_code == 200
-    assert c.post("/preferences/", {"time_zone": "Mars/Olympus"}).status_code == 400
+    page = c.get("/preferences/").content.decode()
+    assert '<option value="" selected>' in page and 'aria-describedby="tz-help"' in page
+    refused = c.post("/preferences/", {"time_zone": "Mars/Olympus"})
+    assert refused.status_code == 400
+    assert 'aria-invalid="true"' in refused.content.decode() and 'id="tz-error"' in refused.content.decode()
     assert c.post("/preferences/", {"time_zone": "Europe/Berlin"}).status_code == 302
+    page = c.get("/preferences/").content.decode()
+    assert '<option value="Europe/Berlin" selected>' in page and page.count(" selected>") == 1
     body = c.get(f"/calls/{conflict_call.pk}/").content.decode()
     started = conflict_call.started_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Berlin"))
     assert f'title="{started:%Y-%m-%d %H:%M:%S} CET (Europe/Berlin)">{conflict_call.started_at:%Y-%m-%d %H:%M:%S} UTC</time>' in body
