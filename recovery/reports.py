@@ -24,9 +24,10 @@ from datetime import date, datetime, time, timedelta, timezone
 
 from django.contrib.auth.models import Group
 from django.db import connection, transaction
-from django.db.models import BooleanField, Case, CharField, Count, DurationField, F, IntegerField, Q, QuerySet, Sum, Value, When, Window
+from django.db.models import Aggregate, BooleanField, Case, CharField, Count, DateTimeField, DurationField, ExpressionWrapper, F, IntegerField, Max, Q, QuerySet, Sum, Value, When, Window
+from django.db.models.expressions import Combinable
 from django.db.models.lookups import LessThanOrEqual
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Greatest, RowNumber
 
 from recovery.models import RISK_CLASSES, UNRESOLVED_STATES, RecordedCalls, ToolPolicy, UncertainCall
 from recovery.policies import policy_from_row
@@ -149,28 +150,53 @@ def percentile_rank(p: float, n: int) -> int:
     return max(1, math.ceil(p / 100 * n))
 
 
-def percentile(values: list[float], p: float) -> float | None:
-    """Nearest-rank percentile: the ceil(p/100 * n)-th smallest of the n values (None if none)."""
-    if not values:
-        return None
-    return sorted(values)[percentile_rank(p, len(values)) - 1]
+class _PercentileDisc(Aggregate):
+    """PostgreSQL's ``percentile_disc(fraction) WITHIN GROUP (ORDER BY value)``: the first value
+    whose position in the order reaches ``fraction`` of the group, the ceil(fraction * n)-th; the
+    fraction is multiplied as ``percentile_rank`` does, so both engines pick the same rank."""
+
+    function = "percentile_disc"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+
+    def __init__(self, expression, p: float, **extra):
+        super().__init__(expression, fraction=repr(float(p) / 100), **extra)
 
 
-def _ranked(qs: QuerySet, group: str, since: str, until: str, wanted: dict[str, set[int]]) -> dict[tuple[str, int], float]:
-    """The time from ``since`` to ``until`` (seconds, as ``_secs``) at the ``wanted`` ranks of each
-    ``group``'s calls in ``qs``, ranked by that time: percentiles read by the database, which
-    returns only the calls at those ranks rather than every call's time."""
-    if not wanted:
-        return {}
-    took = qs.annotate(took=F(until) - F(since))
-    ranked = took.annotate(rank=Window(RowNumber(), partition_by=[F(group)], order_by=[F("took").asc(), F("id").asc()]))
-    ranks = sorted(set().union(*wanted.values()))
-    rows = ranked.filter(rank__in=ranks).values_list(group, "rank", "took")
-    return {(k, r): round(d.total_seconds(), 3) for k, r, d in rows if r in wanted.get(k, ())}
+def _ranks(qs: QuerySet, group: str, figures: dict[str, tuple[Combinable, Q]]) -> dict[tuple[str, str], dict]:
+    """For each ``group`` of ``qs`` and each figure ``name: (value, where)``: how many of the
+    group's rows ``where`` holds for (``n``), and the p50, p90 and max of ``value`` (a duration)
+    over them in seconds, as nearest-rank percentiles (``percentile_rank``), read by the database.
+    A group with no such row is left out.
+
+    PostgreSQL computes them in one statement with ``percentile_disc``, which sorts each group's
+    values alone. SQLite has no such function: there each figure is a statement counting the rows
+    and one ranking them by ``value`` (``row_number()``), which returns only the rows at the wanted
+    ranks."""
+    out: dict[tuple[str, str], dict] = {}
+    if connection.vendor == "postgresql":
+        aggregates = {}
+        for name, (value, where) in figures.items():
+            aggregates |= {
+                f"{name}_n": Count("id", filter=where), f"{name}_p50": _PercentileDisc(value, 50, filter=where),
+                f"{name}_p90": _PercentileDisc(value, 90, filter=where), f"{name}_max": Max(value, filter=where),
+            }  # fmt: skip
+        for row in qs.values(group).annotate(**aggregates):
+            for name in figures:
+                if row[f"{name}_n"]:
+                    out[row[group], name] = {"n": row[f"{name}_n"], **{p: _seconds(row[f"{name}_{p}"]) for p in ("p50", "p90", "max")}}
+        return out
+    for name, (value, where) in figures.items():
+        kept = qs.filter(where).annotate(value=value)
+        n_of = dict(kept.values_list(group).annotate(n=Count("id")))
+        wanted = {k: {"p50": percentile_rank(50, n), "p90": percentile_rank(90, n), "max": n} for k, n in n_of.items()}
+        ranked = kept.annotate(rank=Window(RowNumber(), partition_by=[F(group)], order_by=[F("value").asc(), F("id").asc()]))
+        at = {(k, r): _seconds(v) for k, r, v in ranked.filter(rank__in={r for w in wanted.values() for r in w.values()}).values_list(group, "rank", "value")}
+        out |= {(k, name): {"n": n_of[k], **{p: at[k, r] for p, r in ranks.items()}} for k, ranks in wanted.items()}
+    return out
 
 
-def _secs(a: datetime, b: datetime) -> float:
-    return round((b - a).total_seconds(), 3)
+def _seconds(d: timedelta | None) -> float | None:
+    return None if d is None else round(d.total_seconds(), 3)
 
 
 # --- the period's calls, grouped once -------------------------------------------------------
@@ -301,20 +327,18 @@ def _grouped(period: Period, f: Filters, as_of: datetime) -> list[dict]:
 _PAST_COLUMNS = ("id", "run_id", "call_id", "tool", "tenant", "risk_class", "started_at", "deadline", "resolved_at")
 
 
-def _past_deadline(period: Period, f: Filters, now: datetime) -> list[dict]:
+def _past_deadline(period: Period, f: Filters, as_of: datetime) -> QuerySet:
     """Every call (opened in the period or before it) whose deadline passed before ``as_of``, not
     resolved before the period nor by its deadline: the calls that were overdue at some instant of
     the period (a call resolved by its deadline never is). The trend's overdue counts and the
     worst ten."""
-    as_of = period.as_of(now)
     # Every state but in flight, as _uncertain reads, spelled state by state so that the database
     # reads the unresolved calls past their deadline and the resolved ones from their partial
     # indexes (reckon_uc_open_deadline, reckon_uc_resolved_at) instead of scanning every call.
     kept = Q(resolved_at__isnull=True) | Q(resolved_at__gte=period.start)
     by_state = Q(state__in=UNRESOLVED_STATES, deadline__lt=as_of) | (Q(state=UncertainCall.State.RESOLVED) & kept)
     late = Q(resolved_at__isnull=True) | Q(resolved_at__gt=F("deadline"))
-    qs = _uncertain(f).filter(by_state, kept, late, deadline__lt=as_of)
-    return _shared(("past", period, id(f), as_of), lambda: list(qs.values(*_PAST_COLUMNS)))
+    return _uncertain(f).filter(by_state, kept, late, deadline__lt=as_of)
 
 
 _SORTS = ("enable_sort", "enable_incremental_sort")
@@ -392,25 +416,21 @@ def outcomes(period: Period, f: Filters, *, now: datetime) -> list[dict]:
 
 def _times(period: Period, f: Filters, group: str, now: datetime) -> list[dict]:
     as_of = period.as_of(now)
-    qs = calls_in(period, f)
     groups = _groups(period, f, now)
     calls, touched_n, resolved_n = _count(groups, group), _count(groups, group, where=lambda g: g["touched"]), _count(groups, group, where=lambda g: g["done"])
     counts = {k: {"calls": n, "touched": touched_n[k], "resolved": resolved_n[k]} for k, n in calls.items()}
-    figures = {}
-    for kind, cond, since, until in (("touch", _touched_by(as_of), "started_at", "first_touch_at"), ("resolve", _resolved_by(as_of), "started_at", "resolved_at")):
-        n_of = {k: c["touched" if kind == "touch" else "resolved"] for k, c in counts.items()}
-        wanted = {k: {percentile_rank(50, n), percentile_rank(90, n), n} for k, n in n_of.items() if n}
-        at = _ranked(qs.filter(cond), group, since, until, wanted)
-        for k, n in n_of.items():
-            figures[k, kind] = (at[k, percentile_rank(50, n)], at[k, percentile_rank(90, n)], at[k, n]) if n else (None, None, None)
+    figures = _ranks(calls_in(period, f), group, {
+        "touch": (F("first_touch_at") - F("started_at"), _touched_by(as_of)),
+        "resolve": (F("resolved_at") - F("started_at"), _resolved_by(as_of)),
+    })  # fmt: skip
     keys = [k for k in RISK_CLASSES if k in counts] if group == "risk_class" else sorted(counts)
     out = []
     for k in keys:
-        (t50, t90, tmax), (r50, r90, rmax) = figures[k, "touch"], figures[k, "resolve"]
+        touch, resolve = figures.get((k, "touch"), {}), figures.get((k, "resolve"), {})
         out.append({
             group: k, "calls": counts[k]["calls"],
-            "touched": counts[k]["touched"], "touch_p50_s": t50, "touch_p90_s": t90, "touch_max_s": tmax,
-            "resolved": counts[k]["resolved"], "resolve_p50_s": r50, "resolve_p90_s": r90, "resolve_max_s": rmax,
+            "touched": counts[k]["touched"], "touch_p50_s": touch.get("p50"), "touch_p90_s": touch.get("p90"), "touch_max_s": touch.get("max"),
+            "resolved": counts[k]["resolved"], "resolve_p50_s": resolve.get("p50"), "resolve_p90_s": resolve.get("p90"), "resolve_max_s": resolve.get("max"),
         })  # fmt: skip
     return out
 
@@ -447,16 +467,16 @@ def worst(period: Period, f: Filters, *, now: datetime, limit: int = WORST_SHOWN
     """The ``limit`` calls furthest past their deadline at ``as_of`` (late: by how much they were
     resolved after it; overdue: how far past it they still are), furthest first."""
     as_of = period.as_of(now)
+    done = Q(resolved_at__lt=as_of)
+    end = Case(When(done, then=F("resolved_at")), default=Value(as_of), output_field=DateTimeField())
+    # The period's own calls of those (the others were opened before it).
+    qs = _past_deadline(period, f, as_of).filter(started_at__gte=period.start, started_at__lt=period.end)
+    ranked = qs.annotate(past=ExpressionWrapper(end - F("deadline"), output_field=DurationField())).order_by("-past", "id")[:limit]
     rows = []
-    # The period's own calls of those (the read holds the ones opened before it too).
-    for r in _past_deadline(period, f, now):
-        if not (period.start <= r["started_at"] < period.end):
-            continue
-        done = r["resolved_at"] is not None and r["resolved_at"] < as_of
-        past = _secs(r["deadline"], r["resolved_at"] if done else as_of)
-        rows.append({**r, "resolved_at": r["resolved_at"] if done else None, "status": "late" if done else "overdue", "past_deadline_s": past})
-    rows.sort(key=lambda r: (-r["past_deadline_s"], r["id"]))
-    return rows[:limit]
+    for r in ranked.values(*_PAST_COLUMNS, "past"):
+        late = r["resolved_at"] is not None and r["resolved_at"] < as_of
+        rows.append({**r, "resolved_at": r["resolved_at"] if late else None, "status": "late" if late else "overdue", "past_deadline_s": _seconds(r.pop("past"))})
+    return rows
 
 
 def trend(period: Period, f: Filters, *, now: datetime) -> list[dict]:
@@ -472,18 +492,12 @@ def trend(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     resolved = _count(_groups(period, f, now), "resolved_bucket", where=lambda g: g["resolved_bucket"] is not None)
     others = base.filter(_resolved_in(period, as_of)).filter(Q(started_at__lt=period.start) | Q(started_at__gte=period.end))
     resolved.update(dict(others.values_list(_bucket("resolved_at", buckets)).annotate(n=Count("id"))))
-    spans = [(r["deadline"], r["resolved_at"]) for r in _past_deadline(period, f, now)]
-    rows = []
-    for i, (b0, b1) in enumerate(buckets):
-        edge = min(b1, as_of)
-        overdue = sum(1 for d, r in spans if d < edge and (r is None or r >= edge)) if b0 < as_of else None
-        rows.append({
-            "start": b0, "end": b1,
-            "opened": opened[i],
-            "resolved": resolved[i],
-            "overdue_at_end": overdue,
-        })  # fmt: skip
-    return rows
+    # Overdue at each bucket's end (or at as_of): past their deadline then, and not yet resolved.
+    edges = {i: min(b1, as_of) for i, (b0, b1) in enumerate(buckets) if b0 < as_of}
+    overdue_at = _past_deadline(period, f, as_of).aggregate(**{
+        f"at{i}": Count("id", filter=Q(deadline__lt=edge) & (Q(resolved_at__isnull=True) | Q(resolved_at__gte=edge))) for i, edge in edges.items()
+    }) if edges else {}  # fmt: skip
+    return [{"start": b0, "end": b1, "opened": opened[i], "resolved": resolved[i], "overdue_at_end": overdue_at.get(f"at{i}")} for i, (b0, b1) in enumerate(buckets)]
 
 
 def people(period: Period, f: Filters, *, now: datetime) -> list[dict]:
@@ -493,15 +507,17 @@ def people(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     as_of = period.as_of(now)
     groups = _groups(period, f, now)
     decided = _count(groups, "decided_by", where=lambda g: g["decided_by"] is not None)
-    waits: dict[str, list[float]] = defaultdict(list)
-    held = calls_in(period, f) if _count(groups, "claimed", where=lambda g: g["claimed"]) else UncertainCall.objects.none()
-    for name, claimed, resolved in held.exclude(claimed_by_name="").filter(claimed_at__lt=as_of).values_list("claimed_by_name", "claimed_at", "resolved_at"):
-        end = resolved if resolved is not None and resolved < as_of else as_of
-        waits[name].append(max(0.0, _secs(claimed, end)))
+    held = {}
+    if _count(groups, "claimed", where=lambda g: g["claimed"]):
+        # From the claim to the resolution, or to as_of (and never below zero).
+        end = Case(When(resolved_at__lt=as_of, then=F("resolved_at")), default=Value(as_of), output_field=DateTimeField())
+        wait = Greatest(end - F("claimed_at"), Value(timedelta(0)), output_field=DurationField())
+        claimed = Q(claimed_at__lt=as_of) & ~Q(claimed_by_name="")
+        held = {k: r for (k, _), r in _ranks(calls_in(period, f), "claimed_by_name", {"wait": (wait, claimed)}).items()}
     out = []
-    for name in sorted(set(decided) | set(waits)):
-        w = waits[name]
-        out.append({"person": name, "decided": decided[name], "claimed": len(w), "claimed_wait_p50_s": percentile(w, 50), "claimed_wait_max_s": max(w, default=None)})
+    for name in sorted(set(decided) | set(held)):
+        w = held.get(name, {})
+        out.append({"person": name, "decided": decided[name], "claimed": w.get("n", 0), "claimed_wait_p50_s": w.get("p50"), "claimed_wait_max_s": w.get("max")})
     return out
 
 

@@ -98,9 +98,10 @@ def test_resolve_within_must_be_a_duration_of_a_second_or_more(db):
 
 
 def test_percentile_is_nearest_rank():
-    assert reports.percentile([1, 2, 3, 4], 50) == 2  # ceil(2.0): the 2nd
-    assert reports.percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 90) == 9
-    assert reports.percentile([7], 90) == 7 and reports.percentile([], 50) is None
+    assert reports.percentile_rank(50, 4) == 2  # ceil(2.0): the 2nd of [1, 2, 3, 4]
+    assert reports.percentile_rank(90, 10) == 9
+    assert reports.percentile_rank(90, 1) == 1 and reports.percentile_rank(50, 1) == 1
+    assert reports.percentile_rank(90, 11) == 10  # ceil(9.9)
 
 
 def test_deadline_performance_per_risk_class(history):
