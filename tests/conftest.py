@@ -20,6 +20,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 def pytest_configure(config):
     _sqlite_flush_keeps_the_access_record_append_only()
+    _postgresql_flush_deletes()
 
 
 def _sqlite_flush_keeps_the_access_record_append_only():
@@ -39,6 +40,33 @@ def _sqlite_flush_keeps_the_access_record_append_only():
         if "reckon_access_record" in tables:
             sql = [*migration.SQLITE_BACKWARD, *sql, *migration.SQLITE_FORWARD]
         return sql
+
+    DatabaseOperations.sql_flush = sql_flush
+
+
+def _postgresql_flush_deletes():
+    """On PostgreSQL, Django empties the tables between transactional tests with one TRUNCATE of
+    every table: 90 ms a test (a new file for each table and index), about a fifth of the suite's
+    time on PostgreSQL. The few rows a test leaves are deleted instead (2 ms), the tables' own
+    triggers (the event log's and the access record's refusal to delete) lifted around the DELETEs
+    inside the flush's transaction, so nothing else ever sees them lifted. The foreign keys are
+    deferred to the commit, by which every table is empty. A flush that resets sequences still
+    truncates."""
+    from django.db.backends.postgresql.base import DatabaseOperations  # the backend's module first, as above
+
+    original = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or not tables:
+            return original(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        with self.connection.cursor() as cur:
+            cur.execute("SELECT DISTINCT tgrelid::regclass::text FROM pg_trigger WHERE NOT tgisinternal")
+            guarded = [self.quote_name(t) for (t,) in cur.fetchall() if t in tables]
+        return [
+            *(f"ALTER TABLE {name} DISABLE TRIGGER USER" for name in guarded),
+            *(f"DELETE FROM {self.quote_name(table)}" for table in tables),
+            *(f"ALTER TABLE {name} ENABLE TRIGGER USER" for name in guarded),
+        ]
 
     DatabaseOperations.sql_flush = sql_flush
 
