@@ -26,6 +26,20 @@ def _manage(database_url: str, *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
+def _manage_steps(database_url: str, *steps: tuple[str, ...] | str) -> str:
+    """One ``manage.py shell`` process against ``database_url`` running each step in order: a tuple
+    is the arguments of a ``migrate`` (``call_command``, as ``manage.py migrate`` runs it), a text is
+    Python run in a namespace of its own. What the steps print is returned. One process where a
+    process a step cost a second or more each (Django's set-up and the migration graph)."""
+    lines = ["from django.core.management import call_command"]
+    for step in steps:
+        if isinstance(step, str):
+            lines.append(f"exec({step!r}, {{}})")
+        else:
+            lines.append(f"call_command('migrate', *{list(step)!r}, interactive=False, verbosity=0)")
+    return _manage(database_url, "shell", "-c", "\n".join(lines))
+
+
 def at_once(*calls, done=None, timeout: float = 60) -> tuple[list, list]:
     """Run each of ``calls`` in a thread of its own, released together by a barrier, as separate
     workers or people would act: each thread on its own database connection, closed with its

@@ -4,8 +4,9 @@ A fresh database is migrated to the schema of the previous release (every app at
 before the move), filled the way that release filled it (the three roles on the ``console`` content
 type, a user in each, an API token, an idempotency record, a run's tenant), then migrated to today.
 Everyone keeps their role, the token still signs in, and the rows are where the moved models look.
-Real processes run ``manage.py`` against a database of the test's own: a SQLite file always, and a
-PostgreSQL database too when the suite runs on PostgreSQL.
+A real ``manage.py`` process runs the migrations (``migrate``'s own command) and the filling
+against a database of the test's own: a SQLite file always, and a PostgreSQL database too when the
+suite runs on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.db import connection
-from tests.helpers import _manage
+from tests.helpers import _manage_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_RELEASE = [("contenttypes", "0002_remove_content_type_name"), ("auth", "0012_alter_user_first_name_max_length"), ("admin", "0003_logentry_add_action_flag_choices"), ("sessions", "0001_initial"), ("runs", "0005_event_composite_key"), ("recovery", "0003_queue_indexes"), ("console", "0002_backfill_run_tenants")]
@@ -86,11 +87,9 @@ print(json.dumps({
 
 
 def _upgrade(database_url: str) -> dict:
-    for app, name in OLD_RELEASE:
-        _manage(database_url, "migrate", app, name, "--no-input")
-    assert "filled" in _manage(database_url, "shell", "-c", FILL)
-    _manage(database_url, "migrate", "--no-input")
-    return json.loads(_manage(database_url, "shell", "-c", CHECK).strip().splitlines()[-1])
+    out = _manage_steps(database_url, *OLD_RELEASE, FILL, (), CHECK)
+    assert "filled" in out
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def _assert_upgraded(doc: dict) -> None:
@@ -165,16 +164,14 @@ IN_FLIGHT_ROWS = [
 
 
 def _in_flight_moves(database_url: str) -> None:
-    _manage(database_url, "migrate", "recovery", "0007", "--no-input")
-    _manage(database_url, "migrate", "runs", "0009", "--no-input")
-    assert "filled" in _manage(database_url, "shell", "-c", IN_FLIGHT_FILL)
-    _manage(database_url, "migrate", "--no-input")
-    doc = json.loads(_manage(database_url, "shell", "-c", IN_FLIGHT_CHECK).strip().splitlines()[-1])
+    forward = _manage_steps(database_url, ("recovery", "0007"), ("runs", "0009"), IN_FLIGHT_FILL, (), IN_FLIGHT_CHECK)
+    assert "filled" in forward
+    doc = json.loads(forward.strip().splitlines()[-1])
     assert doc["rows"] == IN_FLIGHT_ROWS
     # Under its call id; a later start of the same call id in flight under "call id#seq".
     assert doc["keys"] == {"run-a": ["c1", "c1#7", "c2"], "run-b": ["c1"]}
-    _manage(database_url, "migrate", "recovery", "0007", "--no-input")
-    back = json.loads(_manage(database_url, "shell", "-c", IN_FLIGHT_CHECK.replace("in_flight FROM reckon_run", "NULL FROM reckon_run")).strip().splitlines()[-1])
+    back_check = IN_FLIGHT_CHECK.replace("in_flight FROM reckon_run", "NULL FROM reckon_run")
+    back = json.loads(_manage_steps(database_url, ("recovery", "0007"), back_check).strip().splitlines()[-1])
     assert back["rows"] == IN_FLIGHT_ROWS
 
 

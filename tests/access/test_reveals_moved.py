@@ -2,7 +2,7 @@
 
 A database of its own is migrated to the release before the access record, filled as that release
 filled it (its console wrote an admin log entry per reveal and per unmasked export), then migrated
-to today, by real ``manage.py`` processes: a SQLite file always, PostgreSQL too when the suite runs
+to today, in a real ``manage.py`` process (``migrate``'s own command): a SQLite file always, PostgreSQL too when the suite runs
 on it. The old rows are gone from the admin log and each is one record with its time, person and run.
 """
 
@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.helpers import _manage
+from tests.helpers import _manage_steps
 
 FILL = """
 from django.contrib.admin.models import CHANGE, LogEntry
@@ -46,11 +46,10 @@ print(json.dumps({
 
 
 def _moved(database_url: str) -> dict:
-    for app, name in (("admin", "0003_logentry_add_action_flag_choices"), ("runs", "0007_drop_replay_metric"), ("access", "0003_run_writer")):
-        _manage(database_url, "migrate", app, name, "--no-input")
-    assert "filled 3" in _manage(database_url, "shell", "-c", FILL)
-    _manage(database_url, "migrate", "--no-input")
-    return json.loads(_manage(database_url, "shell", "-c", CHECK).strip().splitlines()[-1])
+    before = (("admin", "0003_logentry_add_action_flag_choices"), ("runs", "0007_drop_replay_metric"), ("access", "0003_run_writer"))
+    out = _manage_steps(database_url, *before, FILL, (), CHECK)
+    assert "filled 3" in out
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def _assert_moved(doc: dict) -> None:
