@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from django.db.models import Aggregate, BooleanField, Case, CharField, Count, DateTimeField, DurationField, ExpressionWrapper, F, IntegerField, Max, Q, QuerySet, Sum, Value, When, Window
 from django.db.models.expressions import Combinable
 from django.db.models.lookups import LessThanOrEqual
-from django.db.models.functions import Greatest, RowNumber
+from django.db.models.functions import Greatest, RowNumber, TruncDay
 
 from recovery.models import RISK_CLASSES, UNRESOLVED_STATES, RecordedCalls, ToolPolicy, UncertainCall
 from recovery.policies import policy_from_row
@@ -492,12 +492,40 @@ def trend(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     resolved = _count(_groups(period, f, now), "resolved_bucket", where=lambda g: g["resolved_bucket"] is not None)
     others = base.filter(_resolved_in(period, as_of)).filter(Q(started_at__lt=period.start) | Q(started_at__gte=period.end))
     resolved.update(dict(others.values_list(_bucket("resolved_at", buckets)).annotate(n=Count("id"))))
-    # Overdue at each bucket's end (or at as_of): past their deadline then, and not yet resolved.
-    edges = {i: min(b1, as_of) for i, (b0, b1) in enumerate(buckets) if b0 < as_of}
-    overdue_at = _past_deadline(period, f, as_of).aggregate(**{
-        f"at{i}": Count("id", filter=Q(deadline__lt=edge) & (Q(resolved_at__isnull=True) | Q(resolved_at__gte=edge))) for i, edge in edges.items()
-    }) if edges else {}  # fmt: skip
-    return [{"start": b0, "end": b1, "opened": opened[i], "resolved": resolved[i], "overdue_at_end": overdue_at.get(f"at{i}")} for i, (b0, b1) in enumerate(buckets)]
+    overdue = _overdue_at_ends(period, f, as_of)
+    return [{"start": b0, "end": b1, "opened": opened[i], "resolved": resolved[i], "overdue_at_end": overdue.get(i)} for i, (b0, b1) in enumerate(buckets)]
+
+
+def _overdue_at_ends(period: Period, f: Filters, as_of: datetime) -> dict[int, int]:
+    """How many calls were overdue at the end of each trend bucket before ``as_of`` (at ``as_of``
+    for the bucket holding it): past their deadline then, and not resolved by then.
+
+    Buckets are whole UTC days (or weeks of them) from the period's start, so a call is overdue at
+    the end of the bucket holding its deadline's day (the first bucket, for a deadline before the
+    period) and of every bucket after it, up to the one holding the day it was resolved (excluded),
+    or to the last if it was not resolved by ``as_of``. The database counts the calls by those two
+    days; each count is added over its buckets here."""
+    buckets = period.buckets()
+    step = buckets[0][1] - buckets[0][0]
+
+    def index(day: datetime) -> int:
+        return max(0, (day - period.start) // step)
+
+    by_then = Case(When(resolved_at__lt=as_of, then=Value(True)), default=Value(False), output_field=BooleanField())
+    days = _past_deadline(period, f, as_of).values_list(TruncDay("deadline", tzinfo=UTC), TruncDay("resolved_at", tzinfo=UTC), by_then)
+    change: Counter = Counter()
+    for deadline_day, resolved_day, resolved, n in days.annotate(n=Count("id")):
+        first, last = index(deadline_day), index(resolved_day) if resolved else len(buckets)
+        if first < last:
+            change[first] += n
+            change[last] -= n
+    out, overdue = {}, 0
+    for i, (b0, _) in enumerate(buckets):
+        if b0 >= as_of:
+            break
+        overdue += change[i]
+        out[i] = overdue
+    return out
 
 
 def people(period: Period, f: Filters, *, now: datetime) -> list[dict]:
