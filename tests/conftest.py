@@ -10,7 +10,6 @@ import os
 import pytest
 from django.conf import settings
 from django.db import connection
-from django.test import override_settings
 
 from tests.console.helpers import CONFLICT_ARGS, CONFLICT_LEDGER, FIXTURES, _user
 
@@ -22,9 +21,6 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 def pytest_configure(config):
     _sqlite_flush_keeps_the_access_record_append_only()
     _postgresql_flush_deletes()
-    # tests/hashers.py: production's algorithm at a thousandth of its work, for the test processes
-    # (a server the suite starts in a process of its own keeps production's hasher).
-    override_settings(PASSWORD_HASHERS=["tests.hashers.QuickPBKDF2PasswordHasher"]).enable()
 
 
 def _sqlite_flush_keeps_the_access_record_append_only():

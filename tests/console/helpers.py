@@ -16,8 +16,9 @@ PASSWORD = "correct horse battery staple"
 
 @functools.cache
 def _password_hash() -> str:
-    """PASSWORD hashed once per test process by the configured hasher (tests/hashers.py): every
-    actor signs in with it. Signing in still checks it the full way."""
+    """PASSWORD hashed once per test process by the configured hasher (PBKDF2, a third of a second
+    a hash): every actor signs in with it, and hashing it again for each user of each test cost
+    minutes of the suite. Signing in still checks it the full way."""
     from django.contrib.auth.hashers import make_password
 
     return make_password(PASSWORD)
