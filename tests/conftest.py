@@ -351,13 +351,18 @@ def conflict_call(demo_policies):
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
-    """Debian's Chromium (tests/console/browser.py), never a downloaded browser build; flags keep it quiet and offline."""
+    """Debian's Chromium (tests/console/browser.py), never a downloaded browser build; flags keep it
+    quiet and offline. Every host but localhost and 127.0.0.1 resolves to nothing, so a page that asks for
+    something outside 127.0.0.1 fails at once: the OpenID provider's own sign-in pages ask for a web
+    font from fonts.googleapis.com, which held each of them for five seconds (the connection's
+    time-out) on a machine without internet, and sent a request out of the test on one with it."""
     from tests.console.browser import CHROMIUM
 
+    offline = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"
     return {
         **browser_type_launch_args,
         "executable_path": CHROMIUM,
-        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", offline],
     }
 
 
