@@ -57,13 +57,16 @@ def test_an_agent_streaming_through_a_database_outage_loses_no_acknowledged_even
     acked, failures = [], []
     try:
         transport = HttpTransport(server.url + "/api", secret, timeout=5)
-        stop_at = time.monotonic() + 14
+        # The agent streams until it has had 20 events acknowledged after the database came back
+        # (or 60 s have passed, which the assertions below then report).
+        back_at: list[int] = []
+        give_up = time.monotonic() + 60
 
         def agent():
             try:
                 with open_run("run-outage", transport=transport, ttl=20) as run:
                     i = 0
-                    while time.monotonic() < stop_at:
+                    while time.monotonic() < give_up and not (back_at and len(acked) >= back_at[0] + 20):
                         ev = run.append("user_message", content=f"m{i}")
                         acked.append((ev.seq, f"m{i}"))
                         i += 1
@@ -75,12 +78,14 @@ def test_an_agent_streaming_through_a_database_outage_loses_no_acknowledged_even
 
         t = threading.Thread(target=agent)
         t.start()
-        time.sleep(2)
+        while len(acked) < 20 and t.is_alive() and time.monotonic() < give_up:  # streaming before the outage
+            time.sleep(0.05)
         before = len(acked)
         own_cluster["stop"]()
-        time.sleep(4)
+        time.sleep(4)  # the outage, which the client rides out by retrying
         own_cluster["start"]()
-        t.join(40)
+        back_at.append(len(acked))
+        t.join(70)
         assert not t.is_alive()
         assert before > 0 and len(acked) > before, (before, len(acked), failures)
         assert all(isinstance(f, ClientError) for f in failures), failures
