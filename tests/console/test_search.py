@@ -98,3 +98,21 @@ def test_a_fragment_from_inside_a_run_id_finds_the_run_as_the_runs_page_does(onc
         resp = client.get("/search/", {"q": q})
         assert 'href="/runs/run-conflict/"' in resp.text, q
         assert "run-conflict" in client.get("/runs/", {"q": q}).text, q
+
+
+@pytest.mark.postgres
+def test_a_search_inside_a_transaction_leaves_its_settings_as_it_found_them(oncall, conflict_call):
+    # The trigram index gets 25 ms before the text counts as common (console/search.py, _first); a
+    # caller already in a transaction (this test is) ran every later statement under that budget,
+    # and a busy machine's next slow statement was cancelled (a flaky role-matrix test in CI).
+    from django.db import connection
+
+    def settings_now():
+        with connection.cursor() as c:
+            c.execute("SELECT current_setting('statement_timeout'), current_setting('enable_bitmapscan')")
+            return c.fetchone()
+
+    before = settings_now()
+    for q in ("RUN-CONFL", "a", conflict_call.idempotency_key[:8]):  # a rare text, a common one, a key
+        assert client_for(oncall).get("/search/", {"q": q}).status_code in (200, 400)
+        assert settings_now() == before, q
