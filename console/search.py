@@ -108,25 +108,16 @@ def _first(qs, n: int) -> list:
         return list(qs[:n])
     from django.db import OperationalError, transaction
 
-    # The settings are changed for this transaction only (set_config's "local") and put back as
-    # they were before returning: a caller already inside a transaction (a test, or a view under
-    # ATOMIC_REQUESTS) would otherwise run every later statement under the index's 25 ms budget.
-    with transaction.atomic(), connection.cursor() as c:
-        c.execute("SELECT current_setting('statement_timeout'), current_setting('enable_bitmapscan')")
-        timeout_was, bitmapscan_was = c.fetchone()
-        c.execute("SELECT set_config('statement_timeout', %s, true)", [f"{INDEX_BUDGET_MS}ms"])
+    from runs.pg import settings_local
+
+    with settings_local(statement_timeout=f"{INDEX_BUDGET_MS}ms"):
         try:
             with transaction.atomic():
                 return list(qs[:n])
         except OperationalError:
             pass  # cancelled: the text is common
-        finally:
-            c.execute("SELECT set_config('statement_timeout', %s, true)", [timeout_was])
-        c.execute("SELECT set_config('enable_bitmapscan', 'off', true)")
-        try:
-            return list(qs[:n])
-        finally:
-            c.execute("SELECT set_config('enable_bitmapscan', %s, true)", [bitmapscan_was])
+    with settings_local(enable_bitmapscan="off"):
+        return list(qs[:n])
 
 
 def contains(column_sql: str, q: str, *, lookup: str) -> Q | RawSQL:

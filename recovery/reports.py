@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 
 from django.contrib.auth.models import Group
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Aggregate, BooleanField, Case, CharField, Count, DateTimeField, DurationField, ExpressionWrapper, F, IntegerField, Max, Q, QuerySet, Sum, Value, When, Window
 from django.db.models.expressions import Combinable
 from django.db.models.lookups import LessThanOrEqual
@@ -31,6 +31,7 @@ from django.db.models.functions import Greatest, RowNumber, TruncDay
 
 from recovery.models import RISK_CLASSES, UNRESOLVED_STATES, RecordedCalls, ToolPolicy, UncertainCall
 from recovery.policies import policy_from_row
+from runs.pg import settings_local
 
 UTC = timezone.utc
 PERIOD_DAYS = (7, 30, 90)
@@ -143,6 +144,20 @@ def _resolved_by(as_of: datetime) -> Q:
 
 def _touched_by(as_of: datetime) -> Q:
     return Q(first_touch_at__isnull=False, first_touch_at__lt=as_of)
+
+
+def _claimed_by(as_of: datetime) -> Q:
+    return Q(claimed_at__lt=as_of) & ~Q(claimed_by_name="")
+
+
+def _flag(q: Q) -> Case:
+    """Whether ``q`` holds for a call, as the database computes it."""
+    return Case(When(q, then=Value(True)), default=Value(False), output_field=BooleanField())
+
+
+def _ended(as_of: datetime) -> Case:
+    """When a call's wait ended as of ``as_of``: its resolution if by then, else ``as_of``."""
+    return Case(When(_resolved_by(as_of), then=F("resolved_at")), default=Value(as_of), output_field=DateTimeField())
 
 
 def percentile_rank(p: float, n: int) -> int:
@@ -300,19 +315,15 @@ def _shared(key: tuple, read: Callable[[], list]) -> list:
 
 def _grouped(period: Period, f: Filters, as_of: datetime) -> list[dict]:
     done = _resolved_by(as_of)
-
-    def flag(q: Q) -> Case:
-        return Case(When(q, then=Value(True)), default=Value(False), output_field=BooleanField())
-
     qs = (
         calls_in(period, f)
         .values(
             "tool", "risk_class",
-            done=flag(done),
+            done=_flag(done),
             kind=Case(When(done, then=F("resolution_kind")), default=Value(""), output_field=CharField()),
             outcome=Case(When(done, then=F("disposition")), default=Value(""), output_field=CharField()),
-            touched=flag(_touched_by(as_of)),
-            claimed=flag(Q(claimed_at__lt=as_of) & ~Q(claimed_by_name="")),
+            touched=_flag(_touched_by(as_of)),
+            claimed=_flag(_claimed_by(as_of)),
             deadline_status=_deadline_status(as_of),
             sla_status=_sla_status(as_of, _targets()),
             bucket=_bucket("started_at", period.buckets()),
@@ -341,9 +352,6 @@ def _past_deadline(period: Period, f: Filters, as_of: datetime) -> QuerySet:
     return _uncertain(f).filter(by_state, kept, late, deadline__lt=as_of)
 
 
-_SORTS = ("enable_sort", "enable_incremental_sort")
-
-
 def _hashed(qs: QuerySet) -> list[dict]:
     """``qs``'s groups, counted by hashing on PostgreSQL: the planner cannot know that the calls
     fall into few groups (it estimates one per call or so), so it sorts every call by every key,
@@ -351,14 +359,8 @@ def _hashed(qs: QuerySet) -> list[dict]:
     in 107: 1,240 ms and 640 ms). Sorting is turned off for this statement alone."""
     if connection.vendor != "postgresql":
         return list(qs)
-    with transaction.atomic(), connection.cursor() as cur:
-        cur.execute("SELECT " + ", ".join(f"current_setting('{name}')" for name in _SORTS))
-        was = cur.fetchone()
-        cur.execute("SELECT " + ", ".join(f"set_config('{name}', 'off', true)" for name in _SORTS))
-        try:
-            return list(qs)
-        finally:
-            cur.execute("SELECT " + ", ".join(f"set_config('{name}', %s, true)" for name in _SORTS), list(was))
+    with settings_local(enable_sort="off", enable_incremental_sort="off"):
+        return list(qs)
 
 
 def _count(groups: list[dict], *by: str, where: Callable[[dict], bool] = lambda g: True) -> Counter:
@@ -467,14 +469,13 @@ def worst(period: Period, f: Filters, *, now: datetime, limit: int = WORST_SHOWN
     """The ``limit`` calls furthest past their deadline at ``as_of`` (late: by how much they were
     resolved after it; overdue: how far past it they still are), furthest first."""
     as_of = period.as_of(now)
-    done = Q(resolved_at__lt=as_of)
-    end = Case(When(done, then=F("resolved_at")), default=Value(as_of), output_field=DateTimeField())
     # The period's own calls of those (the others were opened before it).
     qs = _past_deadline(period, f, as_of).filter(started_at__gte=period.start, started_at__lt=period.end)
-    ranked = qs.annotate(past=ExpressionWrapper(end - F("deadline"), output_field=DurationField())).order_by("-past", "id")[:limit]
+    past = ExpressionWrapper(_ended(as_of) - F("deadline"), output_field=DurationField())
+    ranked = qs.annotate(past=past, late=_flag(_resolved_by(as_of))).order_by("-past", "id")[:limit]
     rows = []
-    for r in ranked.values(*_PAST_COLUMNS, "past"):
-        late = r["resolved_at"] is not None and r["resolved_at"] < as_of
+    for r in ranked.values(*_PAST_COLUMNS, "past", "late"):
+        late = r.pop("late")
         rows.append({**r, "resolved_at": r["resolved_at"] if late else None, "status": "late" if late else "overdue", "past_deadline_s": _seconds(r.pop("past"))})
     return rows
 
@@ -492,11 +493,11 @@ def trend(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     resolved = _count(_groups(period, f, now), "resolved_bucket", where=lambda g: g["resolved_bucket"] is not None)
     others = base.filter(_resolved_in(period, as_of)).filter(Q(started_at__lt=period.start) | Q(started_at__gte=period.end))
     resolved.update(dict(others.values_list(_bucket("resolved_at", buckets)).annotate(n=Count("id"))))
-    overdue = _overdue_at_ends(period, f, as_of)
+    overdue = _overdue_at_ends(period, f, as_of, buckets)
     return [{"start": b0, "end": b1, "opened": opened[i], "resolved": resolved[i], "overdue_at_end": overdue.get(i)} for i, (b0, b1) in enumerate(buckets)]
 
 
-def _overdue_at_ends(period: Period, f: Filters, as_of: datetime) -> dict[int, int]:
+def _overdue_at_ends(period: Period, f: Filters, as_of: datetime, buckets: list[tuple[datetime, datetime]]) -> dict[int, int]:
     """How many calls were overdue at the end of each trend bucket before ``as_of`` (at ``as_of``
     for the bucket holding it): past their deadline then, and not resolved by then.
 
@@ -505,14 +506,12 @@ def _overdue_at_ends(period: Period, f: Filters, as_of: datetime) -> dict[int, i
     period) and of every bucket after it, up to the one holding the day it was resolved (excluded),
     or to the last if it was not resolved by ``as_of``. The database counts the calls by those two
     days; each count is added over its buckets here."""
-    buckets = period.buckets()
     step = buckets[0][1] - buckets[0][0]
 
     def index(day: datetime) -> int:
         return max(0, (day - period.start) // step)
 
-    by_then = Case(When(resolved_at__lt=as_of, then=Value(True)), default=Value(False), output_field=BooleanField())
-    days = _past_deadline(period, f, as_of).values_list(TruncDay("deadline", tzinfo=UTC), TruncDay("resolved_at", tzinfo=UTC), by_then)
+    days = _past_deadline(period, f, as_of).values_list(TruncDay("deadline", tzinfo=UTC), TruncDay("resolved_at", tzinfo=UTC), _flag(_resolved_by(as_of)))
     change: Counter = Counter()
     for deadline_day, resolved_day, resolved, n in days.annotate(n=Count("id")):
         first, last = index(deadline_day), index(resolved_day) if resolved else len(buckets)
@@ -538,10 +537,8 @@ def people(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     held = {}
     if _count(groups, "claimed", where=lambda g: g["claimed"]):
         # From the claim to the resolution, or to as_of (and never below zero).
-        end = Case(When(resolved_at__lt=as_of, then=F("resolved_at")), default=Value(as_of), output_field=DateTimeField())
-        wait = Greatest(end - F("claimed_at"), Value(timedelta(0)), output_field=DurationField())
-        claimed = Q(claimed_at__lt=as_of) & ~Q(claimed_by_name="")
-        held = {k: r for (k, _), r in _ranks(calls_in(period, f), "claimed_by_name", {"wait": (wait, claimed)}).items()}
+        wait = Greatest(_ended(as_of) - F("claimed_at"), Value(timedelta(0)), output_field=DurationField())
+        held = {k: r for (k, _), r in _ranks(calls_in(period, f), "claimed_by_name", {"wait": (wait, _claimed_by(as_of))}).items()}
     out = []
     for name in sorted(set(decided) | set(held)):
         w = held.get(name, {})

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator, Sequence
 
 import psycopg
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
@@ -75,6 +75,22 @@ _INT2_ITEM = struct.Struct("!ih").pack  # length 2, value
 _TSTZ_ITEM = struct.Struct("!iq").pack  # length 8, microseconds since 2000-01-01 UTC
 _PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
+
+
+@contextmanager
+def settings_local(**values: str) -> Iterator[None]:
+    """PostgreSQL's run-time settings ``values`` (name: value) for the statements run inside, in a
+    transaction (or savepoint) of their own, and put back as they were on leaving: ``SET LOCAL``
+    alone lasts to the end of the outermost transaction, so a caller already in one (a test, a view
+    under ATOMIC_REQUESTS) would run every later statement under them. If the block raises, the
+    rollback of its transaction or savepoint undoes them."""
+    names = list(values)
+    with transaction.atomic(), connections[DEFAULT_DB_ALIAS].cursor() as cur:
+        cur.execute("SELECT " + ", ".join(["current_setting(%s)"] * len(names)), names)
+        was = cur.fetchone()
+        cur.execute("SELECT " + ", ".join(["set_config(%s, %s, true)"] * len(names)), [x for name in names for x in (name, values[name])])
+        yield
+        cur.execute("SELECT " + ", ".join(["set_config(%s, %s, true)"] * len(names)), [x for pair in zip(names, was) for x in pair])
 
 
 def _array_header(elem_oid: int, n: int) -> bytes:
