@@ -321,6 +321,7 @@ def _plans(client: Client, pk: int) -> tuple[list[dict], list[str]]:
     plans = queue_plans(client, [(f"console /queue/?{f}", f"/queue/?{f}") for f in QUEUE_FILTERS])
     plans += queue_plans(client, [("console /overview/", "/overview/"), (f"console /calls/{pk}/", f"/calls/{pk}/"), ("console /decisions/?tool=issue_refund", "/decisions/?tool=issue_refund")])
     plans += queue_plans(client, [(f"console /search/?q={q}", f"/search/?q={q}") for q in SEARCHES(10_000)])
+    plans += queue_plans(client, [("console /reports/?days=90", "/reports/?days=90")])
     api_filters = [f.replace("duplicate=yes", "possible_duplicate=true").replace("min_age_m=600", "min_age_s=36000") for f in QUEUE_FILTERS] + ["state=all", "state=all&tenant=t3"]
     plans += queue_plans(client, [(f"API /uncertain-calls?{f}", f"/api/uncertain-calls?{f}") for f in api_filters], headers=api)
     plans += queue_plans(client, [(f"API /uncertain-calls/{pk}", f"/api/uncertain-calls/{pk}"), ("/metrics", "/metrics")], headers=api)

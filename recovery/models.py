@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Now
 
 # The states of a call in doubt that nobody has settled: the queue, its figures, "overdue" and the
@@ -146,6 +146,9 @@ class UncertainCall(models.Model):
             models.Index(fields=["risk_class", "deadline"], name="reckon_uc_open_deadline", condition=Q(state__in=UNRESOLVED_STATES)),
             # The overview chart's recently resolved calls.
             models.Index(fields=["resolved_at"], name="reckon_uc_resolved_at", condition=Q(state="resolved")),
+            # The reports' calls resolved after their deadline (the worst ten, the trend's overdue
+            # counts): the few late ones, where the resolved history is every call (recovery.reports).
+            models.Index(fields=["deadline"], name="reckon_uc_resolved_late", condition=Q(state="resolved", resolved_at__gt=F("deadline"))),
             # Filters over every state (resolved, all, in flight with a risk class, tool or tenant)
             # and the worker's due calls and detection (state first). Which index each screen's,
             # endpoint's and the worker's statement uses, measured: docs/recovery.md "The queue

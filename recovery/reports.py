@@ -15,7 +15,6 @@ docs/reports.md; the short version:
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
@@ -23,15 +22,13 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 
 from django.contrib.auth.models import Group
-from django.db import connection
-from django.db.models import Aggregate, BooleanField, Case, CharField, Count, DateTimeField, DurationField, ExpressionWrapper, F, IntegerField, Max, Q, QuerySet, Sum, Value, When, Window
-from django.db.models.expressions import Combinable
-from django.db.models.lookups import LessThanOrEqual
-from django.db.models.functions import Greatest, RowNumber, TruncDay
+from django.db.models import Case, CharField, Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum, Value, When
+from django.db.models.functions import Greatest, TruncDay
 
 from recovery.models import RISK_CLASSES, UNRESOLVED_STATES, RecordedCalls, ToolPolicy, UncertainCall
+from recovery import report_terms as terms
 from recovery.policies import policy_from_row
-from runs.pg import settings_local
+from recovery.report_terms import percentile_rank  # noqa: F401  (the percentile's definition, with the tables it serves)
 
 UTC = timezone.utc
 PERIOD_DAYS = (7, 30, 90)
@@ -138,82 +135,6 @@ def calls_in(period: Period, f: Filters) -> QuerySet:
     return _uncertain(f).filter(started_at__gte=period.start, started_at__lt=period.end)
 
 
-def _resolved_by(as_of: datetime) -> Q:
-    return Q(resolved_at__isnull=False, resolved_at__lt=as_of)
-
-
-def _touched_by(as_of: datetime) -> Q:
-    return Q(first_touch_at__isnull=False, first_touch_at__lt=as_of)
-
-
-def _claimed_by(as_of: datetime) -> Q:
-    return Q(claimed_at__lt=as_of) & ~Q(claimed_by_name="")
-
-
-def _flag(q: Q) -> Case:
-    """Whether ``q`` holds for a call, as the database computes it."""
-    return Case(When(q, then=Value(True)), default=Value(False), output_field=BooleanField())
-
-
-def _ended(as_of: datetime) -> Case:
-    """When a call's wait ended as of ``as_of``: its resolution if by then, else ``as_of``."""
-    return Case(When(_resolved_by(as_of), then=F("resolved_at")), default=Value(as_of), output_field=DateTimeField())
-
-
-def percentile_rank(p: float, n: int) -> int:
-    """Nearest rank: the rank (from 1) of the p-th percentile of n sorted values, ceil(p/100 * n)."""
-    return max(1, math.ceil(p / 100 * n))
-
-
-class _PercentileDisc(Aggregate):
-    """PostgreSQL's ``percentile_disc(fraction) WITHIN GROUP (ORDER BY value)``: the first value
-    whose position in the order reaches ``fraction`` of the group, the ceil(fraction * n)-th; the
-    fraction is multiplied as ``percentile_rank`` does, so both engines pick the same rank."""
-
-    function = "percentile_disc"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-
-    def __init__(self, expression, p: float, **extra):
-        super().__init__(expression, fraction=repr(float(p) / 100), **extra)
-
-
-def _ranks(qs: QuerySet, group: str, figures: dict[str, tuple[Combinable, Q]]) -> dict[tuple[str, str], dict]:
-    """For each ``group`` of ``qs`` and each figure ``name: (value, where)``: how many of the
-    group's rows ``where`` holds for (``n``), and the p50, p90 and max of ``value`` (a duration)
-    over them in seconds, as nearest-rank percentiles (``percentile_rank``), read by the database.
-    A group with no such row is left out.
-
-    PostgreSQL computes them in one statement with ``percentile_disc``, which sorts each group's
-    values alone. SQLite has no such function: there each figure is a statement counting the rows
-    and one ranking them by ``value`` (``row_number()``), which returns only the rows at the wanted
-    ranks."""
-    out: dict[tuple[str, str], dict] = {}
-    if connection.vendor == "postgresql":
-        aggregates = {}
-        for name, (value, where) in figures.items():
-            aggregates |= {
-                f"{name}_n": Count("id", filter=where), f"{name}_p50": _PercentileDisc(value, 50, filter=where),
-                f"{name}_p90": _PercentileDisc(value, 90, filter=where), f"{name}_max": Max(value, filter=where),
-            }  # fmt: skip
-        for row in qs.values(group).annotate(**aggregates):
-            for name in figures:
-                if row[f"{name}_n"]:
-                    out[row[group], name] = {"n": row[f"{name}_n"], **{p: _seconds(row[f"{name}_{p}"]) for p in ("p50", "p90", "max")}}
-        return out
-    for name, (value, where) in figures.items():
-        kept = qs.filter(where).annotate(value=value)
-        n_of = dict(kept.values_list(group).annotate(n=Count("id")))
-        wanted = {k: {"p50": percentile_rank(50, n), "p90": percentile_rank(90, n), "max": n} for k, n in n_of.items()}
-        ranked = kept.annotate(rank=Window(RowNumber(), partition_by=[F(group)], order_by=[F("value").asc(), F("id").asc()]))
-        at = {(k, r): _seconds(v) for k, r, v in ranked.filter(rank__in={r for w in wanted.values() for r in w.values()}).values_list(group, "rank", "value")}
-        out |= {(k, name): {"n": n_of[k], **{p: at[k, r] for p, r in ranks.items()}} for k, ranks in wanted.items()}
-    return out
-
-
-def _seconds(d: timedelta | None) -> float | None:
-    return None if d is None else round(d.total_seconds(), 3)
-
-
 # --- the period's calls, grouped once -------------------------------------------------------
 
 
@@ -225,54 +146,6 @@ def _targets() -> dict[str, int]:
         if within is not None:
             out[row.tool] = within
     return out
-
-
-def _deadline_status(as_of: datetime) -> Case:
-    """A call's deadline status at ``as_of``, as the database computes it for every table and the
-    detail export: no deadline; resolved by ``as_of`` within or after it (late); unresolved and
-    past it (overdue); or open, in time."""
-    done = Q(resolved_at__lt=as_of)
-    return Case(
-        When(deadline__isnull=True, then=Value("no deadline")),
-        When(done & Q(resolved_at__lte=F("deadline")), then=Value("within")),
-        When(done, then=Value("late")),
-        When(deadline__lt=as_of, then=Value("overdue")),
-        default=Value("open, in time"),
-        output_field=CharField(),
-    )
-
-
-def _sla_status(as_of: datetime, targets: dict[str, int]) -> Case:
-    """``met``, ``breached`` or ``pending`` (unresolved and its target not yet passed) against the
-    tool's resolve_within from the start, or the call's deadline where the policy names none; as
-    the database computes it for ``sla`` and ``sla_trend``."""
-    done = Q(resolved_at__lt=as_of)  # implies "not null"
-    took = F("resolved_at") - F("started_at")
-    whens = []
-    for tool, within_s in sorted(targets.items()):
-        within = timedelta(seconds=within_s)
-        whens += [
-            When(Q(tool=tool) & done & Q(LessThanOrEqual(took, Value(within, output_field=DurationField()))), then=Value("met")),
-            When(Q(tool=tool) & done, then=Value("breached")),
-            When(Q(tool=tool, started_at__lt=as_of - within), then=Value("breached")),  # its target (start + within) passed
-            When(tool=tool, then=Value("pending")),
-        ]
-    whens += [
-        When(done & Q(deadline__isnull=True), then=Value("met")),
-        When(deadline__isnull=True, then=Value("pending")),
-        When(done & Q(resolved_at__lte=F("deadline")), then=Value("met")),
-        When(done, then=Value("breached")),
-        When(deadline__lt=as_of, then=Value("breached")),
-    ]
-    return Case(*whens, default=Value("pending"), output_field=CharField())
-
-
-def _bucket(field: str, buckets: list[tuple[datetime, datetime]], *, outside: Q | None = None) -> Case:
-    """The index of the trend bucket ``field`` falls in, for rows already within the period (or
-    none for the rows ``outside`` names)."""
-    whens = [When(outside, then=Value(None))] if outside is not None else []
-    whens += [When(**{f"{field}__lt": b1}, then=Value(i)) for i, (_, b1) in enumerate(buckets)]
-    return Case(*whens, default=None, output_field=IntegerField())
 
 
 def _resolved_in(period: Period, as_of: datetime) -> Q:
@@ -314,25 +187,25 @@ def _shared(key: tuple, read: Callable[[], list]) -> list:
 
 
 def _grouped(period: Period, f: Filters, as_of: datetime) -> list[dict]:
-    done = _resolved_by(as_of)
+    done = terms.resolved_by(as_of)
     qs = (
         calls_in(period, f)
         .values(
             "tool", "risk_class",
-            done=_flag(done),
+            done=terms.flag(done),
             kind=Case(When(done, then=F("resolution_kind")), default=Value(""), output_field=CharField()),
             outcome=Case(When(done, then=F("disposition")), default=Value(""), output_field=CharField()),
-            touched=_flag(_touched_by(as_of)),
-            claimed=_flag(_claimed_by(as_of)),
-            deadline_status=_deadline_status(as_of),
-            sla_status=_sla_status(as_of, _targets()),
-            bucket=_bucket("started_at", period.buckets()),
-            resolved_bucket=_bucket("resolved_at", period.buckets(), outside=~_resolved_in(period, as_of)),
+            touched=terms.flag(terms.touched_by(as_of)),
+            claimed=terms.flag(terms.claimed_by(as_of)),
+            deadline_status=terms.deadline_status(as_of),
+            sla_status=terms.sla_status(as_of, _targets()),
+            bucket=terms.bucket("started_at", period.buckets()),
+            resolved_bucket=terms.bucket("resolved_at", period.buckets(), outside=~_resolved_in(period, as_of)),
             decided_by=Case(When(done & Q(resolution_kind="person"), then=F("resolved_by")), default=Value(None), output_field=CharField()),
         )
         .annotate(calls=Count("id"))
     )  # fmt: skip
-    return _hashed(qs)
+    return terms.hashed(qs)
 
 
 _PAST_COLUMNS = ("id", "run_id", "call_id", "tool", "tenant", "risk_class", "started_at", "deadline", "resolved_at")
@@ -344,23 +217,13 @@ def _past_deadline(period: Period, f: Filters, as_of: datetime) -> QuerySet:
     the period (a call resolved by its deadline never is). The trend's overdue counts and the
     worst ten."""
     # Every state but in flight, as _uncertain reads, spelled state by state so that the database
-    # reads the unresolved calls past their deadline and the resolved ones from their partial
-    # indexes (reckon_uc_open_deadline, reckon_uc_resolved_at) instead of scanning every call.
+    # reads the unresolved calls past their deadline and the resolved ones after it from their
+    # partial indexes (reckon_uc_open_deadline; reckon_uc_resolved_late, reckon_uc_resolved_at for
+    # the few without a resolution time) instead of scanning every resolved call of the period.
     kept = Q(resolved_at__isnull=True) | Q(resolved_at__gte=period.start)
-    by_state = Q(state__in=UNRESOLVED_STATES, deadline__lt=as_of) | (Q(state=UncertainCall.State.RESOLVED) & kept)
     late = Q(resolved_at__isnull=True) | Q(resolved_at__gt=F("deadline"))
+    by_state = Q(state__in=UNRESOLVED_STATES, deadline__lt=as_of) | (Q(state=UncertainCall.State.RESOLVED) & kept & late)
     return _uncertain(f).filter(by_state, kept, late, deadline__lt=as_of)
-
-
-def _hashed(qs: QuerySet) -> list[dict]:
-    """``qs``'s groups, counted by hashing on PostgreSQL: the planner cannot know that the calls
-    fall into few groups (it estimates one per call or so), so it sorts every call by every key,
-    which took twice as long as hashing them (100,000 calls in 6 groups: 250 ms and 115 ms; 500,000
-    in 107: 1,240 ms and 640 ms). Sorting is turned off for this statement alone."""
-    if connection.vendor != "postgresql":
-        return list(qs)
-    with settings_local(enable_sort="off", enable_incremental_sort="off"):
-        return list(qs)
 
 
 def _count(groups: list[dict], *by: str, where: Callable[[dict], bool] = lambda g: True) -> Counter:
@@ -421,9 +284,9 @@ def _times(period: Period, f: Filters, group: str, now: datetime) -> list[dict]:
     groups = _groups(period, f, now)
     calls, touched_n, resolved_n = _count(groups, group), _count(groups, group, where=lambda g: g["touched"]), _count(groups, group, where=lambda g: g["done"])
     counts = {k: {"calls": n, "touched": touched_n[k], "resolved": resolved_n[k]} for k, n in calls.items()}
-    figures = _ranks(calls_in(period, f), group, {
-        "touch": (F("first_touch_at") - F("started_at"), _touched_by(as_of)),
-        "resolve": (F("resolved_at") - F("started_at"), _resolved_by(as_of)),
+    figures = terms.ranks(calls_in(period, f), group, {
+        "touch": (F("first_touch_at") - F("started_at"), terms.touched_by(as_of)),
+        "resolve": (F("resolved_at") - F("started_at"), terms.resolved_by(as_of)),
     })  # fmt: skip
     keys = [k for k in RISK_CLASSES if k in counts] if group == "risk_class" else sorted(counts)
     out = []
@@ -471,12 +334,12 @@ def worst(period: Period, f: Filters, *, now: datetime, limit: int = WORST_SHOWN
     as_of = period.as_of(now)
     # The period's own calls of those (the others were opened before it).
     qs = _past_deadline(period, f, as_of).filter(started_at__gte=period.start, started_at__lt=period.end)
-    past = ExpressionWrapper(_ended(as_of) - F("deadline"), output_field=DurationField())
-    ranked = qs.annotate(past=past, late=_flag(_resolved_by(as_of))).order_by("-past", "id")[:limit]
+    past = ExpressionWrapper(terms.ended(as_of) - F("deadline"), output_field=DurationField())
+    ranked = qs.annotate(past=past, late=terms.flag(terms.resolved_by(as_of))).order_by("-past", "id")[:limit]
     rows = []
     for r in ranked.values(*_PAST_COLUMNS, "past", "late"):
         late = r.pop("late")
-        rows.append({**r, "resolved_at": r["resolved_at"] if late else None, "status": "late" if late else "overdue", "past_deadline_s": _seconds(r.pop("past"))})
+        rows.append({**r, "resolved_at": r["resolved_at"] if late else None, "status": "late" if late else "overdue", "past_deadline_s": terms.seconds(r.pop("past"))})
     return rows
 
 
@@ -492,7 +355,7 @@ def trend(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     # before it) by a statement of their own, which the index on start times narrows.
     resolved = _count(_groups(period, f, now), "resolved_bucket", where=lambda g: g["resolved_bucket"] is not None)
     others = base.filter(_resolved_in(period, as_of)).filter(Q(started_at__lt=period.start) | Q(started_at__gte=period.end))
-    resolved.update(dict(others.values_list(_bucket("resolved_at", buckets)).annotate(n=Count("id"))))
+    resolved.update(dict(others.values_list(terms.bucket("resolved_at", buckets)).annotate(n=Count("id"))))
     overdue = _overdue_at_ends(period, f, as_of, buckets)
     return [{"start": b0, "end": b1, "opened": opened[i], "resolved": resolved[i], "overdue_at_end": overdue.get(i)} for i, (b0, b1) in enumerate(buckets)]
 
@@ -511,7 +374,7 @@ def _overdue_at_ends(period: Period, f: Filters, as_of: datetime, buckets: list[
     def index(day: datetime) -> int:
         return max(0, (day - period.start) // step)
 
-    days = _past_deadline(period, f, as_of).values_list(TruncDay("deadline", tzinfo=UTC), TruncDay("resolved_at", tzinfo=UTC), _flag(_resolved_by(as_of)))
+    days = _past_deadline(period, f, as_of).values_list(TruncDay("deadline", tzinfo=UTC), TruncDay("resolved_at", tzinfo=UTC), terms.flag(terms.resolved_by(as_of)))
     change: Counter = Counter()
     for deadline_day, resolved_day, resolved, n in days.annotate(n=Count("id")):
         first, last = index(deadline_day), index(resolved_day) if resolved else len(buckets)
@@ -537,8 +400,8 @@ def people(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     held = {}
     if _count(groups, "claimed", where=lambda g: g["claimed"]):
         # From the claim to the resolution, or to as_of (and never below zero).
-        wait = Greatest(_ended(as_of) - F("claimed_at"), Value(timedelta(0)), output_field=DurationField())
-        held = {k: r for (k, _), r in _ranks(calls_in(period, f), "claimed_by_name", {"wait": (wait, _claimed_by(as_of))}).items()}
+        wait = Greatest(terms.ended(as_of) - F("claimed_at"), Value(timedelta(0)), output_field=DurationField())
+        held = {k: r for (k, _), r in terms.ranks(calls_in(period, f), "claimed_by_name", {"wait": (wait, terms.claimed_by(as_of))}).items()}
     out = []
     for name in sorted(set(decided) | set(held)):
         w = held.get(name, {})
@@ -585,7 +448,7 @@ def detail(period: Period, f: Filters, *, now: datetime, chunk: int = 2000) -> I
     export. Unmasked (``arguments`` and ``idempotency_key`` as stored): the caller masks them. A call
     resolved after ``as_of`` is shown as it was then: unresolved (state "open"), no resolution."""
     as_of = period.as_of(now)
-    for c in calls_in(period, f).annotate(deadline_status=_deadline_status(as_of)).order_by("started_at", "id").iterator(chunk_size=chunk):
+    for c in calls_in(period, f).annotate(deadline_status=terms.deadline_status(as_of)).order_by("started_at", "id").iterator(chunk_size=chunk):
         done = c.resolved_at is not None and c.resolved_at < as_of
         ended = {"automatic": "automatically", "person": "by a person", "run": "by the run itself"}.get(c.resolution_kind, c.resolution_kind) if done else "still open"
         yield {
