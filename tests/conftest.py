@@ -395,7 +395,6 @@ def ledger():
     from tests.recovery.helpers import Ledger
 
     led = Ledger()
-    led.thread.start()
     yield led
     led.server.shutdown()
     led.server.server_close()

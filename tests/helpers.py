@@ -1,5 +1,6 @@
 """Plain helpers shared by tests of more than one package: ``manage.py`` run in a real process
-against a database of the test's own, and the pattern of an SQL statement that writes."""
+against a database of the test's own, the pattern of an SQL statement that writes, and a test's
+own HTTP server served from a thread."""
 
 from __future__ import annotations
 
@@ -7,9 +8,19 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def serve_in_thread(server) -> threading.Thread:
+    """``server.serve_forever()`` in a daemon thread, started. It looks for ``shutdown()`` every
+    20 ms: at the default half second, every receiver a test stopped held its teardown about that
+    long (some forty seconds of a run on each engine)."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    return thread
 
 
 # A statement that changes the database, wherever it sits (a CTE can hide an INSERT behind WITH).

@@ -85,7 +85,6 @@ def log_lines():
 def leaked(db, log_lines):
     """Three runs reconciled against a real ledger, then annotated and decided by people."""
     ledger = Ledger()
-    ledger.thread.start()
     try:
         roles_ensure()
         policies_load(text=_policies(ledger.url), by="dana.oncall")
@@ -248,8 +247,8 @@ def test_a_sensitive_field_in_the_second_json_value_of_a_text_is_masked():
 
 
 def test_two_json_values_in_a_message_are_masked_for_a_read_token_a_manager_and_the_masked_bundle(db):
-    from evidence.bundles import evidence_build
     from access.tokens import principal_for_user
+    from evidence.bundles import evidence_build
     from runs.leases import lease_acquire, lease_release
     from runs.store import NewEvent, events_append
 

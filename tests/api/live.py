@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from reckon.env import database_url
+from tests.helpers import serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -107,8 +108,7 @@ class EffectReceiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/corrections"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.thread = serve_in_thread(self.server)
 
     @property
     def total_effects(self) -> int:

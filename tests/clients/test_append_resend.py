@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -23,6 +22,7 @@ from reckon_client import HttpTransport, SeqConflict, open_run
 
 from access.tokens import token_create
 from runs.store import events_read
+from tests.helpers import serve_in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,7 +73,7 @@ class LosingProxy:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        serve_in_thread(self.httpd)
 
     def stop(self):
         self.httpd.shutdown()

@@ -15,7 +15,6 @@ import subprocess
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from threading import Thread
 
 import pytest
 
@@ -25,6 +24,7 @@ from runs.selectors import run_state
 from runs.store import events_read
 from tests.api.live import PYTHON, ROOT, child_env
 from tests.clients.helpers import CORRECTION, HERE, _agent_env, _children, _effects, _mcp_agent
+from tests.helpers import serve_in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,7 +51,7 @@ class Lookup:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        Thread(target=self.httpd.serve_forever, daemon=True).start()
+        serve_in_thread(self.httpd)
 
     def stop(self):
         self.httpd.shutdown()

@@ -18,6 +18,7 @@ from notify.delivery import notification_deliver, notifications_due
 from notify.escalation import escalations_tick
 from recovery.models import UncertainCall
 from recovery.reconcile import call_reconcile
+from tests.helpers import serve_in_thread
 from tests.recovery.helpers import crashed_run
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -78,7 +79,7 @@ class Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     @property
     def url(self) -> str:

@@ -26,6 +26,7 @@ from notify.config import notifications_load
 from notify.models import Notification
 from notify.tasks import notification_deliver, notifications_tick
 from tests.api.live import ROOT, child_env
+from tests.helpers import serve_in_thread
 from tests.notify.helpers import SECRET, escalated
 
 pytestmark = [pytest.mark.broker, pytest.mark.django_db(transaction=True)]
@@ -89,7 +90,7 @@ class HoldingReceiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
 
 def _worker(queue: str) -> subprocess.Popen:

@@ -14,6 +14,7 @@ from recovery.models import UncertainCall
 from runs.leases import lease_acquire, lease_release
 from runs.store import NewEvent, events_append
 from runs.synthetic import calls_started
+from tests.helpers import serve_in_thread
 
 
 class Ledger:
@@ -91,7 +92,7 @@ class Ledger:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = serve_in_thread(self.server)
 
     def seed(self, key: str, fields: dict) -> None:
         """An operation the original call committed before its worker died."""

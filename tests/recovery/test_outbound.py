@@ -15,10 +15,9 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from datetime import timedelta
-from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -36,6 +35,7 @@ from recovery.policies import PolicyError
 from recovery.policy_changes import policies_load
 from recovery.reconcile import call_reconcile
 from recovery.selectors import uncertain_call_evidence
+from tests.helpers import serve_in_thread
 from tests.notify.helpers import SECRET, Receiver, config_text, deliver_all, escalated, tick
 from tests.recovery.helpers import correction, crashed_run
 
@@ -77,7 +77,7 @@ class Service:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     @property
     def url(self) -> str:

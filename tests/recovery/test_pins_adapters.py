@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,6 +20,7 @@ from recovery.policy_changes import policies_load
 from recovery.reconcile import call_reconcile
 from runs.selectors import run_state
 from runs.store import events_read
+from tests.helpers import serve_in_thread
 from tests.recovery.helpers import correction, crashed_run
 
 S = UncertainCall.State
@@ -66,7 +66,7 @@ class StatusReceiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     def target(self, status) -> str:
         if status == "timeout":
