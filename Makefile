@@ -31,7 +31,8 @@ demo: install
 # queue and cache keys); the slowest twenty tests are listed after the results: where the time goes.
 # worksteal, not load: Schemathesis gives its sixteen API operations one node id, and xdist's load
 # scheduling ran one of them (1,392 results of 1,407 collected); work stealing runs all sixteen, and
-# a worker that finishes early takes tests from the other's queue. PYTEST_ARGS="-n 0": one process.
+# a worker that finishes early takes tests from the other's queue. A run in which fewer tests ran
+# than were collected fails, naming how many (tests/every_item.py). PYTEST_ARGS="-n 0": one process.
 test: install
 	$(PY) -m pytest -n auto --dist worksteal --durations=20 $(PYTEST_ARGS)
 

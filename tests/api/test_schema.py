@@ -25,11 +25,13 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 EXAMPLES = 25
 
 
-@pytest.fixture(autouse=True, scope="module")
+@pytest.fixture(autouse=True)
 def _keep_the_test_connection():
     # Django's WSGI handler closes the database connection at the end of each request; inside a
     # test's transaction that would close it under the test. Django's own test client disconnects
-    # these handlers too.
+    # these handlers too. Per test, not per module: scoped to the module, this module run alone on
+    # two workers (xdist's work stealing among the Schemathesis items, which share one node id)
+    # failed 4 of its 20 tests every time with "Cannot operate on a closed database".
     from django.core.signals import request_finished, request_started
     from django.db import close_old_connections
 
