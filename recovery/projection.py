@@ -282,7 +282,9 @@ def _approval_requested(rr: RunRows, ev: Event, cx: Context) -> None:
     if not p.get("idempotency_key"):
         return  # the agent's own approval before a call: not about an uncertain one
     row = rr.target(p)
-    if row is None:
+    if row is None or row.state == S.RESOLVED:
+        # A question about a settled call does not open it again: its resolution is a fact of the
+        # log, and a call shown in doubt again could be decided, and carried out, a second time.
         return
     row.state = S.ESCALATED
     row.approval_pending = True

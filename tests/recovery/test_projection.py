@@ -255,3 +255,25 @@ def test_no_upcaster_changes_what_a_pair_completed_at_once_is_decided_on():
                 assert upcast.get(field, default) == payload.get(field, default), (type_, v, field, extra)
         checked.add((type_, v))
     assert checked == set(UPCASTERS)
+
+
+def test_a_question_about_a_settled_call_leaves_it_settled_and_not_decidable(db):
+    # An agent's token may append an approval request naming any start of its run. One about a
+    # call already resolved must not show it in doubt again (escalated, yet with its resolution
+    # time): a person could then decide it, and a retry carry it out, a second time.
+    run_id = "run-settled-asked"
+    call = crashed_run(run_id, [("c1", "post_correction", correction())])[0]
+    lease = lease_acquire(run_id=run_id, holder="agent")
+    about = {"call_id": "c1", "idempotency_key": call.idempotency_key, "start_seq": call.start_seq}
+    last = call.last_seq
+    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=last, events=[NewEvent("tool_call_resolved", {**about, "disposition": "not_happened", "by": "dana.oncall"})])
+    settled = UncertainCall.objects.get(pk=call.pk)
+    assert settled.state == UncertainCall.State.RESOLVED and settled.resolved_at is not None
+    events_append(run_id=run_id, epoch=lease.epoch, expected_seq=last + 1, events=[NewEvent("approval_requested", {**about, "question": "did it happen?", "reason": "policy"})])
+    lease_release(run_id=run_id, epoch=lease.epoch)
+    after = UncertainCall.objects.get(pk=call.pk)
+    assert (after.state, after.resolved_at, after.disposition, after.approval_pending) == (UncertainCall.State.RESOLVED, settled.resolved_at, "not_happened", False)
+    assert after.decidable() is not None  # refused: a decision on it is not offered
+    incremental = snapshot()
+    projections_rebuild()
+    assert snapshot() == incremental
