@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import reckon_client.errors as client_errors
 
-from runs.errors import LeaseHeld, StaleEpoch
+from runs.errors import FenceError, LeaseHeld, RunFinished, SeqConflict, StaleEpoch
 from runs.events import agent_events_check
 from runs.fold import Event, RunState
 from runs.run_ids import run_id_check
@@ -47,8 +47,8 @@ class StoreTransport:
 
         try:
             return lease_renew(run_id=run_id, epoch=epoch, ttl_seconds=ttl)
-        except StaleEpoch as exc:
-            raise client_errors.StaleEpoch(str(exc), run_id=run_id, current_epoch=exc.current_epoch, last_seq=exc.last_seq) from exc
+        except FenceError as exc:
+            raise _client_fence_error(exc) from exc
 
     def release(self, run_id, epoch):
         from runs.leases import lease_release
@@ -67,7 +67,10 @@ class StoreTransport:
 
             StoreTransport._store = (NewEvent, events_append)
         new_event, events_append = StoreTransport._store
-        return events_append(run_id=run_id, epoch=epoch, expected_seq=expected_seq, events=[new_event(e["type"], e["payload"]) for e in events])
+        try:
+            return events_append(run_id=run_id, epoch=epoch, expected_seq=expected_seq, events=[new_event(e["type"], e["payload"]) for e in events])
+        except FenceError as exc:
+            raise _client_fence_error(exc) from exc
 
     def opened(self, run_id) -> tuple[RunState, list[dict]]:
         # The stale observations are the list the HTTP API's state carries: completed reads older
@@ -82,3 +85,12 @@ class StoreTransport:
         from django.db import connection
 
         connection.close()
+
+
+_FENCE_ERRORS = {StaleEpoch: client_errors.StaleEpoch, SeqConflict: client_errors.SeqConflict, RunFinished: client_errors.RunFinished}
+
+
+def _client_fence_error(exc: FenceError) -> client_errors.FenceError:
+    """The client's error for a refusal of the run's fence, the class the HTTP transport raises for it."""
+    cls = _FENCE_ERRORS.get(type(exc), client_errors.FenceError)
+    return cls(str(exc), run_id=exc.run_id, current_epoch=exc.current_epoch, last_seq=exc.last_seq)

@@ -61,10 +61,12 @@ class SeqConflict(FenceError):
 
 
 class RunFinished(FenceError):
-    def __init__(self, *, run_id: str, finished_seq: int, current_epoch: int, last_seq: int):
+    """The run has ended: a second end is refused, and so is the agent's own work after it."""
+
+    def __init__(self, *, run_id: str, finished_seq: int, current_epoch: int, last_seq: int, refused: str = "a second run_finished is refused"):
         self.finished_seq = finished_seq
         super().__init__(
-            f"run {run_id!r} already finished at seq {finished_seq}; a second run_finished is refused",
+            f"run {run_id!r} already finished at seq {finished_seq}; {refused}",
             run_id=run_id,
             current_epoch=current_epoch,
             last_seq=last_seq,

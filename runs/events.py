@@ -11,7 +11,7 @@ This module imports nothing from Django: the fold and the importer use it as pla
 from __future__ import annotations
 
 from enum import Enum
-from typing import Iterable
+from collections.abc import Callable, Iterable
 
 from runs.errors import WriterRefused
 from runs.identity import key_secret_problem
@@ -118,6 +118,27 @@ WRITER: dict[EventType, str] = {
 # found (reconciliation, retry) or what a person recorded (operator).
 AGENT_COMPLETION_SOURCES = ("live",)
 AGENT_TYPES: frozenset[str] = frozenset(t.value for t, w in WRITER.items() if w == AGENT)
+
+# The agent's own work belongs to a run that is still going: once the run has finished, the store
+# refuses it (RunFinished), so an agent that opens a finished run again cannot run a tool a second
+# time under it. Recovery's and people's records about the run's calls (uncertain calls, attempts,
+# retries, escalations, decisions, notes, resolutions) still follow its end. Some types are the
+# agent's whatever they hold; for the others, the payload says whose the event is.
+LIVE_ONLY: frozenset[str] = frozenset(
+    t.value for t in (EventType.RUN_STARTED, EventType.USER_MESSAGE, EventType.MODEL_TURN, EventType.GUARDRAIL_TRIGGERED, EventType.CONTEXT_COMPACTED, EventType.MEMORY_WRITTEN, EventType.RUN_RESUMED)
+)
+LIVE_ONLY_WHEN: dict[str, Callable[[dict], bool]] = {
+    EventType.TOOL_CALL_STARTED.value: lambda p: p.get("retry_of") is None,  # not Reckon's retry of a call
+    EventType.TOOL_CALL_COMPLETED.value: lambda p: p.get("source", "live") in AGENT_COMPLETION_SOURCES,
+    EventType.APPROVAL_REQUESTED.value: lambda p: not p.get("idempotency_key"),  # the agent's question before a call
+}
+
+
+def live_run_only(type_name: str, payload: dict) -> bool:
+    """Whether an event of ``type_name`` with ``payload`` is the agent's own work, which a finished
+    run no longer takes (``LIVE_ONLY``, ``LIVE_ONLY_WHEN``)."""
+    when = LIVE_ONLY_WHEN.get(type_name)
+    return type_name in LIVE_ONLY or (when is not None and when(payload))
 
 
 def agent_write_problem(type_name: object, payload: object) -> str | None:
@@ -270,3 +291,9 @@ def registry_complete(state_changing: frozenset, record_only: frozenset, require
 
 
 registry_complete(STATE_CHANGING, RECORD_ONLY, REQUIRED_FIELDS, WRITER)
+# Every type an agent writes says whether a finished run still takes it (run_finished has its own
+# rule: a second one is refused).
+registry_check(
+    AGENT_TYPES - {EventType.RUN_FINISHED.value} == LIVE_ONLY | set(LIVE_ONLY_WHEN),
+    f"agent event types not named in LIVE_ONLY or LIVE_ONLY_WHEN: {sorted(AGENT_TYPES - {EventType.RUN_FINISHED.value} - LIVE_ONLY - set(LIVE_ONLY_WHEN))}",
+)

@@ -35,7 +35,7 @@ from runs import store_pg, store_sqlite
 from runs.errors import InvalidEvent, RunFinished, RunNotFound, RunTooLarge, SeqConflict, StaleEpoch
 from runs.events import CURRENT_SCHEMA_VERSION
 from runs.fold import Event
-from runs.store_check import events_check, plain_spec, room_for, run_too_large
+from runs.store_check import AFTER_THE_END, events_check, plain_spec, room_for, run_too_large
 from runs.store_read import events_load, events_read, events_replay, events_stream, payload_loads
 
 __all__ = [
@@ -295,7 +295,7 @@ def events_append(*, run_id: str, epoch: int, expected_seq: int, events: Sequenc
     else:
         ok = store_sqlite.append(run_id, epoch, expected_seq, batch, now, apply_rules)
     if not ok:
-        raise _fence_refused(run_id, epoch, expected_seq, batch.finishing, batch.encoded)
+        raise _fence_refused(run_id, epoch, expected_seq, batch)
     if _AFTER_APPEND:
         _after_append(db, run_id, expected_seq + 1, batch.last_seq)
     return batch.appended
@@ -337,15 +337,15 @@ def _seals_write(run_id: str, seals: list[tuple[int, dict]]) -> None:
         cur.executemany("INSERT INTO reckon_event_seal (run_id, seq, salts) VALUES (%s, %s, %s)", [(run_id, seq, json.dumps(salts, sort_keys=True)) for seq, salts in seals])
 
 
-def _fence_refused(run_id: str, epoch: int, expected_seq: int, finishing: bool, encoded: Sequence[bytes]) -> Exception:
-    """What a refused fence means (``_diagnose``), recorded (``_record_fenced``): the error an
-    append that wrote nothing raises. ``encoded``: the batch's payload texts, for the run's size."""
-    error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=finishing, sizes=[len(raw) for raw in encoded])
+def _fence_refused(run_id: str, epoch: int, expected_seq: int, batch) -> Exception:
+    """What a refused fence means for ``batch`` (``_diagnose``), recorded (``_record_fenced``): the
+    error an append that wrote nothing raises."""
+    error = _diagnose(cur_run_id=run_id, epoch=epoch, expected_seq=expected_seq, finishing=batch.finishing, live=batch.live, sizes=[len(raw) for raw in batch.encoded])
     _record_fenced(run_id, epoch, error)
     return error
 
 
-def _diagnose(*, cur_run_id: str, epoch: int, expected_seq: int, finishing: bool, sizes: Sequence[int] = ()) -> Exception:
+def _diagnose(*, cur_run_id: str, epoch: int, expected_seq: int, finishing: bool, live: bool = False, sizes: Sequence[int] = ()) -> Exception:
     with connection.cursor() as cur:
         cur.execute(
             "SELECT lease_epoch, lease_holder, last_seq, finished_seq, payload_bytes FROM reckon_run WHERE run_id = %s",
@@ -359,8 +359,9 @@ def _diagnose(*, cur_run_id: str, epoch: int, expected_seq: int, finishing: bool
         return StaleEpoch(run_id=cur_run_id, epoch=epoch, current_epoch=current_epoch, last_seq=last_seq, released=current_epoch == epoch)
     if last_seq != expected_seq:
         return SeqConflict(run_id=cur_run_id, expected_seq=expected_seq, last_seq=last_seq, current_epoch=current_epoch)
-    if finishing and finished_seq is not None:
-        return RunFinished(run_id=cur_run_id, finished_seq=finished_seq, current_epoch=current_epoch, last_seq=last_seq)
+    if (finishing or live) and finished_seq is not None:
+        refused = "a second run_finished is refused" if finishing else AFTER_THE_END
+        return RunFinished(run_id=cur_run_id, finished_seq=finished_seq, current_epoch=current_epoch, last_seq=last_seq, refused=refused)
     if stored_bytes > room_for(sum(sizes)):
         return run_too_large(cur_run_id, expected_seq, stored_bytes, sizes)
     # The fence moved between the append and this look: report it as the conflict it was.

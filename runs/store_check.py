@@ -19,6 +19,8 @@ from runs.events import (
     CURRENT_SCHEMA_VERSION,
     INTRODUCED_IN,
     KEY_SECRET_SINCE,
+    LIVE_ONLY,
+    LIVE_ONLY_WHEN,
     PLAIN_CHECKS,
     REQUIRED_FIELDS,
     TERMINAL,
@@ -33,13 +35,17 @@ from runs.identity import KEY_SECRET_FIELD, key_secret_new
 from runs.upcasters import UPCASTERS, call_tenant_problem, payload_complete
 
 _TERMINAL_NAMES = frozenset(t.value for t in TERMINAL)
+# Why an append is refused when it holds the agent's own work after its run's end.
+AFTER_THE_END = "an agent's own events (turns, messages, tool calls and their live results) are refused after its end"
 
 
 @dataclass(slots=True)
 class Batch:
     """An append's events, checked and encoded: their times, payload texts (orjson, keys sorted:
     what the store writes), canonical bytes, (seq, salts) of those with sealed values, the events
-    as the fold sees them, the seq of a terminal event or None, the last seq, and the payloads' bytes."""
+    as the fold sees them, the seq of a terminal event or None, the last seq, the payloads' bytes,
+    and whether it holds the agent's own work (``runs.events.live_run_only``), which a finished
+    run refuses."""
 
     tss: list[datetime]
     encoded: list[bytes]
@@ -49,10 +55,16 @@ class Batch:
     finished_seq: int | None
     last_seq: int
     nbytes: int
+    live: bool
 
     @property
     def finishing(self) -> bool:
         return self.finished_seq is not None
+
+    @property
+    def needs_open_run(self) -> bool:
+        """Refused by a run that has already finished: a second end, or the agent's own work."""
+        return self.finished_seq is not None or self.live
 
 
 # For the common case: a registered type that needs no check beyond its required fields and the
@@ -173,9 +185,11 @@ def events_check(
     encoded: list[bytes] = []
     appended: list[Event] = []
     finished_seq = None
+    live = False
     seq = expected_seq
     plain, current, completes, new_event = _PLAIN, CURRENT_SCHEMA_VERSION, _COMPLETED_TYPES, tuple.__new__
     dumps, fast = _orjson_dumps, _FAST_OPTIONS
+    live_only, live_only_when = LIVE_ONLY, LIVE_ONLY_WHEN
     stored_sorted = True
     for i, ev in enumerate(events):
         seq += 1
@@ -204,13 +218,18 @@ def events_check(
             encoded.append(_dumps_full(i, payload))
             stored_sorted = False  # its keys were not all strings: the chain encodes it again
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
+        if type_ in live_only or (type_ in live_only_when and live_only_when[type_](payload)):
+            if finished_seq is not None:
+                raise InvalidEvent(f"event {i} (seq {seq}, {type_}): the run finishes at seq {finished_seq}; {AFTER_THE_END}")
+            live = True
         if finished_seq is None and type_ in _TERMINAL_NAMES:
             finished_seq = seq
     _batch_check(appended, encoded)
     if max(map(len, encoded)) > settings.RECKON_MAX_EVENT_BYTES:
         raise _event_too_large(expected_seq, appended, encoded)
     canons, seals = batch_canons(expected_seq, appended, tss, encoded, stored_sorted)
-    return Batch(tss, encoded, canons, seals, appended, finished_seq, seq, sum(map(len, encoded)))
+    return Batch(tss, encoded, canons, seals, appended, finished_seq, seq, sum(map(len, encoded)), live)
+
 
 
 def batch_canons(expected_seq: int, appended: list[Event], tss: list[datetime], encoded: list[bytes], stored_sorted: bool):
@@ -275,5 +294,3 @@ def run_too_large(run_id: str, expected_seq: int, stored: int, sizes: Sequence[i
         limit=limit,
         setting="RECKON_MAX_RUN_BYTES",
     )
-
-

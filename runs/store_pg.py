@@ -120,7 +120,7 @@ def _attempt(db, run_id, epoch, expected_seq, batch, stored, hashes, projectors,
 def _run(db, run_id, epoch, expected_seq, batch, stored, hashes, parts, riders) -> tuple:
     """The append's one statement, executed: (rows inserted, each rider's result...)."""
     n, finishing = len(batch.appended), batch.finished_seq is not None
-    sql = _statement(n == 1, finishing, tuple((p.set, p.condition, p.cte) for p in parts), tuple((r.cte, r.result) for r in riders.values()))
+    sql = _statement(n == 1, finishing, batch.needs_open_run, tuple((p.set, p.condition, p.cte) for p in parts), tuple((r.cte, r.result) for r in riders.values()))
     params: list = [batch.last_seq, hashes[-1] if hashes else None, batch.nbytes]
     if finishing:
         params.append(batch.finished_seq)
@@ -183,16 +183,17 @@ _MANY = """    SELECT fence.run_id, %b + e.n, e.t, e.v, e.ts, e.p::json, %b, e.h
 # Bounded: a text depends only on the shape (one event or a batch, terminal or not, the parts' and
 # riders' texts), never on values.
 @functools.lru_cache(maxsize=256)
-def _statement(one: bool, finishing: bool, parts: tuple, riders: tuple) -> str:
+def _statement(one: bool, finishing: bool, open_only: bool, parts: tuple, riders: tuple) -> str:
     """The append's statement. Parameters in order: the SET's (last seq, head, bytes, the
     terminal seq when finishing, the parts' sets'), the fence's (run, epoch, expected seq, the
     previous head, room, the parts' conditions'), the rows', the parts' ctes', the riders' ctes',
-    the riders' results'."""
+    the riders' results'. ``open_only``: the run must not have finished (a second end, or the
+    agent's own work: ``Batch.needs_open_run``)."""
     sql = [
         _FENCE.format(
             finish_set=",\n           finished_seq = COALESCE(finished_seq, %b)" if finishing else "",
             sets="".join(f",\n           {s}" for s, _, _ in parts if s),
-            finish_where="\n       AND finished_seq IS NULL" if finishing else "",
+            finish_where="\n       AND finished_seq IS NULL" if open_only else "",
             conditions="".join(f"\n       AND {c}" for _, c, _ in parts if c),
             rows=_ONE if one else _MANY,
         )

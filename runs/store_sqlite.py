@@ -41,7 +41,7 @@ def append(run_id: str, epoch: int, expected_seq: int, batch, now: datetime, app
         row = cur.fetchone()
         stored = bytes(row[0]) if row is not None and row[0] is not None else None
         hashes = links_from(run_id, expected_seq, stored, batch.canons) or [None] * len(batch.canons)
-        cur.execute(_FENCE, [batch.last_seq, batch.finished_seq, hashes[-1], batch.nbytes, run_id, epoch, expected_seq, room_for(batch.nbytes), batch.finishing])
+        cur.execute(_FENCE, [batch.last_seq, batch.finished_seq, hashes[-1], batch.nbytes, run_id, epoch, expected_seq, room_for(batch.nbytes), batch.needs_open_run])
         if cur.rowcount != 1:
             return False
         adapt = _sqlite_datetime if connection.timezone_name == "UTC" else connection.ops.adapt_datetimefield_value

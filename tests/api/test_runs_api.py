@@ -42,6 +42,11 @@ def test_a_second_finish_is_409_not_500(agent):
     assert ok.status_code == 201
     r = agent.post("/api/runs/run-api-1/events", {"epoch": 1, "expected_seq": 2, "events": [{"type": "run_finished", "payload": {"outcome": "again"}}]})
     assert r.status_code == 409 and r.json()["code"] == "run_finished"
+    # Nor does a finished run take the agent's own work: a tool call's start, say.
+    start = {"type": "tool_call_started", "payload": {"call_id": "c1", "name": "post_note", "arguments": {"n": 1}}}
+    r = agent.post("/api/runs/run-api-1/events", {"epoch": 1, "expected_seq": 2, "events": [start]})
+    assert r.status_code == 409 and r.json()["code"] == "run_finished" and "an agent's own events" in r.json()["detail"], r.json()
+    assert agent.get("/api/runs/run-api-1").json()["last_seq"] == 2
 
 
 def test_a_held_lease_is_409_with_its_holder_and_expiry_never_its_epoch(agent):

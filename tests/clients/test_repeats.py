@@ -114,3 +114,27 @@ def test_an_adapters_option_gives_each_tool_its_repeat_and_every_call_lets_its_k
     assert run._gate.held() == 0  # a replay, a failure and an uncertain call each let their key go
     run.close()
     assert _ops("run-repeats-gate") == [None, None, None]
+
+
+def test_an_agent_that_opens_a_finished_run_again_cannot_run_a_tool_under_it():
+    from reckon_client import RunFinished
+
+    run_id = "run-finished-reopened"
+    tool = CountingTool("committed")
+    first = open_run(run_id, transport=StoreTransport(), holder="a", renew=False)
+    done = first.invoke(ToolCall.new(*COMMIT), tool)
+    first.close(outcome="completed")
+    last = [e.type for e in events_read(run_id=run_id)]
+    assert last[-1] == "run_finished" and tool.calls == 1
+
+    again = open_run(run_id, transport=StoreTransport(), holder="b", renew=False)
+    # What the log already answers is answered, with nothing written...
+    answered = again.invoke(ToolCall.new(*COMMIT), tool)
+    assert answered.replayed and answered.idempotency_key == done.idempotency_key
+    # ... but new work is refused before the tool runs: its start is the agent's own event.
+    for call, repeat in ((ToolCall.new("git_push", {"repo_path": "/r"}), None), (ToolCall.new(*COMMIT), "new")):
+        with pytest.raises(RunFinished, match=rf"run '{run_id}' already finished at seq {len(last)}; an agent's own events"):
+            again.invoke(call, tool, **({"repeat": repeat} if repeat else {}))
+    again.close()
+    assert tool.calls == 1
+    assert [e.type for e in events_read(run_id=run_id)] == last

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from runs.events import COMPLETION_SOURCES, RESOLUTION_DISPOSITIONS, EventType
+from runs.events import COMPLETION_SOURCES, RESOLUTION_DISPOSITIONS, EventType, live_run_only
 from runs.fold import Event, RunState, apply, fold
 from reckon_client.identity import call_key
 from runs.leases import lease_acquire
@@ -108,17 +108,21 @@ KINDS = [t.value for t in EventType if t is not EventType.RUN_STARTED]
 
 @st.composite
 def valid_logs(draw, max_events=30):
-    """A valid run log: run_started, then any registered types, at most one run_finished."""
+    """A valid run log: run_started, then any registered types, at most one run_finished, and after
+    it none of the agent's own work (``runs.events.live_run_only``)."""
     run_id = "run-prop"
     events = [Event(1, "run_started", {"run_id": run_id}, T0, 2)]
     started: list[str] = []
     finished = False
     for _ in range(draw(st.integers(0, max_events))):
         kind = draw(st.sampled_from([k for k in KINDS if not (finished and k == "run_finished")]))
-        finished = finished or kind == "run_finished"
         seq = len(events) + 1
         ts = T0 + timedelta(seconds=3 * seq) if draw(st.booleans()) else f"2026-09-08T11:{seq % 60:02d}:00Z"
-        events.append(Event(seq, kind, _payload(kind, draw, seq, started), ts, 2))
+        payload = _payload(kind, draw, seq, started)
+        if finished and live_run_only(kind, payload):
+            continue
+        finished = finished or kind == "run_finished"
+        events.append(Event(seq, kind, payload, ts, 2))
     return events
 
 

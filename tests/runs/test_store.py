@@ -1,6 +1,7 @@
 """The append contract, written once and run on every backend (SQLite by default, PostgreSQL in
 CI's second pass): fencing by epoch and expected seq, atomic batches, takeover after expiry."""
 
+import json
 import time
 from datetime import datetime, timezone
 
@@ -144,6 +145,52 @@ def test_a_second_run_finished_is_refused():
     events_append(run_id="r1", epoch=lease.epoch, expected_seq=2, events=[NewEvent("operator_note", {"by": "dana", "text": "checked"})])
 
 
+AGENTS_OWN = {
+    "a model turn": NewEvent("model_turn", {"text": "again", "tool_calls": []}),
+    "a message": msg("one more thing"),
+    "a tool call's start": NewEvent("tool_call_started", {"call_id": "c9", "name": "post_note", "arguments": {"n": 1}}),
+    "a live completion": NewEvent("tool_call_completed", {"call_id": "c1", "name": "post_note", "content": "ok", "is_error": False, "idempotency_key": "k-c1"}),
+    "a resumption": NewEvent("run_resumed", {"epoch": 1, "holder": "agent", "after_seq": 3}),
+    "the agent's own question": NewEvent("approval_requested", {"call_id": "c9", "question": "go on?"}),
+}
+
+
+@pytest.mark.parametrize("what", sorted(AGENTS_OWN))
+def test_a_finished_run_refuses_the_agents_own_work_and_writes_nothing(what):
+    # An agent that opens a finished run again must not run a tool under it: its start is refused
+    # before the tool runs, as is any other event that is the agent's own work.
+    lease = started("r1")
+    call = {"call_id": "c1", "name": "post_note", "arguments": {"n": 0}}
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("tool_call_started", call), _finish()])
+    with pytest.raises(RunFinished, match=r"already finished at seq 3; an agent's own events \(turns, messages, tool calls and their live results\) are refused after its end"):
+        events_append(run_id="r1", epoch=lease.epoch, expected_seq=3, events=[AGENTS_OWN[what]])
+    assert stored("r1") == [(1, "run_started"), (2, "tool_call_started"), (3, "run_finished")]
+    assert Run.objects.get(run_id="r1").last_seq == 3
+    # In one append with the end itself, the agent's work after the end is refused too.
+    with pytest.raises(InvalidEvent, match=r"event 1 \(seq 3, .*\): the run finishes at seq 2; an agent's own events"):
+        events_append(run_id="r2", epoch=started("r2").epoch, expected_seq=1, events=[_finish(), AGENTS_OWN[what]])
+    assert stored("r2") == [(1, "run_started")]
+
+
+def test_a_finished_run_still_takes_what_recovery_and_people_write_about_its_calls():
+    lease = started("r1")
+    call = {"call_id": "c1", "name": "post_note", "arguments": {"n": 0}, "idempotency_key": "k-c1"}
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[NewEvent("tool_call_started", call), _finish()])
+    about = {"call_id": "c1", "idempotency_key": "k-c1", "start_seq": 2}
+    after = [
+        NewEvent("tool_call_uncertain", {**about, "reason": "the run ended with the call in flight"}),
+        NewEvent("reconciliation_attempted", {**about, "attempt": 1, "outcome": "absent", "evidence": {}, "error": "", "rule": "r"}),
+        NewEvent("approval_requested", {**about, "question": "did it happen?", "reason": "policy"}),
+        NewEvent("approval_decided", {**about, "approved": True, "by": "dana", "reason": "retry", "decision": "retry_same_key"}),
+        NewEvent("tool_call_started", {**call, "retry_of": 2}),
+        NewEvent("tool_call_completed", {"call_id": "c1", "name": "post_note", "content": "ok", "is_error": False, "idempotency_key": "k-c1", "source": "retry"}),
+        NewEvent("tool_call_resolved", {**about, "disposition": "retried", "by": "dana"}),
+        NewEvent("operator_note", {**about, "by": "dana", "text": "retried once"}),
+    ]
+    events_append(run_id="r1", epoch=lease.epoch, expected_seq=3, events=after)
+    assert [t for _, t in stored("r1")][3:] == [e.type for e in after]
+
+
 
 def _finish(outcome="completed"):
     return NewEvent("run_finished", {"outcome": outcome})
@@ -192,12 +239,13 @@ def test_a_single_event_is_fenced_like_a_batch_at_any_seq():
         events_append(run_id="r1", epoch=lease.epoch, expected_seq=2, events=[NewEvent("run_finished", {"outcome": "again"})])
     with pytest.raises(SeqConflict):
         events_append(run_id="r1", epoch=lease.epoch, expected_seq=1, events=[msg()])
-    # Past 32-bit seqs, the fence and the row keep counting (set up by moving the run's last seq).
+    # Past 32-bit seqs, the fence and the row keep counting (set up by moving the run's last seq;
+    # the run has finished, so the event is one a person may still write).
     far = 2**31 - 1
     Run.objects.filter(run_id="r1").update(last_seq=far)
-    out = events_append(run_id="r1", epoch=lease.epoch, expected_seq=far, events=[msg("far")])
+    out = events_append(run_id="r1", epoch=lease.epoch, expected_seq=far, events=[NewEvent("operator_note", {"by": "dana", "text": "far"})])
     assert out[0].seq == far + 1 and Run.objects.get(run_id="r1").last_seq == far + 1
-    assert [(e.seq, e.payload["content"]) for e in events_read(run_id="r1", after=far)] == [(far + 1, "far")]
+    assert [(e.seq, e.payload["text"]) for e in events_read(run_id="r1", after=far)] == [(far + 1, "far")]
 
 
 def test_a_run_begins_with_its_own_run_started_and_has_it_only_once():
@@ -394,3 +442,19 @@ def test_on_postgres_a_replay_abandoned_midway_leaves_the_callers_transaction_us
         events_append(run_id="r1", epoch=lease.epoch, expected_seq=6001, events=[msg("after")])
     assert run_state(run_id="r1").messages[-1].content == "after"
     assert Run.objects.get(run_id="r1").source_file == "replayer"
+
+
+def test_an_import_whose_log_goes_on_after_its_end_is_rejected_naming_the_seq(tmp_path):
+    from runs.importer import paths_import
+
+    lines = [
+        {"seq": 1, "type": "run_started", "ts": "2026-09-08T11:00:00Z", "payload": {"run_id": "run-late"}},
+        {"seq": 2, "type": "run_finished", "ts": "2026-09-08T11:00:01Z", "payload": {"outcome": "completed"}},
+        {"seq": 3, "type": "user_message", "ts": "2026-09-08T11:00:02Z", "payload": {"content": "one more"}},
+    ]
+    path = tmp_path / "run-late.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (result,) = paths_import([str(path)])
+    assert result.outcome == "rejected", result
+    assert "event 2 (seq 3, user_message): the run finishes at seq 2; an agent's own events" in result.reason, result.reason
+    assert stored("run-late") == []
