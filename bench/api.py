@@ -42,6 +42,14 @@ def free_port() -> int:
 
 def gunicorn_start(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
     """gunicorn serving reckon.wsgi against the current database; returns the process and port."""
+    proc, port = gunicorn_spawn(workers=workers)
+    gunicorn_ready(proc, port)
+    return proc, port
+
+
+def gunicorn_spawn(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
+    """gunicorn started as ``gunicorn_start`` starts it, without waiting for it to answer: the caller
+    does other work while its workers import Django, then calls ``gunicorn_ready``."""
     port = free_port()
     # Snapshots off on both sides: they are written after the commit (inline when tasks run
     # eagerly) and measured by their own suite, not as append time.
@@ -59,6 +67,11 @@ def gunicorn_start(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
         cwd=ROOT,
         env=env,
     )
+    return proc, port
+
+
+def gunicorn_ready(proc: subprocess.Popen, port: int) -> None:
+    """Wait until the gunicorn ``gunicorn_spawn`` started answers; killed and raised if it never does."""
     # Generous: on a 2-core machine shared with other work, four workers importing Django take a while.
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -66,7 +79,7 @@ def gunicorn_start(*, workers: int = 2) -> tuple[subprocess.Popen, int]:
             raise RuntimeError(f"gunicorn exited with {proc.returncode}")
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/openapi.json", timeout=1).read()
-            return proc, port
+            return
         except OSError:
             time.sleep(0.1)
     proc.kill()
