@@ -2,7 +2,9 @@
 LangGraph graph and a Pydantic AI agent, driven by their frameworks' own offline test models
 (tests/clients/repeat_agent.py), each in a fresh environment holding only the client and its extra,
 against a live Reckon (gunicorn on 127.0.0.1) and the examples' ledger in its own process, which
-counts its effects by idempotency key.
+counts its effects by idempotency key. Each agent is a process of its own, forked from a zygote of
+its environment that has imported the framework once (tests/clients/forked.py): the client and the
+script are imported in the agent, and a killed agent is killed with SIGKILL.
 
 The agent posts the same correction twice on purpose, one call after the other or both in one turn
 (the frameworks run them at once). With ``repeat`` given, each ask is its own operation and reaches
@@ -23,22 +25,49 @@ import pytest
 
 from runs.selectors import run_state
 from runs.store import events_read
-from tests.clients.helpers import HERE, LedgerProcess
+from tests.clients.forked import Zygote
+from tests.clients.helpers import HERE, LedgerProcess, _agent_env
 from tests.clients.venvs import client_python
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FRAMEWORKS = ["langgraph", "pydantic-ai"]
 
+# What repeat_agent.py imports of each framework: imported once per module by a zygote of the
+# framework's environment (tests/clients/forked.py), from which every agent process is forked.
+FRAMEWORK_MODULES = {
+    "langgraph": ["langchain_core.language_models.fake_chat_models", "langchain_core.messages", "langchain_core.tools", "langgraph.graph", "langgraph.prebuilt"],
+    "pydantic-ai": ["pydantic_ai", "pydantic_ai.messages", "pydantic_ai.models.function", "pydantic_ai.toolsets"],
+}
+
+
+@pytest.fixture(scope="module")
+def zygotes():
+    """The framework's zygote, started the first time a test of this process asks for it."""
+    started: dict[str, Zygote] = {}
+
+    def zygote(framework: str) -> Zygote:
+        if framework not in started:
+            started[framework] = Zygote(client_python(framework), FRAMEWORK_MODULES[framework], _agent_env({}))
+        return started[framework]
+
+    yield zygote
+    for z in started.values():
+        z.stop()
+
 
 def _agent(framework: str, repeat: str, shape: str) -> list[str]:
-    return [str(client_python(framework)), str(HERE / "repeat_agent.py"), framework, repeat, shape]
+    return [str(HERE / "repeat_agent.py"), framework, repeat, shape]
 
 
-def _run(framework: str, repeat: str, shape: str, env: dict) -> tuple[int, dict]:
-    done = subprocess.run(_agent(framework, repeat, shape), cwd="/", env=env, capture_output=True, text=True, timeout=120)
-    assert done.stdout.strip(), f"the agent printed nothing ({done.returncode}): {done.stderr}"
-    return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
+def _run(zygote: Zygote, framework: str, repeat: str, shape: str, env: dict) -> tuple[int, dict]:
+    agent = zygote.spawn(_agent(framework, repeat, shape), env)
+    try:
+        out, err = agent.communicate(timeout=120)
+    finally:
+        agent.kill()  # only if it is still running (timed out)
+    assert out.strip(), f"the agent printed nothing ({agent.returncode}): {err}"
+    return agent.returncode, json.loads(out.strip().splitlines()[-1])
 
 
 def _starts(run_id: str) -> list[dict]:
@@ -57,14 +86,14 @@ EXPECTED = {"none": (1, 1), "same": (2, 2), "new": (2, 4)}
 @pytest.mark.parametrize("shape", ["sequential", "parallel"])
 @pytest.mark.parametrize("repeat", ["none", "same", "new"])
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_an_agent_that_posts_twice_on_purpose(agent_env, framework, repeat, shape):
+def test_an_agent_that_posts_twice_on_purpose(agent_env, zygotes, framework, repeat, shape):
     run_id = f"run-twice-{framework}-{repeat}-{shape}"
     ledger = LedgerProcess()
     env = {**agent_env, "RECKON_RUN_ID": run_id, "LEDGER_URL": ledger.url}
     try:
-        first_rc, first = _run(framework, repeat, shape, env)
+        first_rc, first = _run(zygotes(framework), framework, repeat, shape, env)
         after_first = ledger.stats()["effects"]
-        second_rc, second = _run(framework, repeat, shape, env)
+        second_rc, second = _run(zygotes(framework), framework, repeat, shape, env)
         after_second = ledger.stats()["effects"]
     finally:
         ledger.stop()
@@ -81,8 +110,8 @@ def test_an_agent_that_posts_twice_on_purpose(agent_env, framework, repeat, shap
     assert _ops(run_id) == [None, "repeat@1", "repeat@2", "repeat@3"][: len(after_second)]
 
 
-def _kill_after_effects(cmd: list[str], env: dict, ledger: LedgerProcess, effects: int) -> None:
-    agent = subprocess.Popen(cmd, cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _kill_after_effects(zygote: Zygote, cmd: list[str], env: dict, ledger: LedgerProcess, effects: int) -> None:
+    agent = zygote.spawn(cmd, env)
     try:
         deadline = time.monotonic() + 90
         while len(ledger.stats()["effects"]) < effects:  # the posts are made; the last answer never comes
@@ -107,14 +136,14 @@ def _kill_after_effects(cmd: list[str], env: dict, ledger: LedgerProcess, effect
     ],
 )
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_an_agent_killed_after_its_effect_and_resumed_runs_nothing_twice(agent_env, framework, repeat, shape, posts, answered):
+def test_an_agent_killed_after_its_effect_and_resumed_runs_nothing_twice(agent_env, zygotes, framework, repeat, shape, posts, answered):
     run_id = f"run-twice-killed-{framework}-{repeat}-{shape}-{posts}"
     ledger = LedgerProcess(stall_after=posts - 1 if shape == "sequential" else 0)
     env = {**agent_env, "RECKON_RUN_ID": run_id, "LEDGER_URL": ledger.url}
     try:
-        _kill_after_effects(_agent(framework, repeat, shape), env, ledger, effects=posts)
+        _kill_after_effects(zygotes(framework), _agent(framework, repeat, shape), env, ledger, effects=posts)
         killed_starts = _starts(run_id)
-        rc, resumed = _run(framework, repeat, shape, env)
+        rc, resumed = _run(zygotes(framework), framework, repeat, shape, env)
         effects = ledger.stats()["effects"]
     finally:
         ledger.stop()
