@@ -182,6 +182,36 @@ def _sqlite_write_lock_holders(path: str) -> str:
     return "\n".join(lines) + ("" if free() else "\n  and the lock is still held after closing them")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _clients_share_a_request_handler():
+    """Every ``django.test.Client`` of a test process sends its requests through one request
+    handler (one per CSRF setting), as every request to a server goes through the middleware it
+    loaded once. Each client built its own, and its first request loaded the whole middleware
+    stack: WhiteNoise's walks every file under STATIC_ROOT, about 0.1 s a client, some 40% of the
+    console tests' time. Each client is still new (its own cookies, defaults and session). A
+    settings change (``override_settings``, pytest-django's ``settings``) forgets the shared
+    handlers, so a test that changes what the middleware reads gets a handler loaded under it."""
+    from django.core.signals import setting_changed
+    from django.test import Client
+
+    handlers: dict[bool, object] = {}
+
+    def forget(**kwargs) -> None:
+        handlers.clear()
+
+    built = Client.__init__
+
+    def init(self, enforce_csrf_checks=False, *args, **kwargs):
+        built(self, enforce_csrf_checks, *args, **kwargs)
+        self.handler = handlers.setdefault(bool(enforce_csrf_checks), self.handler)
+
+    setting_changed.connect(forget, weak=False, dispatch_uid="tests.clients_share_a_request_handler")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Client, "__init__", init)
+        yield
+    setting_changed.disconnect(dispatch_uid="tests.clients_share_a_request_handler")
+
+
 @pytest.fixture(autouse=True)
 def _receiver_connections_closed():
     """After each test, the connections this thread keeps alive to receivers (recovery.adapters'
