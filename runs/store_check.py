@@ -218,7 +218,8 @@ def events_check(
             encoded.append(_dumps_full(i, payload))
             stored_sorted = False  # its keys were not all strings: the chain encodes it again
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
-        if type_ in live_only or (type_ in live_only_when and live_only_when[type_](payload)):
+        # Once the batch is known to hold the agent's work, only an event after an end needs asking.
+        if (not live or finished_seq is not None) and (type_ in live_only or (type_ in live_only_when and live_only_when[type_](payload))):
             if finished_seq is not None:
                 raise InvalidEvent(f"event {i} (seq {seq}, {type_}): the run finishes at seq {finished_seq}; {AFTER_THE_END}")
             live = True
