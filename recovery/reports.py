@@ -25,10 +25,9 @@ from django.contrib.auth.models import Group
 from django.db.models import Case, CharField, Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Greatest, TruncDay
 
-from recovery.models import RISK_CLASSES, UNRESOLVED_STATES, RecordedCalls, ToolPolicy, UncertainCall
 from recovery import report_terms as terms
+from recovery.models import RISK_CLASSES, UNRESOLVED_STATES, RecordedCalls, ToolPolicy, UncertainCall
 from recovery.policies import policy_from_row
-from recovery.report_terms import percentile_rank  # noqa: F401  (the percentile's definition, with the tables it serves)
 
 UTC = timezone.utc
 PERIOD_DAYS = (7, 30, 90)

@@ -10,8 +10,8 @@ This module imports nothing from Django: the fold and the importer use it as pla
 
 from __future__ import annotations
 
-from enum import Enum
 from collections.abc import Callable, Iterable
+from enum import Enum
 
 from runs.errors import WriterRefused
 from runs.identity import key_secret_problem

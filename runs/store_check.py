@@ -19,14 +19,13 @@ from runs.events import (
     CURRENT_SCHEMA_VERSION,
     INTRODUCED_IN,
     KEY_SECRET_SINCE,
-    LIVE_ONLY,
-    LIVE_ONLY_WHEN,
     PLAIN_CHECKS,
     REQUIRED_FIELDS,
     TERMINAL,
     EventType,
     UnknownEventType,
     event_type,
+    live_run_only,
     missing_fields,
     version_problem,
 )
@@ -189,7 +188,6 @@ def events_check(
     seq = expected_seq
     plain, current, completes, new_event = _PLAIN, CURRENT_SCHEMA_VERSION, _COMPLETED_TYPES, tuple.__new__
     dumps, fast = _orjson_dumps, _FAST_OPTIONS
-    live_only, live_only_when = LIVE_ONLY, LIVE_ONLY_WHEN
     stored_sorted = True
     for i, ev in enumerate(events):
         seq += 1
@@ -219,7 +217,7 @@ def events_check(
             stored_sorted = False  # its keys were not all strings: the chain encodes it again
         appended.append(new_event(Event, (seq, type_, payload, ts, v)))
         # Once the batch is known to hold the agent's work, only an event after an end needs asking.
-        if (not live or finished_seq is not None) and (type_ in live_only or (type_ in live_only_when and live_only_when[type_](payload))):
+        if (not live or finished_seq is not None) and live_run_only(type_, payload):
             if finished_seq is not None:
                 raise InvalidEvent(f"event {i} (seq {seq}, {type_}): the run finishes at seq {finished_seq}; {AFTER_THE_END}")
             live = True
@@ -230,7 +228,6 @@ def events_check(
         raise _event_too_large(expected_seq, appended, encoded)
     canons, seals = batch_canons(expected_seq, appended, tss, encoded, stored_sorted)
     return Batch(tss, encoded, canons, seals, appended, finished_seq, seq, sum(map(len, encoded)), live)
-
 
 
 def batch_canons(expected_seq: int, appended: list[Event], tss: list[datetime], encoded: list[bytes], stored_sorted: bool):
