@@ -13,10 +13,14 @@ $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test,load]' -e ./clients/python
 	touch $@
 
-# collectstatic on every install: the hashed, compressed files WhiteNoise serves in every mode
-# (demo, tests, production) come from the code in this checkout.
-install: $(VENV)/.installed
+# collectstatic whenever the environment or the console's static files changed: the hashed,
+# compressed files WhiteNoise serves in every mode (demo, tests, production) come from the code in
+# this checkout. (Compressing them all takes about 20 s, so an unchanged checkout skips it.)
+STATIC_ROOT ?= var/static
+$(STATIC_ROOT)/staticfiles.json: $(VENV)/.installed $(shell find console/static -type f)
 	$(PY) manage.py collectstatic --noinput -v0
+
+install: $(STATIC_ROOT)/staticfiles.json
 
 # Fresh environments holding only the agent client (plain, with each extra), built once per
 # version of its sources under var/client-venvs, and the pinned reference MCP servers under
@@ -33,6 +37,11 @@ demo: install
 # scheduling ran one of them (1,392 results of 1,407 collected); work stealing runs all sixteen, and
 # a worker that finishes early takes tests from the other's queue. A run in which fewer tests ran
 # than were collected fails, naming how many (tests/every_item.py). PYTEST_ARGS="-n 0": one process.
+# Compiled modules are kept (in __pycache__, which git ignores) even where the environment says not
+# to (PYTHONDONTWRITEBYTECODE): the suite starts some hundreds of Python processes (workers, servers,
+# agents, commands), and each would compile Reckon's modules, and each worker rewrite every test
+# module's asserts, all over again.
+test: export PYTHONDONTWRITEBYTECODE =
 test: install
 	$(PY) -m pytest -n auto --dist worksteal --durations=20 $(PYTEST_ARGS)
 
