@@ -1,7 +1,9 @@
 """No input ends in a 500: every console URL (from the URL resolver) and every API operation (from
 the OpenAPI document) gets NUL bytes, lone surrogates, oversized numbers and 10 KB strings in each of
 its path parameters, query parameters, form fields and JSON fields, signed in as an administrator or
-with a token holding every scope. A new endpoint is covered without editing this module.
+with a token holding every scope. A new endpoint is covered without editing this module. A console
+URL gets each hostile value in the names its handling asks the request for (recorded as it runs),
+and once in all the names it only carries along as a whole.
 
 One request per (endpoint, parameter, hostile value); each test (the API's one, the console's one per
 URL, so the suite's workers share the sweep) collects every failure and reports them together, so
@@ -15,6 +17,7 @@ import re
 from urllib.parse import quote
 
 import pytest
+from django.http import QueryDict
 from django.test import Client
 from django.urls import URLPattern, get_resolver
 
@@ -143,30 +146,106 @@ def test_the_console_sweep_finds_the_console_urls():
     assert len(CONSOLE_ROUTES) > 20 and "" in CONSOLE_ROUTES
 
 
+EVERY = "(every name)"
+
+
+@pytest.fixture
+def asked(monkeypatch):
+    """The names a request's handling asked request.GET or request.POST for (both are QueryDicts),
+    cleared by the caller between requests; EVERY when it took the whole dict (a copy, its items, its
+    URL encoding: the page links that carry the filters)."""
+    names: set[str] = set()
+    inside_whole = [0]  # a whole-dict method (or the parser) reads each key itself: not asked for by name
+
+    def by_key(method):
+        def wrapped(self, key, *args, **kwargs):
+            if not inside_whole[0]:
+                names.add(key)
+            return method(self, key, *args, **kwargs)
+
+        return wrapped
+
+    def whole(method, every=True):
+        def wrapped(self, *args, **kwargs):
+            if every:
+                names.add(EVERY)
+            inside_whole[0] += 1
+            try:
+                result = method(self, *args, **kwargs)
+                return iter(list(result)) if inspect.isgenerator(result) else result
+            finally:
+                inside_whole[0] -= 1
+
+        return wrapped
+
+    for name in ("__getitem__", "__contains__", "get", "getlist", "pop", "setdefault"):
+        monkeypatch.setattr(QueryDict, name, by_key(getattr(QueryDict, name)))
+    for name in ("__iter__", "keys", "items", "values", "lists", "dict", "copy", "urlencode", "__copy__", "__deepcopy__"):
+        monkeypatch.setattr(QueryDict, name, whole(getattr(QueryDict, name)))
+    # Parsing the query string asks whether each name is already there: nobody's asking yet.
+    monkeypatch.setattr(QueryDict, "__init__", whole(QueryDict.__init__, every=False))
+    return names
+
+
+def test_the_sweep_sees_which_names_a_page_reads_and_which_take_the_whole_query(db, asked):
+    # The console sweep below sends a hostile value in each name a URL's handling asks for; if the
+    # recording stopped seeing what Django's QueryDict is asked, it would send nothing and pass.
+    from django.contrib.auth.models import User
+
+    client = Client()
+    client.force_login(User.objects.create_superuser("ada.admin", password=None))
+    asked.clear()
+    assert client.get("/reports/", {"days": "7"}).status_code == 200
+    assert {"days", "tenant", "tool", EVERY} <= asked
+    asked.clear()
+    assert client.get("/queue/").status_code == 200
+    assert EVERY in asked
+
+
 @pytest.mark.parametrize("route", CONSOLE_ROUTES)
-def test_no_console_url_answers_a_hostile_value_with_a_5xx(seeded, route):
+def test_no_console_url_answers_a_hostile_value_with_a_5xx(seeded, asked, route):
     # An administrator signed in without a password (force_login): no hashing, the same session.
+    # Each hostile value goes into each path parameter, and into each name the URL's handling asks
+    # for (found by asking: a plain request, every name at once with a harmless value, and every
+    # request of the sweep itself, until no new name turns up). Names it takes only as a whole (the
+    # filters a page carries into its links) get each hostile value all at once, beside the others.
     from django.contrib.auth.models import User
 
     call, _ = seeded
     client = Client()
     client.force_login(User.objects.create_superuser("ada.admin", password=None))
     samples = {"run_id": "run-hostile", "pk": call.pk, "seq": 1, "fmt": "jsonl", "table": "volume"}
-    names = _console_params()
-    seen = []
+    names = set(_console_params())
     plain = _console_path(route, samples)
-    method = "post" if client.get(plain).status_code == 405 else "get"
+    seen, read = [], set()
+
+    def send(where, label, url, query=""):
+        asked.clear()
+        if method == "get":
+            r = client.get(url, QUERY_STRING=query)
+        else:
+            r = client.post(url, query, content_type="application/x-www-form-urlencoded")
+        seen.append((f"{method.upper()} /{route} {where}", label, r))
+        read.update(asked)
+
+    method = "get"
+    send("plain", "nothing", plain)
+    if seen[-1][2].status_code == 405:
+        method, seen, read = "post", [], set()
+        send("plain", "nothing", plain)
+    else:
+        send("every name", "a harmless value", plain, "&".join(f"{n}=1" for n in sorted(names)))
     for label, in_url, _ in HOSTILE:
         for name in re.findall(r"<\w+:(\w+)>", route):
-            r = getattr(client, method)(_console_path(route, samples, (name, in_url)))
-            seen.append((f"{method.upper()} /{route} path {name}", label, r))
-        for name in names:
-            if method == "get":
-                r = client.get(plain, QUERY_STRING=f"{name}={in_url}")
-            else:
-                r = client.post(plain, f"{name}={in_url}", content_type="application/x-www-form-urlencoded")
-            seen.append((f"{method.upper()} /{route} {name}", label, r))
-    assert len(seen) > 100
+            send(f"path {name}", label, _console_path(route, samples, (name, in_url)))
+    done = set()
+    while todo := [(n, h) for n in sorted(read & names) for h in HOSTILE if (n, h[0]) not in done]:
+        for name, (label, in_url, _) in todo:
+            done.add((name, label))
+            send(name, label, plain, f"{name}={in_url}")
+    if EVERY in read and (rest := sorted(names - read)):
+        for label, in_url, _ in HOSTILE:
+            send(f"{len(rest)} names read only as a whole", label, plain, "&".join(f"{n}={in_url}" for n in rest))
     assert _failures(seen) == []
 
 
