@@ -13,11 +13,12 @@ $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test,load]' -e ./clients/python
 	touch $@
 
-# collectstatic whenever the environment or the console's static files changed: the hashed,
-# compressed files WhiteNoise serves in every mode (demo, tests, production) come from the code in
-# this checkout. (Compressing them all takes about 20 s, so an unchanged checkout skips it.)
+# collectstatic whenever the environment, the settings or a static file in the checkout changed:
+# the hashed, compressed files WhiteNoise serves in every mode (demo, tests, production) come from
+# the code in this checkout. (Compressing them all takes about 20 s, so an unchanged checkout skips it.)
 STATIC_ROOT ?= var/static
-$(STATIC_ROOT)/staticfiles.json: $(VENV)/.installed $(shell find console/static -type f)
+STATIC_SOURCES := $(shell find . -path ./.venv -prune -o -path ./var -prune -o -path ./node_modules -prune -o -type f -path '*/static/*' -print)
+$(STATIC_ROOT)/staticfiles.json: $(VENV)/.installed reckon/settings.py $(STATIC_SOURCES)
 	$(PY) manage.py collectstatic --noinput -v0
 
 install: $(STATIC_ROOT)/staticfiles.json
