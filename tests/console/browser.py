@@ -1,6 +1,7 @@
 """What the browser tests share: Debian's Chromium (never a downloaded build; the Playwright launch
 arguments are the ``browser_type_launch_args`` fixture of tests/conftest.py), screenshots into
-test-artifacts/, signing in through the real form, and axe's check of a page."""
+test-artifacts/, signing in through the real form (or handed the session it makes), and axe's check
+of a page."""
 
 from pathlib import Path
 
@@ -25,6 +26,23 @@ def sign_in(page, live_server, username: str, next_url: str = "/queue/"):
     page.fill("#id_password", PASSWORD)
     page.click("button:has-text('Sign in')")
     page.wait_for_url(f"{live_server.url}{next_url}")
+
+
+def signed_in(page, live_server, user, next_url: str = "/queue/"):
+    """``user`` signed in by password already, then ``next_url`` opened: for a test whose subject
+    comes after signing in. The browser is handed the session the form would have made (Django's
+    ``login`` with the password backend, which the test client's ``force_login`` calls), without
+    the form's page, its redirect and its password hash (a third of a second); what the form does
+    is tested where a test signs in through it (``sign_in``)."""
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user, backend="access.oidc.PasswordBackend")
+    cookie = {"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME].value, "url": live_server.url}
+    page.context.add_cookies([{**cookie, "httpOnly": settings.SESSION_COOKIE_HTTPONLY, "sameSite": settings.SESSION_COOKIE_SAMESITE}])
+    page.goto(f"{live_server.url}{next_url}")
+    assert page.url == f"{live_server.url}{next_url}", f"not signed in: {page.url}"
 
 
 # What axe finds that fails a page.

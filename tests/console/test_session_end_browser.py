@@ -22,8 +22,10 @@ def snap(page, name: str) -> None:
     shot(page, f"when-wrong-{name}")
 
 
-def sign_in(page, live_server, next_url: str = "/queue/"):
-    browser.sign_in(page, live_server, "olivia.oncall", next_url)
+def sign_in(page, live_server, oncall, next_url: str = "/queue/"):
+    """Olivia signed in already: each test here is about what happens after; signing in again
+    through the form, which several of them do, is what the form's own part is tested by."""
+    browser.signed_in(page, live_server, oncall, next_url)
 
 
 def _fill_escalation(page):
@@ -38,7 +40,7 @@ def _decisions(call) -> int:
 @pytest.mark.parametrize("width", [1280, 390])
 def test_a_decision_sent_after_the_session_ended_says_nothing_was_recorded_and_comes_back_filled_in(live_server, page, oncall, conflict_call, width):
     page.set_viewport_size({"width": width, "height": 800})
-    sign_in(page, live_server, f"/calls/{conflict_call.pk}/")
+    sign_in(page, live_server, oncall, f"/calls/{conflict_call.pk}/")
     _fill_escalation(page)
     before = _decisions(conflict_call)
     page.context.clear_cookies(name="sessionid")
@@ -64,7 +66,7 @@ def test_a_decision_sent_after_the_session_ended_says_nothing_was_recorded_and_c
 
 def test_a_decision_sent_with_every_cookie_gone_says_the_same(live_server, page, oncall, conflict_call):
     page.set_viewport_size({"width": 1280, "height": 800})
-    sign_in(page, live_server, f"/calls/{conflict_call.pk}/")
+    sign_in(page, live_server, oncall, f"/calls/{conflict_call.pk}/")
     _fill_escalation(page)
     page.context.clear_cookies()
     page.click("#decide-submit")
@@ -81,7 +83,7 @@ def test_a_decision_sent_with_every_cookie_gone_says_the_same(live_server, page,
 def test_the_queues_refresh_after_the_session_ended_keeps_the_table_and_says_so(live_server, page, oncall, conflict_call, width):
     page.set_viewport_size({"width": width, "height": 800})
     page.clock.install()  # the page's own timers, moved on below instead of waited for
-    sign_in(page, live_server)
+    sign_in(page, live_server, oncall)
     page.wait_for_selector("#results table")
     rows = page.locator("#results tbody tr").count()
     page.context.clear_cookies(name="sessionid")
@@ -101,7 +103,7 @@ def test_the_queues_refresh_after_the_session_ended_keeps_the_table_and_says_so(
 
 def test_on_a_phone_what_differs_comes_before_the_choices_and_the_queue_shows_calls_first(live_server, page, oncall, conflict_call):
     page.set_viewport_size({"width": 390, "height": 844})
-    sign_in(page, live_server)
+    sign_in(page, live_server, oncall)
     assert not page.locator("#queue-filters-d").evaluate("d => d.open")
     assert page.locator("#results tbody tr").first.bounding_box()["y"] < 844
     snap(page, "queue-390")
@@ -117,7 +119,7 @@ def test_on_a_phone_what_differs_comes_before_the_choices_and_the_queue_shows_ca
 
 def test_back_after_an_escalation_and_the_button_again_records_nothing_more(live_server, page, oncall, conflict_call):
     page.set_viewport_size({"width": 1280, "height": 800})
-    sign_in(page, live_server, f"/calls/{conflict_call.pk}/")
+    sign_in(page, live_server, oncall, f"/calls/{conflict_call.pk}/")
     _fill_escalation(page)
     page.click("#decide-submit")
     page.wait_for_selector(".messages .success")
@@ -135,7 +137,7 @@ def test_back_after_an_escalation_and_the_button_again_records_nothing_more(live
 
 def test_an_override_in_a_note_is_shown_as_its_code_point(live_server, page, oncall, conflict_call):
     page.set_viewport_size({"width": 1280, "height": 800})
-    sign_in(page, live_server, f"/calls/{conflict_call.pk}/")
+    sign_in(page, live_server, oncall, f"/calls/{conflict_call.pk}/")
     page.click("#history-d summary")
     page.fill("#id_text", "account \u202e1234\u202c")
     page.click("button:has-text('Add note')")
@@ -148,7 +150,7 @@ def test_an_override_in_a_note_is_shown_as_its_code_point(live_server, page, onc
 
 def test_a_choice_the_call_does_not_offer_looks_unavailable_in_light_and_dark(live_server, page, oncall, conflict_call):
     page.set_viewport_size({"width": 1280, "height": 800})
-    sign_in(page, live_server, f"/calls/{conflict_call.pk}/")
+    sign_in(page, live_server, oncall, f"/calls/{conflict_call.pk}/")
     assert page.is_disabled("#choice-compensate") and page.is_enabled("#choice-not")
     style = "sel => { const s = getComputedStyle(document.querySelector(sel)); return [s.color, s.textDecorationLine, s.cursor, s.fontWeight]; }"
     for mode in ("light", "dark"):
