@@ -11,10 +11,10 @@ import copy
 import fcntl
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
@@ -106,21 +106,23 @@ def oidc_provider(live_server, tmp_path_factory):
         "POST_LOGOUT_URI": f"{live_server.url}/login/?signed_out=1",
     }
     # Its output goes to a file, never a pipe nobody reads (a full pipe would stall the provider).
+    # It says it is listening on a pipe of its own (READY_FD), written once and closed: waited
+    # for, not polled; the pipe ends unwritten if the provider exits first.
     log_path = users_file.with_name("provider.log")
     log = open(log_path, "w")
-    process = subprocess.Popen(["node", str(HERE / "provider.mjs")], env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    ready_r, ready_w = os.pipe()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{provider.issuer}/.well-known/openid-configuration", timeout=2) as r:
-                    assert json.load(r)["issuer"] == provider.issuer
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    process.kill()
-                    pytest.fail(f"the OpenID provider did not start: {log_path.read_text()}")
-                time.sleep(0.2)
+        process = subprocess.Popen(["node", str(HERE / "provider.mjs")], env={**env, "READY_FD": str(ready_w)}, stdout=log, stderr=subprocess.STDOUT, text=True, pass_fds=(ready_w,))
+    finally:
+        os.close(ready_w)
+    try:
+        with os.fdopen(ready_r, "rb") as ready:
+            said = ready.readline() if select.select([ready], [], [], 30)[0] else b""
+        if said != b"listening\n":
+            process.kill()
+            pytest.fail(f"the OpenID provider did not start: {log_path.read_text()}")
+        with urllib.request.urlopen(f"{provider.issuer}/.well-known/openid-configuration", timeout=10) as r:
+            assert json.load(r)["issuer"] == provider.issuer
         yield provider
     finally:
         process.terminate()

@@ -1,5 +1,6 @@
 // A real OpenID provider for the single sign-on tests: panva's certified oidc-provider, configured
-// here and started by tests/access/oidc/conftest.py on a free port of 127.0.0.1.
+// here and started by tests/access/oidc/conftest.py on a free port of 127.0.0.1, saying when it
+// listens on the pipe READY_FD.
 //
 // People live in the JSON file USERS_FILE, read again at every look-up, so a test changes a
 // person's groups or disables them at the provider by rewriting it:
@@ -10,7 +11,7 @@
 // published), "audience" (issued to another application), "expired" (its exp an hour ago). The
 // provider's own key signs the last two, so only the claim is wrong.
 // The sign-in page is the provider's development interaction: any password is accepted.
-import { readFileSync } from 'node:fs';
+import { closeSync, readFileSync, writeSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 
 const modules = process.env.OIDC_MODULES;
@@ -83,4 +84,9 @@ provider.use(async (ctx, next) => {
   if (tamper === 'expired') ctx.body.id_token = await sign({ ...claims, iat: now - 7200, exp: now - 3600 }, real.privateKey);
 });
 
-provider.listen(port, '127.0.0.1', () => { console.log(`listening ${issuer}`); });
+provider.listen(port, '127.0.0.1', () => {
+  console.log(`listening ${issuer}`);
+  // The test's pipe (READY_FD): the provider answers from now on.
+  writeSync(Number(process.env.READY_FD), 'listening\n');
+  closeSync(Number(process.env.READY_FD));
+});
