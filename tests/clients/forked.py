@@ -1,41 +1,62 @@
 """Agent processes forked from a zygote (zygote.py) that has already imported their framework, for
-the tests that start many agents of one environment (tests/clients/test_framework_repeats.py,
-test_mcp_proxy_sessions.py): each agent is still a process of its own, with its own pid, stdio and
+the tests that start many agents of one environment (tests/clients/test_framework_repeats.py, the
+MCP proxy's tests): each agent is still a process of its own, with its own pid, stdio and
 environment, that runs its script from the start and can be killed with SIGKILL; what it no longer
 does is import LangGraph, Pydantic AI or the MCP SDK (about a second each), which the zygote did
 once, in a fresh interpreter of the same environment. ``ForkedProcess`` answers like the parts of
-``subprocess.Popen`` the tests use."""
+``subprocess.Popen`` the tests use.
+
+``ListeningZygote`` does the same for a process that another process starts (the counting MCP
+server that reckon-mcp-proxy starts): its ``command`` is what that process runs
+(forked_exec.py), and the script's process, forked from the zygote, gets that command's stdio."""
 
 from __future__ import annotations
 
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
+FORKED_EXEC = Path(__file__).with_name("forked_exec.py")
 START_S = 120
+
+
+def _start_zygote(python: Path | str, options: list[str], modules: list[str], env: dict, **popen) -> tuple[socket.socket, subprocess.Popen]:
+    """zygote.py started with ``options`` and ``modules`` imported, once it says it is ready; the
+    test's end of its socket, and its process."""
+    sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with theirs:
+        proc = subprocess.Popen(
+            [str(python), str(ZYGOTE), *options, str(theirs.fileno()), *modules],
+            pass_fds=[theirs.fileno()],
+            cwd="/",
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            **popen,
+        )
+    if select.select([sock], [], [], START_S)[0] and sock.recv(4096) == b'{"ready": true}':
+        return sock, proc
+    proc.kill()
+    raise RuntimeError(f"the zygote did not start ({proc.wait()}): {proc.stderr.read()}")
 
 
 class Zygote:
     """A client environment's ``python`` with ``modules`` imported, forking an agent per ``spawn``."""
 
     def __init__(self, python: Path | str, modules: list[str], env: dict):
-        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        with theirs:
-            self.proc = subprocess.Popen(
-                [str(python), str(ZYGOTE), str(theirs.fileno()), *modules], pass_fds=[theirs.fileno()], cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-            )
+        self.sock, self.proc = _start_zygote(python, [], modules, env)
         self.current: ForkedProcess | None = None
-        ready = self._receive(START_S)
-        if ready != {"ready": True}:
-            self.proc.kill()
-            raise RuntimeError(f"the zygote did not start ({self.proc.wait()}): {self.proc.stderr.read()}")
 
     def _receive(self, timeout: float | None) -> dict | None:
         """The zygote's next message; None if none comes within ``timeout`` (or it ended)."""
@@ -74,6 +95,32 @@ class Zygote:
             self.proc.kill()
             self.proc.wait()
         self.proc.stderr.close()
+
+
+class ListeningZygote:
+    """A client environment's ``python`` with ``modules`` imported, forking a process per
+    ``command`` run by whoever runs it, any number at once. The zygote leads a process group of its
+    own, with every process it forks: ``stop`` ends them all (what a failed test left running)."""
+
+    def __init__(self, python: Path | str, modules: list[str], env: dict):
+        self.python = python
+        self.folder = tempfile.mkdtemp(prefix="reckon-zygote-")  # short: a socket's path is at most 107 bytes
+        self.path = os.path.join(self.folder, "zygote.sock")
+        self.sock, self.proc = _start_zygote(python, ["--listen", self.path], modules, env, start_new_session=True)
+
+    def command(self, script: Path | str, *args: str) -> list[str]:
+        """The command that runs ``script ARGS`` in a process forked from the zygote."""
+        return [str(self.python), "-I", str(FORKED_EXEC), self.path, str(script), *(str(a) for a in args)]
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # not reaped yet: the group is still the zygote's
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.proc.stderr.close()
+        self.sock.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class ForkedProcess:

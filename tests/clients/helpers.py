@@ -1,7 +1,7 @@
 """What the client tests share: a tool that counts its effects, the examples' ledger in a process of
 its own, and the MCP agent (mcp_agent.py, the SDK's client) driven through reckon-mcp-proxy, with
-its answers, its child processes and the counting server's effects. The ``mcp_bin`` and
-``agent_env`` fixtures are in conftest.py."""
+its answers, its child processes and the counting server's effects. The ``mcp_bin``,
+``agent_env``, ``counter_server`` and ``mcp_agents`` fixtures are in conftest.py."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.api.live import PYTHON, ROOT
+from tests.clients.forked import ForkedProcess, Zygote
 
 
 class CountingTool:
@@ -60,15 +61,22 @@ def _agent_env(extra: dict) -> dict:
     return {**env, **extra}
 
 
-def _mcp_agent(mcp_bin: Path, proxy_args: list[str], calls: list[dict], env: dict, server: list[str] | None = None) -> subprocess.Popen:
-    """The SDK's client (mcp_agent.py) taking ``calls`` through the proxy in front of ``server``
-    (default: the counting server)."""
-    server = server or [str(mcp_bin / "python"), str(HERE / "mcp_counter_server.py")]
-    proxy = [str(mcp_bin / "reckon-mcp-proxy"), *proxy_args, "--", *server]
-    return subprocess.Popen([str(mcp_bin / "python"), str(HERE / "mcp_agent.py"), *proxy, "--calls", json.dumps(calls)], cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+class McpAgents:
+    """The SDK's client (mcp_agent.py) taking steps through reckon-mcp-proxy in front of an MCP
+    server (by default the counting one, ``server``), each agent forked from ``zygote``, a zygote
+    of the ``mcp`` environment that imported the SDK once (tests/clients/forked.py). Each session is
+    still an agent process of its own that starts a fresh proxy (a fresh interpreter), which starts
+    the server. The ``mcp_agents`` fixture is in conftest.py."""
+
+    def __init__(self, zygote: Zygote, mcp_bin: Path, server: list[str]):
+        self.zygote, self.mcp_bin, self.server = zygote, mcp_bin, server
+
+    def start(self, proxy_args: list[str], calls: list[dict], env: dict, server: list[str] | None = None) -> ForkedProcess:
+        proxy = [str(self.mcp_bin / "reckon-mcp-proxy"), *proxy_args, "--", *(server or self.server)]
+        return self.zygote.spawn([str(HERE / "mcp_agent.py"), *proxy, "--calls", json.dumps(calls)], env)
 
 
-def _answers(agent: subprocess.Popen, timeout: float = 60) -> tuple[list[dict], str]:
+def _answers(agent: ForkedProcess | subprocess.Popen, timeout: float = 60) -> tuple[list[dict], str]:
     """The agent's JSON lines (its first lists the tools) and its stderr (the proxy's too)."""
     out, err = agent.communicate(timeout=timeout)
     return [json.loads(line) for line in out.strip().splitlines()], err

@@ -23,7 +23,7 @@ from recovery.detection import uncertain_calls_detect
 from runs.selectors import run_state
 from runs.store import events_read
 from tests.api.live import PYTHON, ROOT, child_env
-from tests.clients.helpers import CORRECTION, HERE, _agent_env, _children, _effects, _mcp_agent
+from tests.clients.helpers import CORRECTION, _agent_env, _children, _effects
 from tests.helpers import serve_in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,14 +64,14 @@ def _manage(*args: str) -> str:
     return done.stdout
 
 
-def test_a_proxy_killed_mid_call_leaves_it_uncertain_and_reconciliation_keeps_the_effect_count_at_one(server, mcp_bin, tmp_path):
+def test_a_proxy_killed_mid_call_leaves_it_uncertain_and_reconciliation_keeps_the_effect_count_at_one(server, mcp_agents, tmp_path):
     run_id = "run-mcp-kill"
     token = token_create(name="mcp proxy", scopes=["append", "read"])[1]
     effects, paused = tmp_path / "effects.jsonl", tmp_path / "paused"
     proxy_args = ["--url", server.url, "--token", token, "--run-id", run_id, "--ttl", "1"]
     env = _agent_env({"MCP_EFFECTS_FILE": str(effects)})
 
-    agent = _mcp_agent(mcp_bin, proxy_args, [{"name": "post_correction", "arguments": CORRECTION}], {**env, "MCP_PAUSE_FILE": str(paused)})
+    agent = mcp_agents.start(proxy_args, [{"name": "post_correction", "arguments": CORRECTION}], {**env, "MCP_PAUSE_FILE": str(paused)})
     deadline = time.monotonic() + 60
     while not paused.exists() or not paused.read_text():
         assert agent.poll() is None, f"agent exited early: {agent.stdout.read()} {agent.stderr.read()}"
@@ -111,7 +111,7 @@ def test_a_proxy_killed_mid_call_leaves_it_uncertain_and_reconciliation_keeps_th
 
     # A fresh proxy on the same run, asked for the same correction, answers from the log; a tool
     # answering isError is a proven failure, recorded as one.
-    again = _mcp_agent(mcp_bin, proxy_args, [{"name": "post_correction", "arguments": CORRECTION}, {"name": "refuse", "arguments": {"account": "C-1"}}], env)
+    again = mcp_agents.start(proxy_args, [{"name": "post_correction", "arguments": CORRECTION}, {"name": "refuse", "arguments": {"account": "C-1"}}], env)
     out, err = again.communicate(timeout=60)
     lines = [json.loads(line) for line in out.strip().splitlines()]
     assert lines[0]["tools"] == ["announce", "ask_host", "post_correction", "read_balance", "refuse", "set_limit"], err
@@ -123,9 +123,9 @@ def test_a_proxy_killed_mid_call_leaves_it_uncertain_and_reconciliation_keeps_th
     assert [(d["name"], d["is_error"], d["source"]) for d in done] == [("post_correction", False, "reconciliation"), ("refuse", True, "live")]
 
 
-def test_printed_policies_load_with_load_policies(mcp_bin, tmp_path):
+def test_printed_policies_load_with_load_policies(mcp_bin, counter_server, tmp_path):
     printed = subprocess.run(
-        [str(mcp_bin / "reckon-mcp-proxy"), "--print-policies", "--", str(mcp_bin / "python"), str(HERE / "mcp_counter_server.py")],
+        [str(mcp_bin / "reckon-mcp-proxy"), "--print-policies", "--", *counter_server],
         cwd="/",
         env=_agent_env({"MCP_EFFECTS_FILE": str(tmp_path / "e.jsonl")}),
         capture_output=True,

@@ -19,7 +19,7 @@ import pytest
 
 from access.tokens import token_create
 from runs.store import events_read
-from tests.clients.helpers import CORRECTION, _agent_env, _answers, _children, _effects, _mcp_agent
+from tests.clients.helpers import CORRECTION, _agent_env, _answers, _children, _effects
 from tests.clients.venvs import reference_servers
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,11 +32,11 @@ def reference() -> Path:
     return reference_servers()
 
 
-def _session(server, mcp_bin, steps, command, env=None, run_id=None):
-    """One host session through the proxy (a run of its own unless ``run_id``): the answers, the
-    stderr and the run's id."""
+def _session(server, mcp_agents, steps, command=None, env=None, run_id=None):
+    """One host session through the proxy in front of ``command`` (default: the counting server),
+    a run of its own unless ``run_id``: the answers, the stderr and the run's id."""
     args = ["--url", server.url, "--token", token_create(name="mcp proxy", scopes=["append", "read"])[1], *(["--run-id", run_id] if run_id else [])]
-    lines, err = _answers(_mcp_agent(mcp_bin, args, steps, _agent_env({**GIT_ENV, **(env or {})}), server=command))
+    lines, err = _answers(mcp_agents.start(args, steps, _agent_env({**GIT_ENV, **(env or {})}), server=command))
     return lines[1:], err, run_id or re.search(r"recording in run (\S+)", err).group(1)
 
 
@@ -53,7 +53,7 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env={**os.environ, **GIT_ENV}).stdout
 
 
-def test_a_second_commit_of_the_same_message_reaches_git(server, mcp_bin, reference, tmp_path):
+def test_a_second_commit_of_the_same_message_reaches_git(server, mcp_agents, reference, tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
@@ -63,40 +63,39 @@ def test_a_second_commit_of_the_same_message_reaches_git(server, mcp_bin, refere
     add = {"name": "git_add", "arguments": {"repo_path": str(repo), "files": ["notes.txt"]}}
     commit = {"name": "git_commit", "arguments": {"repo_path": str(repo), "message": "wip"}}
     steps = [{"write": str(repo / "notes.txt"), "text": "1\n"}, add, commit, {"write": str(repo / "notes.txt"), "text": "2\n"}, add, commit]
-    answers, err, run_id = _session(server, mcp_bin, steps, [str(reference / "bin" / "mcp-server-git")])
+    answers, err, run_id = _session(server, mcp_agents, steps, [str(reference / "bin" / "mcp-server-git")])
     hashes = [re.search(r"hash (\w+)", a["result"]["content"][0]["text"]).group(1) for a in (answers[1], answers[3])]
     assert hashes[0] != hashes[1], (answers, err)
     assert _git(repo, "rev-list", "--count", "HEAD").strip() == "3" and _git(repo, "status", "--porcelain") == ""
     assert _operations(run_id, "git_commit") == [None, "repeat@1"]
 
 
-def test_writing_a_then_b_then_a_leaves_a_on_disk(server, mcp_bin, reference, tmp_path):
+def test_writing_a_then_b_then_a_leaves_a_on_disk(server, mcp_agents, reference, tmp_path):
     target = tmp_path / "file.txt"
     steps = [{"name": "write_file", "arguments": {"path": str(target), "content": text}} for text in ("A", "B", "A")]
-    answers, err, run_id = _session(server, mcp_bin, steps, [str(reference / "node_modules" / ".bin" / "mcp-server-filesystem"), str(tmp_path)])
+    answers, err, run_id = _session(server, mcp_agents, steps, [str(reference / "node_modules" / ".bin" / "mcp-server-filesystem"), str(tmp_path)])
     assert all("result" in a and not a["result"].get("isError") for a in answers), (answers, err)
     assert target.read_text() == "A"
     assert _operations(run_id, "write_file") == [None, None, "repeat@1"]
 
 
-def test_asking_the_time_twice_reaches_the_server_twice(server, mcp_bin, reference):
+def test_asking_the_time_twice_reaches_the_server_twice(server, mcp_agents, reference):
     ask = {"name": "get_current_time", "arguments": {"timezone": "UTC"}}
-    answers, err, run_id = _session(server, mcp_bin, [ask, {"sleep": 1.1}, ask], [str(reference / "bin" / "mcp-server-time")])
+    answers, err, run_id = _session(server, mcp_agents, [ask, {"sleep": 1.1}, ask], [str(reference / "bin" / "mcp-server-time")])
     times = [a["result"]["content"][0]["text"] for a in answers if "result" in a]
     assert len(times) == 2 and times[0] != times[1], (answers, err)
     assert len({s["idempotency_key"] for s in _starts(run_id, "get_current_time")}) == 2
 
 
-def test_a_resumed_session_answers_completed_calls_from_the_log_and_leaves_the_killed_one_uncertain(server, mcp_bin, tmp_path):
+def test_a_resumed_session_answers_completed_calls_from_the_log_and_leaves_the_killed_one_uncertain(server, mcp_agents, tmp_path):
     run_id = "run-mcp-repeat-resume"
     effects, paused = tmp_path / "effects.jsonl", tmp_path / "paused"
-    counter = [str(mcp_bin / "python"), str(Path(__file__).parent / "mcp_counter_server.py")]
     post = {"name": "post_correction", "arguments": CORRECTION}
     token = token_create(name="mcp proxy", scopes=["append", "read"])[1]
     args = ["--url", server.url, "--token", token, "--run-id", run_id, "--ttl", "1"]
     # The second, intentional, correction is killed after its effect, with the proxy.
     env = _agent_env({"MCP_EFFECTS_FILE": str(effects), "MCP_PAUSE_FILE": str(paused), "MCP_PAUSE_AT": "2"})
-    agent = _mcp_agent(mcp_bin, args, [post, post], env, server=counter)
+    agent = mcp_agents.start(args, [post, post], env)
     deadline = time.monotonic() + 60
     while not paused.exists() or not paused.read_text():
         assert agent.poll() is None and time.monotonic() < deadline, "the second correction never ran"
@@ -108,7 +107,7 @@ def test_a_resumed_session_answers_completed_calls_from_the_log_and_leaves_the_k
     assert len(_effects(effects)) == 2
 
     # The host starts again on the same run and asks the same two things.
-    lines, err = _answers(_mcp_agent(mcp_bin, args, [post, post], _agent_env({"MCP_EFFECTS_FILE": str(effects)}), server=counter))
+    lines, err = _answers(mcp_agents.start(args, [post, post], _agent_env({"MCP_EFFECTS_FILE": str(effects)})))
     first, second = lines[1:]
     assert '"posted": true' in first["result"]["content"][0]["text"], (first, err)  # from the log
     assert "never completed" in second["error"] and "uncertain" not in first, (second, err)
@@ -118,7 +117,7 @@ def test_a_resumed_session_answers_completed_calls_from_the_log_and_leaves_the_k
     assert [e["key"] for e in _effects(effects)] == [s["idempotency_key"] for s in starts]
 
 
-def test_resources_prompts_sampling_and_log_notifications_are_relayed_unchanged_and_unrecorded(server, mcp_bin, tmp_path):
+def test_resources_prompts_sampling_and_log_notifications_are_relayed_unchanged_and_unrecorded(server, mcp_agents, tmp_path):
     # mcp-server-git offers neither resources nor prompts: the SDK-built counting server does.
     steps = [
         {"list_resources": True},
@@ -129,8 +128,7 @@ def test_resources_prompts_sampling_and_log_notifications_are_relayed_unchanged_
         {"name": "announce", "arguments": {"text": "through the proxy"}},
         {"name": "ask_host", "arguments": {"question": "ready?"}},
     ]
-    counter = [str(mcp_bin / "python"), str(Path(__file__).parent / "mcp_counter_server.py")]
-    answers, err, run_id = _session(server, mcp_bin, steps, counter, env={"MCP_EFFECTS_FILE": str(tmp_path / "e.jsonl")})
+    answers, err, run_id = _session(server, mcp_agents, steps, env={"MCP_EFFECTS_FILE": str(tmp_path / "e.jsonl")})
     resources, templates, read, prompts, prompt, announced, asked, logs = answers
     assert [r["uri"] for r in resources["resources"]["resources"]] == ["ledger://readme"], (answers, err)
     assert [t["uriTemplate"] for t in templates["templates"]["resourceTemplates"]] == ["ledger://accounts/{account}"]
@@ -143,14 +141,14 @@ def test_resources_prompts_sampling_and_log_notifications_are_relayed_unchanged_
     assert [p["name"] for p in (e.payload for e in events_read(run_id=run_id)) if "name" in p] == ["announce", "announce", "ask_host", "ask_host"]
 
 
-def test_the_hosts_roots_reach_the_filesystem_server(server, mcp_bin, reference, tmp_path):
+def test_the_hosts_roots_reach_the_filesystem_server(server, mcp_agents, reference, tmp_path):
     given, rooted = tmp_path / "given", tmp_path / "rooted"
     given.mkdir()
     rooted.mkdir()
     # The server asks for the roots once the session starts and learns them in the background.
     steps = [{"name": "list_allowed_directories", "arguments": {}, "until": str(rooted)}, {"name": "write_file", "arguments": {"path": str(rooted / "f.txt"), "content": "via roots"}}]
     fs = [str(reference / "node_modules" / ".bin" / "mcp-server-filesystem"), str(given)]
-    answers, err, run_id = _session(server, mcp_bin, steps, fs, env={"AGENT_ROOTS": str(rooted)})
+    answers, err, run_id = _session(server, mcp_agents, steps, fs, env={"AGENT_ROOTS": str(rooted)})
     allowed, written = answers
     assert str(rooted) in allowed["result"]["content"][0]["text"] and str(given) not in allowed["result"]["content"][0]["text"], (answers, err)
     assert (rooted / "f.txt").read_text() == "via roots", (written, err)
