@@ -6,7 +6,10 @@ A step is a call ``{"name": ..., "arguments": ..., "meta": {...}}``, or one of
 answers), ``{"sleep": SECONDS}``, ``{"sigterm_proxy": true}`` (SIGTERM the proxy, this
 process's child), ``{"write": PATH, "text": TEXT}`` (the agent edits a file itself), and the rest
 of the protocol: ``{"list_resources": true}``, ``{"list_templates": true}``, ``{"read": URI}``,
-``{"list_prompts": true}``, ``{"prompt": NAME, "arguments": {...}}``. A call with ``"until": TEXT``
+``{"list_prompts": true}``, ``{"prompt": NAME, "arguments": {...}}``, and two that wait for an
+event (30 s at most) and print nothing: ``{"until_lines": PATH, "lines": N}`` (the file has N lines:
+the server's effects, say) and ``{"until_stderr": TEXT}`` (the proxy wrote TEXT on its stderr,
+which this process passes on to its own). A call with ``"until": TEXT``
 is asked again (each time a call of its own) until its answer holds TEXT, for 30 s at most, and
 only the last answer is printed: for what the server learns in the background, such as roots. With AGENT_ROOTS set (paths
 joined by ``:``) the client offers those roots; its sampling answers with the question read back; the log messages the server sent come last,
@@ -17,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
@@ -72,6 +76,44 @@ async def _protocol_step(session: ClientSession, step: dict) -> dict:
 
 
 PROTOCOL_STEPS = ("list_resources", "list_templates", "read", "list_prompts", "prompt")
+WAIT_S = 30
+
+
+class ProxyStderr:
+    """The proxy's stderr, passed on to this process's as it comes, and kept to be waited on."""
+
+    def __init__(self):
+        read, write = os.pipe()
+        self.file = os.fdopen(write, "w")
+        self.text = ""
+        self.changed = threading.Condition()
+        self.reader = threading.Thread(target=self._pass_on, args=(os.fdopen(read),), daemon=True)
+        self.reader.start()
+
+    def _pass_on(self, pipe) -> None:
+        for line in pipe:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            with self.changed:
+                self.text += line
+                self.changed.notify_all()
+
+    def wait_for(self, text: str) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: text in self.text, WAIT_S)
+
+    def close(self) -> None:
+        """Once the proxy has ended: pass on the rest (its children may still hold the pipe)."""
+        self.file.close()
+        self.reader.join(5)
+
+
+async def _until_lines(path: str, lines: int) -> None:
+    give_up = asyncio.get_running_loop().time() + WAIT_S
+    while asyncio.get_running_loop().time() < give_up:
+        if os.path.exists(path) and len(Path(path).read_text().splitlines()) >= lines:
+            return
+        await asyncio.sleep(0.01)
 
 
 async def main(proxy: list[str], steps: list[dict]) -> None:
@@ -93,7 +135,18 @@ async def main(proxy: list[str], steps: list[dict]) -> None:
     extra = {"list_roots_callback": roots} if os.environ.get("AGENT_ROOTS") else {}
     extra["sampling_callback"] = sampling
     params = StdioServerParameters(command=proxy[0], args=proxy[1:], env=dict(os.environ))
-    async with stdio_client(params) as (read, write), ClientSession(read, write, logging_callback=on_log, **extra) as session:
+    stderr = ProxyStderr() if any("until_stderr" in step for step in steps) else None
+    try:
+        await _session(params, steps, on_log, extra, stderr)
+    finally:
+        if stderr is not None:
+            stderr.close()
+    if logs:
+        print(json.dumps({"logs": logs}), flush=True)
+
+
+async def _session(params, steps: list[dict], on_log, extra: dict, stderr: ProxyStderr | None) -> None:
+    async with stdio_client(params, **({"errlog": stderr.file} if stderr else {})) as (read, write), ClientSession(read, write, logging_callback=on_log, **extra) as session:
         await session.initialize()
         tools = await session.list_tools()
         print(json.dumps({"tools": sorted(t.name for t in tools.tools)}), flush=True)
@@ -113,10 +166,12 @@ async def main(proxy: list[str], steps: list[dict]) -> None:
                 Path(step["write"]).write_text(step["text"])
             elif "sigterm_proxy" in step:
                 os.kill(_proxy_pid(), signal.SIGTERM)
+            elif "until_lines" in step:
+                await _until_lines(step["until_lines"], step["lines"])
+            elif "until_stderr" in step:
+                await asyncio.to_thread(stderr.wait_for, step["until_stderr"])
             else:
                 print(json.dumps(await _call_until(session, step)), flush=True)
-        if logs:
-            print(json.dumps({"logs": logs}), flush=True)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ a file: one JSON line per correction posted, with the idempotency key it receive
 With MCP_PAUSE_FILE set, ``post_correction`` pauses after making its effect (its MCP_PAUSE_AT-th
 effect, default the first): it writes its pid there
 and waits to be killed (the test kills the proxy in front of it at that moment, then this process).
-With MCP_SLOW_SECONDS set, it takes that long after its effect before answering.
+With MCP_SLOW_SECONDS set, it takes that long after its effect before answering. With MCP_HOLD_FILE
+set, it answers its N-th effect only once that file has N lines (the test's agent writes them, once
+what it waits for has happened: 60 s at most).
 """
 
 import json
@@ -27,6 +29,11 @@ def post_correction(account: str, amount: int, ctx: Context) -> dict:
         f.flush()
         os.fsync(f.fileno())
     time.sleep(float(os.environ.get("MCP_SLOW_SECONDS", "0")))
+    hold = os.environ.get("MCP_HOLD_FILE")
+    if hold:
+        made, give_up = len(open(EFFECTS).readlines()), time.monotonic() + 60
+        while not (os.path.exists(hold) and len(open(hold).readlines()) >= made) and time.monotonic() < give_up:
+            time.sleep(0.01)
     pause = os.environ.get("MCP_PAUSE_FILE")
     if pause and len(open(EFFECTS).readlines()) >= int(os.environ.get("MCP_PAUSE_AT", "1")):
         with open(pause, "w") as f:

@@ -49,15 +49,17 @@ def test_an_unknown_tool_and_arguments_its_schema_rejects_are_refused_and_nothin
 def test_a_call_during_shutdown_is_refused_unrecorded_while_the_running_one_completes(server, mcp_agents, tmp_path):
     run_id = "run-mcp-sigterm"
     effects = tmp_path / "effects.jsonl"
+    hold = tmp_path / "answer"
     steps = [
         {"spawn": {"name": "post_correction", "arguments": CORRECTION}},
-        {"sleep": 0.4},  # the correction is running (the server takes a second to answer)
+        {"until_lines": str(effects), "lines": 1},  # the correction is running: the server answers once ``hold`` has a line
         {"sigterm_proxy": True},
-        {"sleep": 0.2},
+        {"until_stderr": "SIGTERM: new calls are refused"},
         {"name": "read_balance", "arguments": {"account": "C-771"}},
+        {"write": str(hold), "text": "answer\n"},
         {"join": True},
     ]
-    env = _agent_env({"MCP_EFFECTS_FILE": str(effects), "MCP_SLOW_SECONDS": "1"})
+    env = _agent_env({"MCP_EFFECTS_FILE": str(effects), "MCP_HOLD_FILE": str(hold)})
     lines, err = _answers(mcp_agents.start(["--url", server.url, "--token", _token(), "--run-id", run_id], steps, env))
     refused, running = lines[1:]
     assert "shutting down: read_balance was not recorded and did not run" in refused["error"], err
@@ -157,20 +159,33 @@ def test_a_policy_files_repeat_new_runs_a_call_a_later_session_asks_again(server
 def test_identical_calls_sent_at_once_are_two_operations_and_one_host_operation_is_one(server, mcp_agents, tmp_path):
     run_id = "run-mcp-at-once"
     effects = tmp_path / "effects.jsonl"
-    env = _agent_env({"MCP_EFFECTS_FILE": str(effects), "MCP_SLOW_SECONDS": "0.5"})
+    env = _agent_env({"MCP_EFFECTS_FILE": str(effects)})
     post = {"name": "post_correction", "arguments": CORRECTION}
     march = {**post, "meta": {"io.reckon/operation-id": "march"}}
     args = ["--url", server.url, "--token", _token(), "--run-id", run_id]
-    # Two identical calls in flight at once (each running for half a second), then the host's "march" twice at once.
-    steps = [{"spawn": post}, {"spawn": post}, {"join": True}, {"spawn": march}, {"spawn": march}, {"join": True}]
-    lines, err = _answers(mcp_agents.start(args, steps, env))
+    # Two identical calls in flight at once (the server answers neither until it has made both
+    # effects), then the host's "march" twice at once (its effect answered once both were sent).
+    hold = tmp_path / "answer"
+    steps = [
+        {"spawn": post},
+        {"spawn": post},
+        {"until_lines": str(effects), "lines": 2},
+        {"write": str(hold), "text": "1\n2\n"},
+        {"join": True},
+        {"spawn": march},
+        {"spawn": march},
+        {"until_lines": str(effects), "lines": 3},
+        {"write": str(hold), "text": "1\n2\n3\n"},
+        {"join": True},
+    ]
+    lines, err = _answers(mcp_agents.start(args, steps, {**env, "MCP_HOLD_FILE": str(hold)}))
     assert all('"posted": true' in line["result"]["content"][0]["text"] for line in lines[1:]), (lines, err)
     keys = [e["key"] for e in _effects(effects)]
     assert len(keys) == 3 and len(set(keys)) == 3  # two operations, and one for "march"
     starts = [e.payload for e in events_read(run_id=run_id) if e.type == "tool_call_started"]
     assert sorted(s["operation_id"] for s in starts if s["operation_id"] != s["idempotency_key"]) == ["march", "repeat@1"]
     # A later session asking the same two at once computes the same two keys: answered from the log.
-    lines, err = _answers(mcp_agents.start(args, steps[:3], env))
+    lines, err = _answers(mcp_agents.start(args, [{"spawn": post}, {"spawn": post}, {"join": True}], env))
     assert all('"posted": true' in line["result"]["content"][0]["text"] for line in lines[1:]), (lines, err)
     assert len(_effects(effects)) == 3
     assert len([e for e in events_read(run_id=run_id) if e.type == "tool_call_started"]) == 3
