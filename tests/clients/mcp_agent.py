@@ -3,24 +3,28 @@ MCP server and takes steps through it. Prints one JSON line per step that answer
 
 A step is a call ``{"name": ..., "arguments": ..., "meta": {...}}``, or one of
 ``{"spawn": CALL}`` (start the call and go on), ``{"join": true}`` (print the spawned calls'
-answers), ``{"sleep": SECONDS}``, ``{"sigterm_proxy": true}`` (SIGTERM the proxy, this
-process's child), ``{"write": PATH, "text": TEXT}`` (the agent edits a file itself), and the rest
-of the protocol: ``{"list_resources": true}``, ``{"list_templates": true}``, ``{"read": URI}``,
-``{"list_prompts": true}``, ``{"prompt": NAME, "arguments": {...}}``, and two that wait for an
-event (30 s at most) and print nothing: ``{"until_lines": PATH, "lines": N}`` (the file has N lines:
-the server's effects, say) and ``{"until_stderr": TEXT}`` (the proxy wrote TEXT on its stderr,
-which this process passes on to its own). A call with ``"until": TEXT``
-is asked again (each time a call of its own) until its answer holds TEXT, for 30 s at most, and
-only the last answer is printed: for what the server learns in the background, such as roots. With AGENT_ROOTS set (paths
-joined by ``:``) the client offers those roots; its sampling answers with the question read back; the log messages the server sent come last,
-``{"logs": [...]}``."""
+answers), ``{"sleep": SECONDS}``, ``{"sigterm_proxy": true}`` (SIGTERM the proxy, this process's
+child), ``{"write": PATH, "text": TEXT}`` (the agent edits a file itself), and the rest of the
+protocol: ``{"list_resources": true}``, ``{"list_templates": true}``, ``{"read": URI}``,
+``{"list_prompts": true}``, ``{"prompt": NAME, "arguments": {...}}``. Three wait for an event and
+print nothing: ``{"next_second": true}`` (the clock is in a later second than when the step began:
+a clock read from then on differs, to the second, from one read before), ``{"until_lines": PATH,
+"lines": N}`` (the file has N lines: the server's effects, say) and ``{"until_stderr": TEXT}`` (the
+proxy wrote TEXT on its stderr, which this process passes on to its own), the last two for 30 s at
+most. A call with ``"until": TEXT`` is asked again (each time a call of its own) until its answer
+holds TEXT, for 30 s at most, and only the last answer is printed: for what the server learns in
+the background, such as roots. With AGENT_ROOTS set (paths joined by ``:``) the client offers
+those roots; its sampling answers with the question read back; the log messages the server sent
+come last, ``{"logs": [...]}``."""
 
 import asyncio
 import json
+import math
 import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
@@ -160,6 +164,10 @@ async def _session(params, steps: list[dict], on_log, extra: dict, stderr: Proxy
                 spawned = []
             elif "sleep" in step:
                 await asyncio.sleep(step["sleep"])
+            elif "next_second" in step:
+                now = time.time()
+                while time.time() < math.floor(now) + 1:
+                    await asyncio.sleep(math.floor(now) + 1 - time.time())
             elif any(k in step for k in PROTOCOL_STEPS):
                 print(json.dumps(await _protocol_step(session, step)), flush=True)
             elif "write" in step:

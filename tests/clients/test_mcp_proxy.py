@@ -88,8 +88,10 @@ def test_a_proxy_killed_mid_call_leaves_it_uncertain_and_reconciliation_keeps_th
     starts = [e.payload for e in events_read(run_id=run_id) if e.type == "tool_call_started"]
     assert [s["idempotency_key"] for s in starts] == [effect["key"]]  # the key travelled in _meta
 
-    time.sleep(1.2)  # the proxy's lease (1 s) lapses; detection is the scan the beat runs
-    uncertain_calls_detect()
+    # Detection is the scan the beat runs: it marks the call once the proxy's lease (1 s) has lapsed.
+    deadline = time.monotonic() + 30
+    while not uncertain_calls_detect()["marked"] and time.monotonic() < deadline:
+        time.sleep(0.05)
     listed = [c for c in json.loads(_manage("uncertain", "--json")) if c["run_id"] == run_id]
     assert [(c["tool"], c["idempotency_key"], c["state"]) for c in listed] == [("post_correction", effect["key"], "open")]
 

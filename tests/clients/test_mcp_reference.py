@@ -81,7 +81,8 @@ def test_writing_a_then_b_then_a_leaves_a_on_disk(server, mcp_agents, reference,
 
 def test_asking_the_time_twice_reaches_the_server_twice(server, mcp_agents, reference):
     ask = {"name": "get_current_time", "arguments": {"timezone": "UTC"}}
-    answers, err, run_id = _session(server, mcp_agents, [ask, {"sleep": 1.1}, ask], [str(reference / "bin" / "mcp-server-time")])
+    # The server tells the time to the second: the second ask comes in a later second than the first.
+    answers, err, run_id = _session(server, mcp_agents, [ask, {"next_second": True}, ask], [str(reference / "bin" / "mcp-server-time")])
     times = [a["result"]["content"][0]["text"] for a in answers if "result" in a]
     assert len(times) == 2 and times[0] != times[1], (answers, err)
     assert len({s["idempotency_key"] for s in _starts(run_id, "get_current_time")}) == 2
