@@ -12,9 +12,16 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-def shot(page, name: str) -> Path:
+def artifact(name: str) -> Path:
+    """Where the screenshot ``name`` goes, for a screenshot other than the whole page (an element's,
+    the first screen's)."""
     ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
+    return ARTIFACTS / f"{name}.png"
+
+
+def shot(page, name: str) -> Path:
+    """The whole page, into test-artifacts/``name``.png."""
+    path = artifact(name)
     page.screenshot(path=str(path), full_page=True)
     return path
 

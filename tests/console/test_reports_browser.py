@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.console.browser import CHROMIUM, shot, sign_in
+from tests.console.browser import CHROMIUM, artifact, shot, sign_in
 from tests.reports.history import EXPECTED, history_build
 
 pytestmark = [
@@ -42,7 +42,7 @@ def test_a_manager_reads_the_month_s_trend_and_downloads_the_csv(live_server, pa
         b = label.bounding_box()
         assert box["x"] <= b["x"] and b["x"] + b["width"] <= box["x"] + box["width"] + 0.5, label.text_content()
     shot(page, "reports-1280x800")
-    page.locator("section[aria-labelledby='trend-h']").screenshot(path=str(shot(page, "reports-1280-trend")))
+    page.locator("section[aria-labelledby='trend-h']").screenshot(path=str(artifact("reports-1280-trend")))
     name, trend = _download(page, "Trend (CSV)")
     assert name == "reckon-trend-2026-11-02-to-2026-11-29.csv"
     assert [int(r["opened"]) for r in trend] == [o for _, o, _, _ in EXPECTED["trend"]]
@@ -58,8 +58,8 @@ def test_a_manager_reads_the_month_s_trend_and_downloads_the_csv(live_server, pa
     sizes = page.evaluate("""() => [...document.querySelectorAll('#trend-h ~ svg text')].map(t => t.getBoundingClientRect().height)""")
     assert min(sizes) >= 9, sizes
     shot(page, "reports-390")
-    page.screenshot(path=str(shot(page, "reports-390-top")), full_page=False)
-    page.locator("section[aria-labelledby='trend-h']").screenshot(path=str(shot(page, "reports-390-trend")))
+    page.screenshot(path=str(artifact("reports-390-top")), full_page=False)
+    page.locator("section[aria-labelledby='trend-h']").screenshot(path=str(artifact("reports-390-trend")))
     page.click("#trend-h ~ details summary")
     assert page.locator("#table-trend tbody tr").count() == 28
     shot(page, "reports-390-numbers")
