@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from tests.console.helpers import CONFLICT_ARGS
-from tests.console.browser import ARTIFACTS, CHROMIUM, DOCS, shot, sign_in
+from tests.console.browser import ARTIFACTS, CHROMIUM, DOCS, shot, signed_in
 
 pytestmark = [
     pytest.mark.browser,
@@ -82,7 +82,7 @@ def three_calls(conflict_call, tmp_path):
 
 def test_the_decision_and_its_consequence_are_above_the_fold_for_a_conflict_an_expired_key_and_a_duplicate(live_server, page, oncall, three_calls):
     page.set_viewport_size({"width": 1280, "height": FOLD})
-    sign_in(page, live_server, "olivia.oncall")
+    signed_in(page, live_server, oncall)
     expected = {
         "conflict": "The receiver already holds a different operation under this key",
         "expired": "it forgot this key on",
@@ -141,8 +141,7 @@ def test_a_decider_reveals_both_sides_of_a_masked_conflict_and_each_reveal_is_re
     call = UncertainCall.objects.get(run_id="run-masked")
     assert call.last_outcome == "conflict"
     page.set_viewport_size({"width": 1280, "height": FOLD})
-    sign_in(page, live_server, "olivia.oncall")
-    page.goto(f"{live_server.url}/calls/{call.pk}/")
+    signed_in(page, live_server, oncall, f"/calls/{call.pk}/")
     row = page.locator("#conflict tr", has_text="account")
     assert row.locator("td").nth(0).inner_text().startswith("[masked]") and row.locator("td").nth(1).inner_text().startswith("[masked]")
     assert "differs" in row.inner_text()

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.console.browser import CHROMIUM, shot, sign_in
-from tests.console.helpers import PASSWORD
+from tests.console.browser import CHROMIUM, shot, signed_in
 
 pytestmark = [
     pytest.mark.browser,
@@ -17,7 +16,7 @@ pytestmark = [
 
 def test_an_on_call_operator_resolves_a_conflict_escalation_and_it_appears_in_the_timeline(live_server, page, oncall, conflict_call):
     page.set_viewport_size({"width": 1280, "height": 900})
-    sign_in(page, live_server, "olivia.oncall")
+    signed_in(page, live_server, oncall)
     page.click(f"a[href='/calls/{conflict_call.pk}/']")
     page.wait_for_selector("#conflict")
     assert "480.00" in page.inner_text("#conflict") and "840.00" in page.inner_text("#conflict")
@@ -43,8 +42,7 @@ def test_back_from_a_bulk_action_that_cannot_be_prepared_finds_the_same_calls_ti
 
     _calls(3)
     page.set_viewport_size({"width": 1280, "height": 900})
-    sign_in(page, live_server, "olivia.oncall")
-    page.goto(f"{live_server.url}/queue/?tenant=acme")
+    signed_in(page, live_server, oncall, "/queue/?tenant=acme")
     boxes = page.locator("input[name='ids']")
     chosen = [boxes.nth(0).get_attribute("value"), boxes.nth(2).get_attribute("value")]
     for pk in chosen:
@@ -61,11 +59,7 @@ def test_back_from_a_bulk_action_that_cannot_be_prepared_finds_the_same_calls_ti
 
 def test_a_compliance_reviewer_sees_no_decision_controls_and_exports_a_run(live_server, page, compliance, conflict_call):
     page.set_viewport_size({"width": 420, "height": 900})  # a narrow screen
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "colin.compliance")
-    page.fill("#id_password", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.goto(f"{live_server.url}/calls/{conflict_call.pk}/")
+    signed_in(page, live_server, compliance, f"/calls/{conflict_call.pk}/")
     assert page.locator("input[name='decision']").count() == 0
     assert page.locator("#decide-submit").count() == 0
     assert "not decide" in page.inner_text("#no-decide")
@@ -84,13 +78,13 @@ def test_two_sessions_decide_the_same_call_and_exactly_one_wins(live_server, bro
     from runs.models import Event
     from tests.console.helpers import _user
 
-    _user("oscar.oncall", "oncall")
+    oscar = _user("oscar.oncall", "oncall")
     pages = []
-    for name in ("olivia.oncall", "oscar.oncall"):
+    for user in (oncall, oscar):
+        name = user.username
         ctx = browser.new_context(viewport={"width": 1280, "height": 900})
         p = ctx.new_page()
-        sign_in(p, live_server, name)
-        p.goto(f"{live_server.url}/calls/{conflict_call.pk}/")
+        signed_in(p, live_server, user, f"/calls/{conflict_call.pk}/")
         p.check("input[value='escalate']")
         p.fill("#id_reason", f"{name} takes this to the ledger team")
         pages.append(p)
@@ -103,6 +97,8 @@ def test_two_sessions_decide_the_same_call_and_exactly_one_wins(live_server, bro
     assert len(won) == 1 and len(lost) == 1, texts
     shot(pages[1], "second-session-refused")
     assert Event.objects.filter(run_id="run-conflict", type="approval_decided").count() == 1
+    for p in pages:
+        p.context.close()
 
 
 def test_a_compliance_reviewer_reveals_a_value_with_a_reason_and_finds_it_in_the_access_record(live_server, page, compliance):
@@ -116,11 +112,7 @@ def test_a_compliance_reviewer_reveals_a_value_with_a_reason_and_finds_it_in_the
     _, secret = token_create(name="ledger-sync agent", scopes=["append", "read"])
     Client(HTTP_AUTHORIZATION=f"Bearer {secret}").get("/api/runs/run-globex/state")  # a token's unmasked read: recorded
     page.set_viewport_size({"width": 1280, "height": 800})
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "colin.compliance")
-    page.fill("#id_password", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.goto(f"{live_server.url}/calls/{seeded['call'].pk}/")
+    signed_in(page, live_server, compliance, f"/calls/{seeded['call'].pk}/")
     page.click("#payload-d summary")
     form = page.locator("#payload form.reveal").first
     form.locator("input[name='reason']").fill("LEDGER-88: confirm the account with the customer")

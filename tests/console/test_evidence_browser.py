@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from tests.access.seed import SECRET, seed_runs
-from tests.console.browser import CHROMIUM, shot
+from tests.console.browser import CHROMIUM, shot, signed_in
 
 pytestmark = [
     pytest.mark.browser,
@@ -43,11 +43,7 @@ def test_a_compliance_reviewer_downloads_bundles_and_reckon_verify_accepts_them(
     settings.RECKON_SIGNING_KEY = Ed25519PrivateKey.generate().private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
     seed_runs()
     page.set_viewport_size({"width": 1280, "height": 800})
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "colin.compliance")
-    page.fill("#id_password", "correct horse battery staple")
-    page.click("button:has-text('Sign in')")
-    page.goto(f"{live_server.url}/runs/run-acme/")
+    signed_in(page, live_server, compliance, "/runs/run-acme/")
     page.locator("section[aria-labelledby='export-h']").screenshot(path=str(shot(page, "evidence-run-1280").with_name("evidence-form-1280.png")))
 
     # Masked by default.

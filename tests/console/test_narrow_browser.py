@@ -5,8 +5,7 @@ import os
 
 import pytest
 
-from tests.console.helpers import PASSWORD
-from tests.console.browser import CHROMIUM, shot
+from tests.console.browser import CHROMIUM, shot, signed_in
 
 pytestmark = [
     pytest.mark.browser,
@@ -35,11 +34,7 @@ CUT_WORDS = """sel => {
 
 def test_the_overview_tables_keep_their_words_whole_at_390_px(live_server, page, manager, v1_runs, conflict_call):
     page.set_viewport_size({"width": 390, "height": 844})
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "mandy.manager")
-    page.fill("#id_password", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(f"{live_server.url}/overview/")
+    signed_in(page, live_server, manager, "/overview/")
     assert page.locator("#overdue-h ~ .table-wrap tbody tr").count() >= 1  # something overdue to read
     cut = page.evaluate(CUT_WORDS, "#overdue-h ~ .table-wrap tbody, #risk-h ~ .table-wrap tbody")
     shot(page, "overview-390")
@@ -57,22 +52,13 @@ def test_the_overview_tables_keep_their_words_whole_at_390_px(live_server, page,
     assert '"Still open: "' in labels and '"Overdue: "' in labels, labels
 
 
-def _sign_in(page, live_server, username: str):
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_load_state()
-
-
 def test_the_access_record_keeps_its_words_whole_at_390_px(live_server, page, compliance, conflict_call):
     from access.tokens import principal_for_user
     from access.services import access_record_write
 
     access_record_write(who=principal_for_user(compliance), front_end="export", run_id="run-conflict", why="GET /runs/run-conflict/export.jsonl", all_fields=True)
     page.set_viewport_size({"width": 390, "height": 844})
-    _sign_in(page, live_server, "colin.compliance")
-    page.goto(f"{live_server.url}/access/")
+    signed_in(page, live_server, compliance, "/access/")
     assert page.locator("#access-records tbody tr").count() == 1
     cut = page.evaluate(CUT_WORDS, "#access-records tbody")
     shot(page, "access-390")
@@ -81,8 +67,7 @@ def test_the_access_record_keeps_its_words_whole_at_390_px(live_server, page, co
 
 def test_the_policies_keep_their_words_whole_at_390_px(live_server, page, admin_user, demo_policies):
     page.set_viewport_size({"width": 390, "height": 844})
-    _sign_in(page, live_server, "ada.admin")
-    page.goto(f"{live_server.url}/policies/")
+    signed_in(page, live_server, admin_user, "/policies/")
     assert page.locator("#policies tbody tr").count() >= 5
     cut = page.evaluate(CUT_WORDS, "#policies tbody")
     shot(page, "policies-390")
@@ -94,8 +79,7 @@ def test_the_decision_forms_keyboard_order_follows_what_the_eye_reads(live_serve
     # Reason, then the evidence and escalation fields beside (or below) it, then the button: a
     # keyboard user choosing "it happened" meets the evidence field before the submit button.
     page.set_viewport_size({"width": width, "height": 844})
-    _sign_in(page, live_server, "olivia.oncall")
-    page.goto(f"{live_server.url}/calls/{conflict_call.pk}/")
+    signed_in(page, live_server, oncall, f"/calls/{conflict_call.pk}/")
     page.focus("#id_reason")
     order = []
     for _ in range(3):

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from tests.console.helpers import FIXTURES, PASSWORD
-from tests.console.browser import CHROMIUM, shot
+from tests.console.helpers import FIXTURES
+from tests.console.browser import CHROMIUM, shot, signed_in
 
 pytestmark = [
     pytest.mark.browser,
@@ -25,11 +25,7 @@ def test_the_overview_chart_has_nice_ticks_that_fit_and_draws_no_long_settled_ca
     assert UncertainCall.objects.filter(run_id="run-c771-reconciled", state="resolved").exists()
     open_irreversible = UncertainCall.objects.unresolved().filter(risk_class="irreversible").count()
     page.set_viewport_size({"width": 1280, "height": 800})
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "mandy.manager")
-    page.fill("#id_password", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(f"{live_server.url}/overview/")
+    signed_in(page, live_server, manager, "/overview/")
     # Totals and what needs attention come first, inside the first screen.
     for sel in ("#total-open", "#overdue-h"):
         assert page.locator(sel).bounding_box()["y"] < 800

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.console.browser import CHROMIUM, artifact, shot, sign_in
+from tests.console.browser import CHROMIUM, artifact, shot, signed_in
 from tests.reports.history import EXPECTED, history_build
 
 pytestmark = [
@@ -27,7 +27,7 @@ def _download(page, link_text: str) -> tuple[str, list[dict]]:
 def test_a_manager_reads_the_month_s_trend_and_downloads_the_csv(live_server, page, manager):
     history_build()
     page.set_viewport_size({"width": 1280, "height": 800})
-    sign_in(page, live_server, "mandy.manager", "/overview/")
+    signed_in(page, live_server, manager, "/overview/")
     page.click("nav >> a:has-text('Reports')")
     page.wait_for_url(f"{live_server.url}/reports/")
     page.fill("#r-since", "2026-11-02")

@@ -6,8 +6,7 @@ import os
 
 import pytest
 
-from tests.console.browser import CHROMIUM
-from tests.console.helpers import PASSWORD
+from tests.console.browser import CHROMIUM, signed_in
 from tests.reports.history import history_build
 
 pytestmark = [
@@ -25,11 +24,7 @@ def _overlaps(boxes: list) -> list:
 
 def test_the_trend_chart_s_x_labels_never_overlap(live_server, page, manager):
     history_build()
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "mandy.manager")
-    page.fill("#id_password", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url(f"{live_server.url}/overview/")
+    signed_in(page, live_server, manager, "/overview/")
     for width, height in ((1280, 800), (390, 844)):
         page.set_viewport_size({"width": width, "height": height})
         for since, until in PERIODS:
