@@ -24,11 +24,18 @@ def _overlaps(boxes: list) -> list:
 
 def test_the_trend_chart_s_x_labels_never_overlap(live_server, page, manager):
     history_build()
-    signed_in(page, live_server, manager, "/overview/")
-    for width, height in ((1280, 800), (390, 844)):
-        page.set_viewport_size({"width": width, "height": height})
-        for since, until in PERIODS:
-            page.goto(f"{live_server.url}/reports/?since={since}&until={until}")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    signed_in(page, live_server, manager, f"/reports/?since={PERIODS[0][0]}&until={PERIODS[0][1]}")
+    for since, until in PERIODS:
+        url = f"{live_server.url}/reports/?since={since}&until={until}"
+        if page.url != url:
+            page.set_viewport_size({"width": 1280, "height": 800})
+            page.goto(url)
+        # Each period's page loaded once and read at both widths: the server draws one chart whatever
+        # the window (an SVG the stylesheet scales), and no script of the page looks at the width, so
+        # the labels laid out at 390 px after the window narrows are those a phone lays out.
+        for width, height in ((1280, 800), (390, 844)):
+            page.set_viewport_size({"width": width, "height": height})
             boxes = page.evaluate(BOXES)
             assert len(boxes) >= 2, (width, since, boxes)
             assert all(a[1] < b[1] for a, b in zip(boxes, boxes[1:])), boxes
