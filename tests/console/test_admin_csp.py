@@ -11,21 +11,11 @@ import os
 
 import pytest
 
-from tests.api.live import Server, free_port
 from tests.console.helpers import PASSWORD
 from tests.console.browser import CHROMIUM, shot
-from tests.production import production_env
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent")]
-PROXY = {"X-Forwarded-Proto": "https"}
-
-
-@pytest.fixture
-def prod_server(transactional_db):
-    port = free_port()
-    server = Server(workers=1, threads=4, port=port, env=production_env(CSRF_TRUSTED_ORIGINS=f"http://127.0.0.1:{port}"), ready=PROXY)
-    yield server
-    server.stop()
+PROXY = {"X-Forwarded-Proto": "https"}  # as the proxy in front of prod_server (tests/console/conftest.py) sends it
 
 
 def _watch(page) -> list[str]:

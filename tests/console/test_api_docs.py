@@ -12,10 +12,8 @@ import re
 
 import pytest
 
-from tests.api.live import Server, free_port
 from tests.console.helpers import PASSWORD, client_for
 from tests.console.browser import CHROMIUM, shot
-from tests.production import production_env
 
 ASSET = re.compile(r"""(?:src|href)=["']([^"']+)["']""")
 
@@ -51,15 +49,7 @@ def test_the_docs_page_has_the_console_policy_and_only_reckons_own_assets(oncall
         assert b"".join(served.streaming_content), asset
 
 
-PROXY = {"X-Forwarded-Proto": "https"}
-
-
-@pytest.fixture
-def prod_server(transactional_db):
-    port = free_port()
-    server = Server(workers=1, threads=4, port=port, env=production_env(CSRF_TRUSTED_ORIGINS=f"http://127.0.0.1:{port}"), ready=PROXY)
-    yield server
-    server.stop()
+PROXY = {"X-Forwarded-Proto": "https"}  # as the proxy in front of prod_server (tests/console/conftest.py) sends it
 
 
 @pytest.mark.browser

@@ -7,23 +7,11 @@ import os
 
 import pytest
 
-from tests.api.live import Server, free_port
 from tests.console.helpers import PASSWORD
 from tests.console.browser import CHROMIUM, shot
-from tests.production import production_env
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent")]
-PROXY = {"X-Forwarded-Proto": "https"}
-
-
-@pytest.fixture
-def prod_server(transactional_db):
-    port = free_port()
-    # The browser reaches gunicorn over plain HTTP while the proxy header says HTTPS, so its Origin
-    # (http://127.0.0.1:port) is named as trusted, as a deployer names the proxy's public origin.
-    server = Server(workers=1, threads=4, port=port, env=production_env(CSRF_TRUSTED_ORIGINS=f"http://127.0.0.1:{port}"), ready=PROXY)
-    yield server
-    server.stop()
+PROXY = {"X-Forwarded-Proto": "https"}  # as the proxy in front of prod_server (tests/console/conftest.py) sends it
 
 
 def test_the_deployed_console_loads_htmx_refreshes_and_records_a_decision_under_the_csp(browser, prod_server, oncall, conflict_call):
