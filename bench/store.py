@@ -49,16 +49,15 @@ def rate(fn: Callable[[], int], *, seconds: float, windows: int) -> float:
     return statistics.median(rates_in_turn({"fn": fn}, seconds=seconds, windows=windows)["fn"])
 
 
-def rates_in_turn(fns: dict[str, Callable[[], int]], *, seconds: float, windows: int) -> dict[str, list[float]]:
+def rates_in_turn(fns: dict[str, Callable[[], int]], *, seconds: float, windows: int, clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
     """Events/s of each of ``fns`` in each of ``windows`` rounds. Within a round (about ``seconds``
     times the number of functions long), the functions take turns call by call, each cycle starting one
     further along, and each call is timed: a round's rate of a function is its events over its own
     calls' time. Every figure of a round is taken in the same moments of the machine (a commit's
     fsync, another process's burst), so the ratio of two holds when the rates alone wander by more
-    than the difference being measured."""
+    than the difference being measured. ``clock``: seconds, as ``time.perf_counter`` counts them."""
     names = list(fns)
     rates: dict[str, list[float]] = {name: [] for name in names}
-    clock = time.perf_counter
     for _ in range(windows):
         events = dict.fromkeys(names, 0)
         spent = dict.fromkeys(names, 0.0)
