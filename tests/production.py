@@ -14,6 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SECRET = "test-only-4f9c2a7e1b8d6c3f0a5e9b2d7c4f1a8e6b3d0c9f2a5e8b1d4c7f0a3e6b9d2c5f8a"
 
 
+# What the TLS-terminating proxy in front of a production server adds to each request it passes
+# on (RECKON_TLS_PROXY): a test's browser sends it itself.
+PROXY_HEADERS = {"X-Forwarded-Proto": "https"}
+
+
 def production_env(**extra: str) -> dict[str, str]:
     return {
         "DEBUG": "false",

@@ -57,10 +57,6 @@ def decided(conflict_call, oncall):
     return conflict_call
 
 
-# What a TLS-terminating proxy adds to each request it passes on: the browser sends it itself.
-PROXY = {"X-Forwarded-Proto": "https"}
-
-
 @pytest.fixture(scope="session")
 def _production_server(django_db_setup, django_db_blocker):
     """gunicorn with DEBUG off and the production settings, against this process's test database:
@@ -69,13 +65,13 @@ def _production_server(django_db_setup, django_db_blocker):
     each test, as for the live server) and the per-process caches of values that no test's data
     changes (statements, patterns, the time zones); each test's browser context is its own."""
     from tests.api.live import Server, free_port
-    from tests.production import production_env
+    from tests.production import PROXY_HEADERS, production_env
 
     port = free_port()
     # The browser reaches gunicorn over plain HTTP while the proxy header says HTTPS, so its Origin
     # (http://127.0.0.1:port) is named as trusted, as a deployer names the proxy's public origin.
     with django_db_blocker.unblock():
-        server = Server(workers=1, threads=4, port=port, env=production_env(CSRF_TRUSTED_ORIGINS=f"http://127.0.0.1:{port}"), ready=PROXY)
+        server = Server(workers=1, threads=4, port=port, env=production_env(CSRF_TRUSTED_ORIGINS=f"http://127.0.0.1:{port}"), ready=PROXY_HEADERS)
     yield server
     server.stop()
 

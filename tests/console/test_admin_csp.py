@@ -13,9 +13,9 @@ import pytest
 
 from tests.console.helpers import PASSWORD
 from tests.console.browser import CHROMIUM, shot
+from tests.production import PROXY_HEADERS
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent")]
-PROXY = {"X-Forwarded-Proto": "https"}  # as the proxy in front of prod_server (tests/console/conftest.py) sends it
 
 
 def _watch(page) -> list[str]:
@@ -27,7 +27,7 @@ def _watch(page) -> list[str]:
 
 
 def test_the_admin_signs_in_lists_and_adds_under_the_production_csp(browser, prod_server, admin_user, oncall):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=PROXY)
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=PROXY_HEADERS)
     page = ctx.new_page()
     problems = _watch(page)
     url = prod_server.url

@@ -14,6 +14,7 @@ import pytest
 
 from tests.console.helpers import PASSWORD, client_for
 from tests.console.browser import CHROMIUM, shot
+from tests.production import PROXY_HEADERS
 
 ASSET = re.compile(r"""(?:src|href)=["']([^"']+)["']""")
 
@@ -49,13 +50,10 @@ def test_the_docs_page_has_the_console_policy_and_only_reckons_own_assets(oncall
         assert b"".join(served.streaming_content), asset
 
 
-PROXY = {"X-Forwarded-Proto": "https"}  # as the proxy in front of prod_server (tests/console/conftest.py) sends it
-
-
 @pytest.mark.browser
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent")
 def test_swagger_ui_renders_under_the_production_csp_without_a_violation(browser, prod_server, oncall):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=PROXY)
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=PROXY_HEADERS)
     page = ctx.new_page()
     problems: list[str] = []
     outside: list[str] = []

@@ -9,13 +9,13 @@ import pytest
 
 from tests.console.helpers import PASSWORD
 from tests.console.browser import CHROMIUM, shot
+from tests.production import PROXY_HEADERS
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent")]
-PROXY = {"X-Forwarded-Proto": "https"}  # as the proxy in front of prod_server (tests/console/conftest.py) sends it
 
 
 def test_the_deployed_console_loads_htmx_refreshes_and_records_a_decision_under_the_csp(browser, prod_server, oncall, conflict_call):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=PROXY)
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=PROXY_HEADERS)
     page = ctx.new_page()
     problems: list[str] = []
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" or "Content Security Policy" in m.text else None)
