@@ -1,4 +1,4 @@
-"""``manage.py bench store`` runs end to end and prints the figures the issue names.
+"""``manage.py bench`` suites run end to end and prints the figures the issue names.
 
 Not a timed test: it asserts the command works and reports every figure as a positive number, on
 whichever engine the suite runs on, in a throwaway database of its own.
@@ -40,3 +40,17 @@ def test_bench_invoke_prints_its_figures_and_each_rounds_ratio_as_json(tmp_path)
     assert len(rounds) == 3 and all(r > 0 for r in rounds)
     assert sorted(rounds)[1] == figures["in_process_vs_target"]  # the verdict is the rounds' median
     assert figures["round_trips_per_call"] == 2.0
+
+
+@pytest.mark.postgres
+def test_bench_console_times_the_reports_over_a_settled_90_days_as_json(tmp_path):
+    figures = _bench_json(tmp_path, "console", "events", "open_uncertain_calls")
+    settled = figures["reports_resolved"]
+    # The history the plans were taken over went first: the bench's own calls, 999 in 1,000 resolved,
+    # one in 20 of those after their deadline.
+    assert settled["calls"] == figures["open_uncertain_calls"]
+    assert settled["resolved"] == settled["calls"] - settled["calls"] // 1000
+    assert settled["late"] == pytest.approx(settled["resolved"] / 20, rel=0.1)
+    for name in ("page", "times_by_risk", "times_by_tool", "people", "whole_screen"):
+        for key in ("p50_ms", "p95_ms"):
+            assert isinstance(settled[name][key], (int, float)) and settled[name][key] > 0, (name, key)
