@@ -47,4 +47,5 @@ urlpatterns += [
     path("preferences/", views.preferences, name="preferences"),
     path("reports/", views_reports.reports_screen, name="reports"),
     path("reports/<str:table>.csv", views_reports.report_csv, name="report_csv"),
+    path("reports/<str:table>/", views_reports.report_table, name="report_table"),
 ]

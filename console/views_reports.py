@@ -24,6 +24,14 @@ from console.views import _render
 from recovery import reports
 from runs.fold import format_ts
 
+# The tables the screen loads after the page, each its own request (``report_table``): each ranks
+# every call's times, in a statement of its own (docs/reports.md, "Speed"), so the headline figures
+# and the trend do not wait for them. Their headings, on the screen and on the page of their own.
+DEFERRED = {
+    "times-by-risk": "Time to first human touch and to resolution, by risk class",
+    "times-by-tool": "Time to first human touch and to resolution, by tool",
+    "people": "Who decided, and how long calls waited while held",
+}
 TREND_SERIES = (("opened", "opened"), ("resolved", "resolved"), ("overdue_at_end", "overdue"))
 # Okabe-Ito, as the overview's palette: blue, green and vermillion stay apart for colour-blind readers.
 TREND_COLOURS = {"opened": "#0072B2", "resolved": "#009E73", "overdue": "#D55E00"}
@@ -57,15 +65,36 @@ def _trend_chart(rows: list[dict], period: reports.Period) -> tuple:
 @require_GET
 def reports_screen(request):
     form, period, filters, error = report_params(request)
-    ctx = {"form": form, "error": error, "teams": reports.teams(), "query": request.GET.urlencode(), "days": request.GET.get("days") or "30"}
+    ctx = {"form": form, "error": error, "teams": reports.teams(), "query": request.GET.urlencode(), "days": request.GET.get("days") or "30", "titles": DEFERRED}
     if period is None:
         return _render(request, "console/reports.html", ctx, nav="reports", status=400)
     now = timezone.now()
     allowed = report_tables(principal_for_user(request.user))
-    tables = reports.tables(allowed, period, filters, now=now)
+    tables = reports.tables([t for t in allowed if t not in DEFERRED], period, filters, now=now)
     chart, daily = _trend_chart(tables["trend"], period)
     ctx |= {"period": period, "last_day": period.end - timedelta(days=1), "as_of": period.as_of(now), "t": tables, "chart": chart, "daily": daily}
+    ctx["deferred"] = [t for t in DEFERRED if t in allowed]
     return _render(request, "console/reports.html", ctx, nav="reports")
+
+
+@requires("view_console", "view_reports")
+@require_GET
+def report_table(request, table: str):
+    """One of the tables the screen loads after the page (``DEFERRED``): the table alone for the
+    screen's htmx request, or a page of its own for a link opened without it."""
+    if table not in DEFERRED:
+        raise Http404(f"no report table {table!r} loads on its own: one of {', '.join(DEFERRED)}")
+    if table not in report_tables(principal_for_user(request.user)):
+        raise PermissionDenied("the per-person table is for managers and administrators")
+    form, period, filters, error = report_params(request)
+    if period is None:
+        return _render(request, "400.html", {"exception": error}, status=400)
+    now = timezone.now()
+    ctx = {"table": table, "title": DEFERRED[table], "rows": reports.TABLES[table](period, filters, now=now), "query": request.GET.urlencode()}
+    if request.htmx:
+        return _render(request, "console/_report_deferred.html", ctx)
+    ctx |= {"period": period, "last_day": period.end - timedelta(days=1), "as_of": period.as_of(now)}
+    return _render(request, "console/report_table.html", ctx, nav="reports")
 
 
 def csv_cell(value) -> str:

@@ -57,36 +57,38 @@ class PercentileDisc(Aggregate):
         super().__init__(expression, fraction=repr(float(p) / 100), **extra)
 
 
-def ranks(qs: QuerySet, group: str, figures: dict[str, tuple[Combinable, Q]]) -> dict[tuple[str, str], dict]:
-    """For each ``group`` of ``qs`` and each figure ``name: (value, where)``: how many of the
-    group's rows ``where`` holds for (``n``), and the p50, p90 and max of ``value`` (a duration)
-    over them in seconds, as nearest-rank percentiles (``percentile_rank``), read by the database.
-    A group with no such row is left out.
+def ranks(qs: QuerySet, group: str, figures: dict[str, tuple[Combinable, Q]]) -> dict[str, dict]:
+    """For each ``group`` of ``qs``: its rows (``calls``) and, for each figure ``name: (value,
+    where)`` that holds for some of them, how many it holds for (``n``) and the p50, p90 and max of
+    ``value`` (a duration) over those in seconds, as nearest-rank percentiles (``percentile_rank``),
+    read by the database: ``{group value: {"calls": n, name: {"n", "p50", "p90", "max"}}}``.
 
     PostgreSQL computes them in one statement with ``percentile_disc``, which sorts each group's
-    values alone. SQLite has no such function: there each figure is a statement counting the rows
-    and one ranking them by ``value`` (``row_number()``), which returns only the rows at the wanted
-    ranks."""
-    out: dict[tuple[str, str], dict] = {}
+    values alone. SQLite has no such function: there the groups are counted by one statement, and
+    each figure is a statement counting the rows and one ranking them by ``value``
+    (``row_number()``), which returns only the rows at the wanted ranks."""
+    out: dict[str, dict] = {}
     if connection.vendor == "postgresql":
-        aggregates = {}
+        aggregates = {"group_calls": Count("id")}
         for name, (value, where) in figures.items():
             aggregates |= {
                 f"{name}_n": Count("id", filter=where), f"{name}_p50": PercentileDisc(value, 50, filter=where),
                 f"{name}_p90": PercentileDisc(value, 90, filter=where), f"{name}_max": Max(value, filter=where),
             }  # fmt: skip
         for row in qs.values(group).annotate(**aggregates):
-            for name in figures:
-                if row[f"{name}_n"]:
-                    out[row[group], name] = {"n": row[f"{name}_n"], **{p: seconds(row[f"{name}_{p}"]) for p in ("p50", "p90", "max")}}
+            out[row[group]] = {"calls": row["group_calls"]} | {
+                name: {"n": row[f"{name}_n"], **{p: seconds(row[f"{name}_{p}"]) for p in ("p50", "p90", "max")}} for name in figures if row[f"{name}_n"]
+            }  # fmt: skip
         return out
+    out = {k: {"calls": n} for k, n in qs.values_list(group).annotate(n=Count("id"))}
     for name, (value, where) in figures.items():
         kept = qs.filter(where).annotate(value=value)
         n_of = dict(kept.values_list(group).annotate(n=Count("id")))
         wanted = {k: {"p50": percentile_rank(50, n), "p90": percentile_rank(90, n), "max": n} for k, n in n_of.items()}
         ranked = kept.annotate(rank=Window(RowNumber(), partition_by=[F(group)], order_by=[F("value").asc(), F("id").asc()]))
         at = {(k, r): seconds(v) for k, r, v in ranked.filter(rank__in={r for w in wanted.values() for r in w.values()}).values_list(group, "rank", "value")}
-        out |= {(k, name): {"n": n_of[k], **{p: at[k, r] for p, r in rank_of.items()}} for k, rank_of in wanted.items()}
+        for k, rank_of in wanted.items():
+            out[k][name] = {"n": n_of[k], **{p: at[k, r] for p, r in rank_of.items()}}
     return out
 
 

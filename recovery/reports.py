@@ -156,8 +156,9 @@ _SHARED: ContextVar[dict | None] = ContextVar("reckon_report_groups", default=No
 
 
 def tables(names: Iterable[str], period: Period, f: Filters, *, now: datetime) -> dict[str, list[dict]]:
-    """The named tables of one report, computed together: they share one read of the period's
-    calls (``_groups``), where each table alone reads it for itself."""
+    """The named tables of one report, computed together: the counting tables share one read of
+    the period's calls (``_groups``), where each alone reads it for itself. The tables of times and
+    of people rank each call's times, and read the calls in statements of their own."""
     token = _SHARED.set({})
     try:
         return {name: TABLES[name](period, f, now=now) for name in names}
@@ -166,11 +167,11 @@ def tables(names: Iterable[str], period: Period, f: Filters, *, now: datetime) -
 
 
 def _groups(period: Period, f: Filters, now: datetime) -> list[dict]:
-    """The period's calls counted (``calls``) by everything a table tells them apart by: tool,
-    risk class, ended by ``as_of`` (``done``) and how (``kind``, ``outcome``), touched by ``as_of``,
-    claimed by ``as_of``, deadline status, resolution target status, the trend buckets of its
-    start and of its resolution (if in the period), and who decided it. One statement, grouped by the database, from which the counting tables take their figures
-    (a few hundred rows, where each table read every call)."""
+    """The period's calls counted (``calls``) by everything a counting table tells them apart by:
+    tool, risk class, ended by ``as_of`` (``done``) and how (``kind``, ``outcome``), deadline
+    status, resolution target status, and the trend buckets of its start and of its resolution (if
+    in the period). One statement, grouped by the database, from which the counting tables take
+    their figures (a few hundred rows, where each table read every call)."""
     as_of = period.as_of(now)
     return _shared(("groups", period, id(f), as_of), lambda: _grouped(period, f, as_of))
 
@@ -194,13 +195,10 @@ def _grouped(period: Period, f: Filters, as_of: datetime) -> list[dict]:
             done=terms.flag(done),
             kind=Case(When(done, then=F("resolution_kind")), default=Value(""), output_field=CharField()),
             outcome=Case(When(done, then=F("disposition")), default=Value(""), output_field=CharField()),
-            touched=terms.flag(terms.touched_by(as_of)),
-            claimed=terms.flag(terms.claimed_by(as_of)),
             deadline_status=terms.deadline_status(as_of),
             sla_status=terms.sla_status(as_of, _targets()),
             bucket=terms.bucket("started_at", period.buckets()),
             resolved_bucket=terms.bucket("resolved_at", period.buckets(), outside=~_resolved_in(period, as_of)),
-            decided_by=Case(When(done & Q(resolution_kind="person"), then=F("resolved_by")), default=Value(None), output_field=CharField()),
         )
         .annotate(calls=Count("id"))
     )  # fmt: skip
@@ -279,22 +277,22 @@ def outcomes(period: Period, f: Filters, *, now: datetime) -> list[dict]:
 
 
 def _times(period: Period, f: Filters, group: str, now: datetime) -> list[dict]:
+    """``times_by_risk`` and ``times_by_tool``: one statement of their own (``terms.ranks``), which
+    counts each group's calls as it ranks their times, so that the table needs no other read of the
+    period's calls (the reports screen fetches it on its own, after the headline figures)."""
     as_of = period.as_of(now)
-    groups = _groups(period, f, now)
-    calls, touched_n, resolved_n = _count(groups, group), _count(groups, group, where=lambda g: g["touched"]), _count(groups, group, where=lambda g: g["done"])
-    counts = {k: {"calls": n, "touched": touched_n[k], "resolved": resolved_n[k]} for k, n in calls.items()}
     figures = terms.ranks(calls_in(period, f), group, {
         "touch": (F("first_touch_at") - F("started_at"), terms.touched_by(as_of)),
         "resolve": (F("resolved_at") - F("started_at"), terms.resolved_by(as_of)),
     })  # fmt: skip
-    keys = [k for k in RISK_CLASSES if k in counts] if group == "risk_class" else sorted(counts)
+    keys = [k for k in RISK_CLASSES if k in figures] if group == "risk_class" else sorted(figures)
     out = []
     for k in keys:
-        touch, resolve = figures.get((k, "touch"), {}), figures.get((k, "resolve"), {})
+        touch, resolve = figures[k].get("touch", {}), figures[k].get("resolve", {})
         out.append({
-            group: k, "calls": counts[k]["calls"],
-            "touched": counts[k]["touched"], "touch_p50_s": touch.get("p50"), "touch_p90_s": touch.get("p90"), "touch_max_s": touch.get("max"),
-            "resolved": counts[k]["resolved"], "resolve_p50_s": resolve.get("p50"), "resolve_p90_s": resolve.get("p90"), "resolve_max_s": resolve.get("max"),
+            group: k, "calls": figures[k]["calls"],
+            "touched": touch.get("n", 0), "touch_p50_s": touch.get("p50"), "touch_p90_s": touch.get("p90"), "touch_max_s": touch.get("max"),
+            "resolved": resolve.get("n", 0), "resolve_p50_s": resolve.get("p50"), "resolve_p90_s": resolve.get("p90"), "resolve_max_s": resolve.get("max"),
         })  # fmt: skip
     return out
 
@@ -392,15 +390,14 @@ def _overdue_at_ends(period: Period, f: Filters, as_of: datetime, buckets: list[
 def people(period: Period, f: Filters, *, now: datetime) -> list[dict]:
     """Per person: the period's calls they settled by a decision, the calls they held (the claim
     each call had last, or has), and how long those waited while claimed (from the claim to the
-    resolution, or to ``as_of``): p50 and max in seconds. For staffing, not blame."""
+    resolution, or to ``as_of``): p50 and max in seconds. For staffing, not blame. Two statements of
+    its own, as ``_times``: the screen fetches this table on its own too."""
     as_of = period.as_of(now)
-    groups = _groups(period, f, now)
-    decided = _count(groups, "decided_by", where=lambda g: g["decided_by"] is not None)
-    held = {}
-    if _count(groups, "claimed", where=lambda g: g["claimed"]):
-        # From the claim to the resolution, or to as_of (and never below zero).
-        wait = Greatest(terms.ended(as_of) - F("claimed_at"), Value(timedelta(0)), output_field=DurationField())
-        held = {k: r for (k, _), r in terms.ranks(calls_in(period, f), "claimed_by_name", {"wait": (wait, terms.claimed_by(as_of))}).items()}
+    by_person = calls_in(period, f).filter(terms.resolved_by(as_of), resolution_kind="person")
+    decided = Counter(dict(by_person.values_list("resolved_by").annotate(n=Count("id"))))
+    # From the claim to the resolution, or to as_of (and never below zero).
+    wait = Greatest(terms.ended(as_of) - F("claimed_at"), Value(timedelta(0)), output_field=DurationField())
+    held = {k: g["wait"] for k, g in terms.ranks(calls_in(period, f), "claimed_by_name", {"wait": (wait, terms.claimed_by(as_of))}).items() if "wait" in g}
     out = []
     for name in sorted(set(decided) | set(held)):
         w = held.get(name, {})

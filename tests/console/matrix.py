@@ -61,6 +61,7 @@ MATRIX = [
     ("get", "console:reports", (), None, only("manager", "admin")),
     ("get", "console:report_csv", ("volume",), None, only("manager", "admin")),
     ("get", "console:report_csv", ("calls",), None, only("manager", "admin")),
+    ("get", "console:report_table", ("times-by-risk",), None, only("manager", "admin")),
 ]
 
 # Routes that are deliberately open: signing in, and signing out (which only ends a session); the

@@ -70,7 +70,9 @@ def screens(admin_user, conflict_call, v1_runs):
         ("preferences", "/preferences/", None),
         ("notification_config", "/notifications/config/", None),
         ("search", f"/search/?q={c.run_id}", None),
-        ("reports", "/reports/", None),
+        # The reports with the tables it loads after the page in place; one of them on its own page.
+        ("reports", "/reports/", lambda p: p.wait_for_selector(".deferred[aria-busy]", state="detached")),
+        ("report_table", "/reports/people/", None),
         # Form targets, reached through their forms.
         ("call_decide", f"/calls/{c.pk}/", lambda p: (p.check("#choice-not"), p.click("#decide-submit"), p.wait_for_selector("#decide-errors"))),
         ("call_reveal", f"/calls/{c.pk}/", lambda p: _submit_reveal(p, "#conflict form.reveal")),

@@ -35,6 +35,10 @@ def test_a_manager_reads_the_month_s_trend_and_downloads_the_csv(live_server, pa
     page.click("button:has-text('Show')")
     page.wait_for_selector("#report-period")
     assert "2026-11-02" in page.inner_text("#report-period") and "2026-11-29" in page.inner_text("#report-period")
+    # The tables of times and of people arrive after the page, each in place of its "Loading".
+    page.wait_for_selector(".deferred[aria-busy]", state="detached")
+    for name, key in (("times-by-risk", "risk_class"), ("times-by-tool", "tool"), ("people", "person")):
+        assert page.locator(f"#table-{name} tbody th").all_inner_texts() == [r[key] for r in EXPECTED[name]], name
     chart = page.locator("#trend-h ~ svg")
     assert chart.locator("polyline").count() == 3  # opened, resolved, overdue at end of day
     box = chart.bounding_box()
@@ -63,3 +67,23 @@ def test_a_manager_reads_the_month_s_trend_and_downloads_the_csv(live_server, pa
     page.click("#trend-h ~ details summary")
     assert page.locator("#table-trend tbody tr").count() == 28
     shot(page, "reports-390-numbers")
+
+
+def test_a_table_that_cannot_be_loaded_says_so_and_offers_its_own_page(live_server, page, manager):
+    history_build()
+    page.set_viewport_size({"width": 390, "height": 844})
+    # The server answers the people table with 503 (overloaded, say); the others load as usual.
+    page.route("**/reports/people/**", lambda route: route.fulfill(status=503, body="busy"))
+    signed_in(page, live_server, manager, "/reports/?since=2026-11-02&until=2026-11-29")
+    page.wait_for_selector("#table-times-by-tool")
+    box = page.locator("#deferred-people")
+    box.locator("[role=alert]").wait_for()
+    assert box.get_attribute("aria-busy") is None
+    assert "This table could not be loaded (the server answered 503)." in box.inner_text()
+    shot(page, "report-people-failed-390")
+    page.unroute("**/reports/people/**")
+    box.locator("a:has-text('Open it on a page of its own')").click()
+    page.wait_for_selector("h1:has-text('Who decided')")
+    assert page.locator("#table-people tbody th").all_inner_texts() == [r["person"] for r in EXPECTED["people"]]
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    shot(page, "report-people-390")

@@ -66,6 +66,35 @@ def history(db, roles):
     history_build()
 
 
+class Deferred(HTMLParser):
+    """The tables the screen loads after the page: {element id: the address its hx-get asks}."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.found: dict[str, str] = {}
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "deferred" in (a.get("class") or "").split() and a.get("hx-get"):
+            self.found[a["id"]] = a["hx-get"]
+
+
+def _screen(client, query: str = PERIOD) -> tuple[str, dict[str, str]]:
+    """The screen as a browser ends up with it: the page, and each table it loads after the page
+    (hx-get on load) asked for as htmx does, in place of its placeholder. Also the loaded ids."""
+    resp = client.get(f"/reports/?{query}")
+    assert resp.status_code == 200
+    html = resp.content.decode()
+    deferred = Deferred(html).found
+    for box, url in deferred.items():
+        part = client.get(url, headers={"HX-Request": "true"})
+        assert part.status_code == 200, url
+        assert f'id="{box}"' in part.content.decode() and "aria-busy" not in part.content.decode()  # it replaces its placeholder whole
+        html += part.content.decode()
+    return html, deferred
+
+
 def _csv(client, table: str, query: str = PERIOD) -> list[dict]:
     resp = client.get(f"/reports/{table}.csv?{query}")
     assert resp.status_code == 200, resp
@@ -74,10 +103,10 @@ def _csv(client, table: str, query: str = PERIOD) -> list[dict]:
 
 
 def test_the_screen_shows_every_figure_of_the_hand_count(history, manager):
-    resp = client_for(manager).get(f"/reports/?{PERIOD}")
-    assert resp.status_code == 200
-    t = Tables(resp.content.decode())
-    body = t.tables
+    html, deferred = _screen(client_for(manager))
+    assert set(deferred) == {"deferred-times-by-risk", "deferred-times-by-tool", "deferred-people"}
+    assert all(f"?{PERIOD}" in url for url in deferred.values())  # each asks for the page's own period
+    body = Tables(html).tables
     assert body["table-volume"][1:] == [[r["tool"], str(r["uncertain"]), str(r["recorded"]), str(r["per_thousand"])] for r in EXPECTED["volume"]]
     assert body["table-outcomes"][1:] == [[r["ended"], r["outcome"] or "—", str(r["calls"])] for r in EXPECTED["outcomes"]]
     for name, key in (("times-by-risk", "risk_class"), ("times-by-tool", "tool")):
@@ -93,7 +122,6 @@ def test_the_screen_shows_every_figure_of_the_hand_count(history, manager):
     assert sla_days == EXPECTED["sla-trend"]
     people = [[row[0], row[1], row[2], row[3], row[4]] for row in body["table-people"][1:]]
     assert people == [[r["person"], str(r["decided"]), str(r["claimed"]), f"{float(r['claimed_wait_p50_s'])}", f"{float(r['claimed_wait_max_s'])}"] for r in EXPECTED["people"]]
-    html = resp.content.decode()
     assert '<svg xmlns="http://www.w3.org/2000/svg"' in html and "Uncertain calls per day, 2026-11-02 to 2026-11-29 (UTC days)" in html
     from recovery.models import UncertainCall
 
@@ -141,9 +169,12 @@ def test_who_sees_the_reports(history, actors):
         assert client_for(actors[name]).get("/reports/volume.csv").status_code == 403, name
     assert client_for(None).get("/reports/").status_code == 302
     for name in ("manager", "admin"):
-        resp = client_for(actors[name]).get("/reports/")
-        assert resp.status_code == 200 and b'id="table-people"' in resp.content, name
-        assert b'href="/reports/"' in resp.content  # in the navigation
+        html, _ = _screen(client_for(actors[name]), "")
+        assert 'id="table-people"' in html, name
+        assert 'href="/reports/"' in html  # in the navigation
+    for name in ("oncall", "compliance", "outsider"):
+        for table in ("times-by-risk", "people"):
+            assert client_for(actors[name]).get(f"/reports/{table}/", headers={"HX-Request": "true"}).status_code == 403, (name, table)
 
 
 def test_the_people_table_is_for_managers_only(history, oncall):
@@ -153,9 +184,11 @@ def test_the_people_table_is_for_managers_only(history, oncall):
 
     g.permissions.add(Permission.objects.get(codename="view_reports"))
     c = client_for(oncall)
-    resp = c.get(f"/reports/?{PERIOD}")
-    assert resp.status_code == 200 and b'id="table-people"' not in resp.content and b'id="table-volume"' in resp.content
+    html, deferred = _screen(c)
+    assert set(deferred) == {"deferred-times-by-risk", "deferred-times-by-tool"}
+    assert 'id="table-people"' not in html and 'id="table-volume"' in html and 'id="table-times-by-tool"' in html
     assert c.get(f"/reports/people.csv?{PERIOD}").status_code == 403
+    assert c.get(f"/reports/people/?{PERIOD}", headers={"HX-Request": "true"}).status_code == 403
 
 
 @pytest.mark.parametrize(
@@ -174,7 +207,24 @@ def test_a_bad_period_or_filter_is_named(history, manager, query, words):
     resp = c.get(f"/reports/?{query}")
     assert resp.status_code == 400 and words in resp.content.decode(), resp.content.decode()[-800:]
     assert c.get(f"/reports/volume.csv?{query}").status_code == 400
+    assert c.get(f"/reports/times-by-tool/?{query}", headers={"HX-Request": "true"}).status_code == 400
     assert c.get("/reports/nothing.csv").status_code == 404
+    assert c.get("/reports/volume/").status_code == 404  # the counting tables come with the page
+
+
+def test_a_table_opened_without_htmx_is_a_page_of_its_own(history, manager):
+    """The link beside each loading table (for a reader whose browser did not load it): the same
+    rows on a page with the period, a way back to the whole report and the table's CSV."""
+    c = client_for(manager)
+    page = c.get(f"/reports/times-by-tool/?{PERIOD}")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<h1>Time to first human touch and to resolution, by tool</h1>" in html
+    assert "2026-11-02" in html and "2026-11-29" in html and f'href="/reports/?{PERIOD.replace("&", "&amp;")}"' in html
+    assert f'href="/reports/times-by-tool.csv?{PERIOD.replace("&", "&amp;")}"' in html
+    fragment = c.get(f"/reports/times-by-tool/?{PERIOD}", headers={"HX-Request": "true"}).content.decode()
+    assert Tables(html).tables["table-times-by-tool"] == Tables(fragment).tables["table-times-by-tool"]
+    assert "<h1>" not in fragment
 
 
 def test_the_reader_s_time_zone_does_not_move_utc_day_buckets(history, manager, admin_user):

@@ -196,3 +196,19 @@ document.addEventListener("DOMContentLoaded", function () {
   box.addEventListener("input", count);
   count();
 });
+
+// A table the reports screen loads after the page (templates/console/_report_loading.html) that
+// could not be loaded says so, beside its link to a page of its own, instead of loading for ever.
+function reckonDeferredFailed(e) {
+  var box = e.detail.elt;
+  if (!box || !box.classList || !box.classList.contains("deferred")) return;
+  var state = box.querySelector(".loading-state");
+  var status = e.detail.xhr && e.detail.xhr.status ? " (the server answered " + e.detail.xhr.status + ")" : " (no answer from the server)";
+  box.removeAttribute("aria-busy");
+  if (state) {
+    state.textContent = "This table could not be loaded" + status + ".";
+    state.setAttribute("role", "alert");
+  }
+}
+document.addEventListener("htmx:responseError", reckonDeferredFailed);
+document.addEventListener("htmx:sendError", reckonDeferredFailed);
