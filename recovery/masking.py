@@ -31,7 +31,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -206,8 +206,33 @@ def _legacy_runs(run_ids: Iterable[str]) -> set[str]:
 # used out first.
 _RUN_VALUES: OrderedDict[tuple[str, frozenset[str]], tuple[Any, int, frozenset[str], bool]] = OrderedDict()
 _RUN_VALUES_MAX = 4096
-FEW_NEW_EVENTS = 500  # up to this many new events of one run are read whole, not filtered by text
 _lock = threading.Lock()
+
+
+CHUNK = 2000  # events: a longer read is fetched this many rows at a time
+
+
+def _named_events(ranges: dict[str, tuple[int, int]], fields: frozenset[str]) -> Iterator[tuple[str, str, str]]:
+    """(run id, type, stored text) of the events in ``ranges`` (run id: (after, upto], seqs) whose
+    stored text could name a sensitive key; only those are decoded. A key is written as '"name' in
+    the payload and as '\\"name' in JSON kept as text; any other spelling of it needs a \\u
+    escape, so text holding one is read too. The database tests the text as it reads the rows (in
+    C), so neither a long run's first read nor a batch of model turns after it costs a decode of
+    every event. Written out rather than through the ORM, whose compiling of twenty such
+    conditions cost more than the read. Ranges of more than ``CHUNK`` events in all are fetched
+    ``CHUNK`` rows at a time (a server-side cursor on PostgreSQL, as ``QuerySet.iterator`` reads), so
+    a long run's first read holds a chunk, not the run; shorter ones in one answer, without the
+    cursor's three more round trips."""
+    needles = ["\\u", *(f'"{f}' for f in sorted(fields))]
+    where = " OR ".join(["(run_id = %s AND seq > %s AND seq <= %s)"] * len(ranges))
+    named = " OR ".join(["CAST(payload AS text) LIKE %s ESCAPE '\\'"] * len(needles))
+    params = [v for run_id, (after, upto) in ranges.items() for v in (run_id, after, upto)]
+    params += ["%" + n.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for n in needles]
+    long = sum(upto - after for after, upto in ranges.values()) > CHUNK
+    with connection.chunked_cursor() if long else connection.cursor() as cur:
+        cur.execute(f"SELECT run_id, type, CAST(payload AS text) FROM reckon_event WHERE ({where}) AND ({named})", params)
+        while rows := cur.fetchmany(CHUNK):
+            yield from rows
 
 
 def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> frozenset[str]:
@@ -217,8 +242,8 @@ def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> f
 
     Empty when nothing is to be masked (``fields`` empty). Two queries at most whatever the number
     of runs: their fence rows, then, of the events none of this process's earlier reads has seen,
-    those whose stored text names a sensitive field (fetched in chunks); and a third the first time
-    a run is read, for whether its run_started holds a key secret.
+    those whose stored text could name a sensitive field (``_named_events``); and a third the first
+    time a run is read, for whether its run_started holds a key secret.
     """
     found = runs_sensitive_values(run_ids=run_ids, fields=fields)
     return frozenset().union(*found.values()) if found else frozenset()
@@ -228,11 +253,8 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
     """``run_sensitive_values`` run by run, with the same queries: the values of each
     run of ``run_ids`` that exists, by run id (for lines about several runs, each masked by its own
     run's values, as the decision log writes them)."""
-    from django.db.models import Q, TextField
-    from django.db.models.functions import Cast
-
-    from runs.models import Event, Run
-    from runs.store import events_stream, payload_loads
+    from runs.models import Run
+    from runs.store import payload_loads
 
     ids = sorted(set(run_ids))
     if not fields or not ids:
@@ -258,40 +280,8 @@ def runs_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> 
             old = _legacy_runs(unknown)
             legacy |= {r: r in old for r in unknown}
         upto = {run_id: runs[run_id][1] for run_id in stale}  # read as far as the fence rows say
-        if len(stale) == 1 and all(upto[r] - after <= FEW_NEW_EVENTS for r, (_, after, _) in stale.items()):
-            # One run with a few events not read yet (the usual case once its values are cached: a
-            # screen or a decision after an append): its store's prepared range read, decoded as a
-            # replay decodes. The text filter below pays for itself only on longer reads.
-            [(run_id, (_, after, found))] = stale.items()
-            for ev in events_stream(run_id=run_id, after=after, upto=upto[run_id], upcast=False):
-                found.update(_event_values(run_id, ev.type, ev.payload, fields, legacy[run_id]))
-        elif sum(upto[r] - after for r, (_, after, _) in stale.items()) <= FEW_NEW_EVENTS:
-            # Several runs with a few new events each (a reconciliation group's commit): their
-            # ranges in one read, whole, for the same reason.
-            # Written out rather than through the ORM, whose compiling of twenty such conditions
-            # cost more than the read and the walk of what it returns.
-            where = " OR ".join(["(run_id = %s AND seq > %s AND seq <= %s)"] * len(stale))
-            params = [v for run_id, (_, after, _) in stale.items() for v in (run_id, after, upto[run_id])]
-            with connection.cursor() as cur:
-                cur.execute(f"SELECT run_id, type, CAST(payload AS text) FROM reckon_event WHERE {where}", params)
-                rows = cur.fetchall()
-            for run_id, type_, text in rows:
-                stale[run_id][2].update(_event_values(run_id, type_, payload_loads(text), fields, legacy[run_id]))
-        else:
-            # Only events whose stored text could name a sensitive key are decoded: the database
-            # tests the text (in C, as it reads the rows), so a long run's first read costs a scan,
-            # not a decode of every event. A key is written as '"name' in the payload and as
-            # '\"name' in JSON kept as text; any other spelling of it needs a \u escape, so text
-            # holding one is read too.
-            named = Q(text__contains="\\u")
-            for f in fields:
-                named |= Q(text__contains=f'"{f}')
-            q = Q()
-            for run_id, (_, after, _) in stale.items():
-                q |= Q(run_id=run_id, seq__gt=after, seq__lte=upto[run_id])
-            rows = Event.objects.filter(q).annotate(text=Cast("payload", TextField())).filter(named)
-            for run_id, type_, payload in rows.values_list("run_id", "type", "payload").iterator(chunk_size=2000):
-                stale[run_id][2].update(_event_values(run_id, type_, payload, fields, legacy[run_id]))
+        for run_id, type_, text in _named_events({r: (after, upto[r]) for r, (_, after, _) in stale.items()}, fields):
+            stale[run_id][2].update(_event_values(run_id, type_, payload_loads(text), fields, legacy[run_id]))
         # Every event up to the last seq the fence rows gave has been considered.
         stale = {run_id: (created, max(after, upto[run_id]), found) for run_id, (created, after, found) in stale.items()}
     if stale:

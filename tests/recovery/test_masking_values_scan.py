@@ -1,7 +1,7 @@
 """A run's sensitive values are found however the stored text spells their key.
 
 ``run_sensitive_values`` asks the database for the events whose stored text could name a sensitive
-field and decodes only those (a long read), or decodes a few new events whole. These tests write a key plainly, inside JSON kept as text, and with a
+field and decodes only those. These tests write a key plainly, inside JSON kept as text, and with a
 ``\\u`` escape straight into the table (as a log written by another tool may hold it), and expect
 each value found; an event that merely quotes a value elsewhere is masked by it.
 """
@@ -20,15 +20,16 @@ from runs.store import NewEvent, events_append
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True, params=["filtered", "whole"])
+@pytest.fixture(autouse=True, params=["chunked", "one answer"])
 def read_path(request, monkeypatch):
-    """Each test twice: with the database's text filter (a long read) and with the whole range
-    read (a few new events); both must find the same values."""
+    """Each test twice: a long read, fetched a row at a time (a server-side cursor on PostgreSQL),
+    and a short one, in one answer; both must find the same values."""
     from recovery import masking
 
-    monkeypatch.setattr(masking, "FEW_NEW_EVENTS", 0 if request.param == "filtered" else 10_000)
+    monkeypatch.setattr(masking, "CHUNK", 1 if request.param == "chunked" else 10_000)
     masking._RUN_VALUES.clear()
     return request.param
+
 
 FIELDS = frozenset({"account"})
 
