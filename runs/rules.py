@@ -25,7 +25,7 @@ from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from runs.store import Projector, RiderForm, StatementForm, StatementPart, projector_register
+from runs.store import Projector, Rider, RiderForm, StatementForm, StatementPart, projector_register
 
 # (app, rule), in the order an append applies them, and why that order:
 ORDER: tuple[tuple[str, str], ...] = (
@@ -109,6 +109,21 @@ def rows_insert_statement(model, rows: list[tuple]) -> StatementPart | None:
             f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) SELECT {', '.join('%b' for _ in fields)} FROM ev ON CONFLICT DO NOTHING"
         )
     return StatementPart(cte=sql, cte_params=rows[0])
+
+
+def rows_insert_rider(model, rows: list[tuple]) -> Rider | None:
+    """``rows_insert`` riding in a batch's statement (PostgreSQL) instead of a statement of its
+    own: the same rows, inserted by the statement generated from them (the model's table and
+    columns, the rows' values as parameters), only if the fence let the events in (``ev``)."""
+    if not rows:
+        return None
+    qn, fields = connection.ops.quote_name, _columns(model)
+    row = "(" + ", ".join("%b" for _ in fields) + ")"
+    sql = (
+        f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)})"
+        f" SELECT * FROM (VALUES {', '.join([row] * len(rows))}) AS r WHERE EXISTS (SELECT FROM ev) ON CONFLICT DO NOTHING"
+    )
+    return Rider(cte=sql, cte_params=tuple(v for r in rows for v in r), result="0", result_params=(), then=lambda _: None)
 
 
 class Sql(str):

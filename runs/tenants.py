@@ -18,8 +18,8 @@ from runs.events import CURRENT_SCHEMA_VERSION, EventType, rule_table
 from runs.fold import Event
 from runs.models import Event as EventRow
 from runs.models import RunTenant
-from runs.rules import ReadModelRule, rows_insert, rows_insert_statement
-from runs.store import StatementPart, events_read
+from runs.rules import ReadModelRule, rows_insert, rows_insert_rider, rows_insert_statement
+from runs.store import Rider, StatementPart, events_read
 from runs.upcasters import DEFAULT_TENANT, tenant_of, events_upcast, payload_complete
 
 # The rule, keyed by event type: the tenant each type names, read from its payload as the upcasters
@@ -81,7 +81,13 @@ def run_tenants_statement(run_id: str, event: Event) -> StatementPart | None:
     return rows_insert_statement(RunTenant, _tenant_rows(run_id, [event]))
 
 
-RULE = ReadModelRule("run tenants", frozenset(TENANT_NAMING), run_tenants_project, statement=run_tenants_statement)
+def run_tenants_rider(run_id: str, events: list[Event]) -> Rider | None:
+    """``run_tenants_project`` for a batch, riding in the append's statement (PostgreSQL): the same
+    rows, inserted by the statement ``runs.rules`` generates from them."""
+    return rows_insert_rider(RunTenant, _tenant_rows(run_id, events))
+
+
+RULE = ReadModelRule("run tenants", frozenset(TENANT_NAMING), run_tenants_project, statement=run_tenants_statement, rider=run_tenants_rider)
 
 
 def run_tenant_claim(*, run_id: str, tenant: str) -> None:

@@ -35,7 +35,7 @@ def test_the_outbox_added_before_the_projection_still_runs_after_it(monkeypatch)
     assert [fn for fn, _ in store._PROJECTORS] == [tenants.RULE.apply, projection_forms.RULE.apply]  # the decision log is still missing
     rule_add(ReadModelRule("decision log", frozenset({"tool_call_uncertain"}), _log := (lambda run_id, events, epoch: None)))
     assert [fn for fn, _ in store._PROJECTORS] == [tenants.RULE.apply, projection_forms.RULE.apply, _log, outbox.RULE.apply]
-    assert store._RIDER_FORMS == {projection_forms.RULE.apply: projection_forms.RULE.rider, outbox.RULE.apply: outbox.RULE.rider}
+    assert store._RIDER_FORMS == {tenants.RULE.apply: tenants.RULE.rider, projection_forms.RULE.apply: projection_forms.RULE.rider, outbox.RULE.apply: outbox.RULE.rider}
 
 
 def test_a_rule_not_in_the_table_is_refused():
