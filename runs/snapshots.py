@@ -48,7 +48,7 @@ from runs.measurements import metrics_record
 from runs.models import Run, Snapshot, SnapshotPointer, SnapshotPolicy, SnapshotQuarantine
 from runs.snapshot_format import FOLD_CODE, FOLD_VERSION, body_digest, state_dumps, state_loads, state_to_jsonable
 from runs.pg import copy_text, server_cursor
-from runs.store import events_load, events_replay, events_stream
+from runs.store import events_load, events_replay
 from runs.upcasters import UnsupportedVersion
 
 log = logging.getLogger("reckon.snapshots")
@@ -221,8 +221,8 @@ class SnapshotFold:
     """A run's fold from event 1 that ends in its snapshot, fed the run's events as they are read or
     written, with the state's two growing fields kept as body text (``_Drained``): what a long run's
     first snapshot holds is then the state less those fields, never the whole state as objects
-    beside its body. The events must be the log's as a read gives them (upcast, decoded from the
-    stored payloads). ``write`` stores the snapshot (inside the caller's transaction, if any);
+    beside its body. The events must be the log's as a replay reads them (``events_replay``: upcast,
+    decoded from the stored payloads, as Events or plain tuples in Event's field order). ``write`` stores the snapshot (inside the caller's transaction, if any);
     ``close`` drops the temporary files of a fold that is not written."""
 
     def __init__(self, run_id: str) -> None:
@@ -236,7 +236,7 @@ class SnapshotFold:
         st, drained, every = self.st, self.drained, self.every
         for ev in events:
             apply(st, ev)
-            if not ev.seq % every:
+            if not ev[0] % every:  # its seq
                 drained.take(st)
 
     def close(self) -> None:
@@ -299,9 +299,13 @@ def snapshot_fold_write(*, run_id: str, upto: int) -> Snapshot:
     ``snapshot_write`` of the full replay would, byte for byte, and counts the replay as
     ``run_state_fast`` counts one."""
     folding = SnapshotFold(run_id)
+    # What a replay reads (``run_state``'s full replay reads the same): no timestamp a fold rule
+    # does not read, and no Event built per row.
+    events = events_replay(run_id=run_id, upto=upto)
     try:
-        folding.feed(events_stream(run_id=run_id, upto=upto))
+        folding.feed(events)
     except BaseException:
+        events.close()  # the read stops here (on PostgreSQL it holds the connection until then)
         folding.close()
         raise
     return folding.write()
