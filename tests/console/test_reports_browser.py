@@ -46,6 +46,7 @@ def test_a_manager_reads_the_month_s_trend_and_downloads_the_csv(live_server, pa
         b = label.bounding_box()
         assert box["x"] <= b["x"] and b["x"] + b["width"] <= box["x"] + box["width"] + 0.5, label.text_content()
     shot(page, "reports-1280x800")
+    page.locator("section[aria-labelledby='times-tool-h']").screenshot(path=str(artifact("reports-1280-times-by-tool")))
     page.locator("section[aria-labelledby='trend-h']").screenshot(path=str(artifact("reports-1280-trend")))
     name, trend = _download(page, "Trend (CSV)")
     assert name == "reckon-trend-2026-11-02-to-2026-11-29.csv"
@@ -80,7 +81,7 @@ def test_a_table_that_cannot_be_loaded_says_so_and_offers_its_own_page(live_serv
     box.locator("[role=alert]").wait_for()
     assert box.get_attribute("aria-busy") is None
     assert "This table could not be loaded (the server answered 503)." in box.inner_text()
-    shot(page, "report-people-failed-390")
+    page.locator("section[aria-labelledby=people-h]").screenshot(path=str(artifact("report-people-failed-390")))
     page.unroute("**/reports/people/**")
     box.locator("a:has-text('Open it on a page of its own')").click()
     page.wait_for_selector("h1:has-text('Who decided')")

@@ -207,7 +207,8 @@ function reckonDeferredFailed(e) {
   box.removeAttribute("aria-busy");
   if (state) {
     state.textContent = "This table could not be loaded" + status + ".";
-    state.setAttribute("role", "alert");
+    state.parentNode.className = "alert error";  // the console's error style, as a refused form's
+    state.parentNode.setAttribute("role", "alert");
   }
 }
 document.addEventListener("htmx:responseError", reckonDeferredFailed);
