@@ -209,7 +209,7 @@ _RUN_VALUES_MAX = 4096
 _lock = threading.Lock()
 
 
-CHUNK = 2000  # events: a longer read is fetched this many rows at a time
+CHUNK = 2000  # events: the most one statement of ``_named_events`` reads
 
 
 def _named_events(ranges: dict[str, tuple[int, int]], fields: frozenset[str]) -> Iterator[tuple[str, str, str]]:
@@ -219,20 +219,24 @@ def _named_events(ranges: dict[str, tuple[int, int]], fields: frozenset[str]) ->
     escape, so text holding one is read too. The database tests the text as it reads the rows (in
     C), so neither a long run's first read nor a batch of model turns after it costs a decode of
     every event. Written out rather than through the ORM, whose compiling of twenty such
-    conditions cost more than the read. Ranges of more than ``CHUNK`` events in all are fetched
-    ``CHUNK`` rows at a time (a server-side cursor on PostgreSQL, as ``QuerySet.iterator`` reads), so
-    a long run's first read holds a chunk, not the run; shorter ones in one answer, without the
-    cursor's three more round trips."""
+    conditions cost more than the read. One statement reads at most ``CHUNK`` events' seqs (the
+    ranges cut into pieces of that many, and pieces gathered up to it), so a long run's first read
+    holds one such piece's rows at a time, and a commit's few new events are one statement."""
     needles = ["\\u", *(f'"{f}' for f in sorted(fields))]
-    where = " OR ".join(["(run_id = %s AND seq > %s AND seq <= %s)"] * len(ranges))
     named = " OR ".join(["CAST(payload AS text) LIKE %s ESCAPE '\\'"] * len(needles))
-    params = [v for run_id, (after, upto) in ranges.items() for v in (run_id, after, upto)]
-    params += ["%" + n.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for n in needles]
-    long = sum(upto - after for after, upto in ranges.values()) > CHUNK
-    with connection.chunked_cursor() if long else connection.cursor() as cur:
-        cur.execute(f"SELECT run_id, type, CAST(payload AS text) FROM reckon_event WHERE ({where}) AND ({named})", params)
-        while rows := cur.fetchmany(CHUNK):
-            yield from rows
+    patterns = ["%" + n.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for n in needles]
+    pieces = [(run_id, lo, min(lo + CHUNK, upto)) for run_id, (after, upto) in ranges.items() for lo in range(after, upto, CHUNK)]
+    i = 0
+    while i < len(pieces):
+        first, span = i, 0
+        while i < len(pieces) and (i == first or span + pieces[i][2] - pieces[i][1] <= CHUNK):
+            span += pieces[i][2] - pieces[i][1]
+            i += 1
+        where = " OR ".join(["(run_id = %s AND seq > %s AND seq <= %s)"] * (i - first))
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT run_id, type, CAST(payload AS text) FROM reckon_event WHERE ({where}) AND ({named})", [v for piece in pieces[first:i] for v in piece] + patterns)
+            rows = cur.fetchall()
+        yield from rows
 
 
 def run_sensitive_values(*, run_ids: Iterable[str], fields: frozenset[str]) -> frozenset[str]:

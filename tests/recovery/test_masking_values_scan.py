@@ -20,13 +20,13 @@ from runs.store import NewEvent, events_append
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True, params=["chunked", "one answer"])
+@pytest.fixture(autouse=True, params=["in pieces", "one statement"])
 def read_path(request, monkeypatch):
-    """Each test twice: a long read, fetched a row at a time (a server-side cursor on PostgreSQL),
-    and a short one, in one answer; both must find the same values."""
+    """Each test twice: a long read, one event's seq a statement, and a short one, every range in
+    one statement; both must find the same values."""
     from recovery import masking
 
-    monkeypatch.setattr(masking, "CHUNK", 1 if request.param == "chunked" else 10_000)
+    monkeypatch.setattr(masking, "CHUNK", 1 if request.param == "in pieces" else 10_000)
     masking._RUN_VALUES.clear()
     return request.param
 
