@@ -61,6 +61,11 @@ def _trend_chart(rows: list[dict], period: reports.Period) -> tuple:
     return svg.line_chart(labels=labels, series=series, title=title, width=480, height=240, font_size=14, colours=TREND_COLOURS), daily
 
 
+def _period_shown(period: reports.Period, now) -> dict:
+    """What the screen and a table's page of its own say of the period: its first and last UTC day and its as-of."""
+    return {"period": period, "last_day": period.end - timedelta(days=1), "as_of": period.as_of(now)}
+
+
 @requires("view_console", "view_reports")
 @require_GET
 def reports_screen(request):
@@ -72,8 +77,7 @@ def reports_screen(request):
     allowed = report_tables(principal_for_user(request.user))
     tables = reports.tables([t for t in allowed if t not in DEFERRED], period, filters, now=now)
     chart, daily = _trend_chart(tables["trend"], period)
-    ctx |= {"period": period, "last_day": period.end - timedelta(days=1), "as_of": period.as_of(now), "t": tables, "chart": chart, "daily": daily}
-    ctx["deferred"] = [t for t in DEFERRED if t in allowed]
+    ctx |= _period_shown(period, now) | {"t": tables, "chart": chart, "daily": daily, "deferred": [t for t in DEFERRED if t in allowed]}
     return _render(request, "console/reports.html", ctx, nav="reports")
 
 
@@ -93,8 +97,7 @@ def report_table(request, table: str):
     ctx = {"table": table, "title": DEFERRED[table], "rows": reports.TABLES[table](period, filters, now=now), "query": request.GET.urlencode()}
     if request.htmx:
         return _render(request, "console/_report_deferred.html", ctx)
-    ctx |= {"period": period, "last_day": period.end - timedelta(days=1), "as_of": period.as_of(now)}
-    return _render(request, "console/report_table.html", ctx, nav="reports")
+    return _render(request, "console/report_table.html", ctx | _period_shown(period, now), nav="reports")
 
 
 def csv_cell(value) -> str:
