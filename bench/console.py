@@ -23,6 +23,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from console.views_reports import DEFERRED
+
 REPORT_REQUESTS = 30
 SIZES = {
     True: {"runs": 200, "events_per_run": 500, "calls_per_run": 10},  # 100,000 events, 2,000 calls
@@ -214,8 +216,8 @@ def _history_figures(client: Client, figures: dict, pk, now, n: int, out) -> Non
 
 
 # The reports' three percentile tables, each loaded by the screen as a request of its own once the
-# page has arrived (htmx, hx-trigger="load"), with the page's own query.
-REPORT_FRAGMENTS = ("times-by-risk", "times-by-tool", "people")
+# page has arrived (htmx, hx-trigger="load"), with the page's own query: the screen's own list.
+REPORT_FRAGMENTS = tuple(DEFERRED)
 HX = {"HX-Request": "true"}
 
 # The bench's calls turned into a settled history, in place: started evenly over the report's 90

@@ -93,6 +93,13 @@ def rows_insert(model, rows: list[tuple]) -> None:
 _INSERTS: dict[type, str] = {}
 
 
+def _insert_into(model) -> tuple[str, str]:
+    """The head of a rule's row insert, ``INSERT INTO table (columns)`` (the columns ``rows_insert``
+    fills), and one row's parameters, ``%b`` a column."""
+    qn, fields = connection.ops.quote_name, _columns(model)
+    return f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)})", ", ".join("%b" for _ in fields)
+
+
 def rows_insert_statement(model, rows: list[tuple]) -> StatementPart | None:
     """``rows_insert`` as a part of the append's statement, generated from the same rows (the
     model's table and columns, the rows' values as parameters): ``INSERT ... SELECT ... FROM ev ON
@@ -104,10 +111,8 @@ def rows_insert_statement(model, rows: list[tuple]) -> StatementPart | None:
         return None
     sql = _INSERTS.get(model)
     if sql is None:
-        qn, fields = connection.ops.quote_name, _columns(model)
-        sql = _INSERTS[model] = (
-            f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) SELECT {', '.join('%b' for _ in fields)} FROM ev ON CONFLICT DO NOTHING"
-        )
+        head, row = _insert_into(model)
+        sql = _INSERTS[model] = f"{head} SELECT {row} FROM ev ON CONFLICT DO NOTHING"
     return StatementPart(cte=sql, cte_params=rows[0])
 
 
@@ -117,12 +122,8 @@ def rows_insert_rider(model, rows: list[tuple]) -> Rider | None:
     columns, the rows' values as parameters), only if the fence let the events in (``ev``)."""
     if not rows:
         return None
-    qn, fields = connection.ops.quote_name, _columns(model)
-    row = "(" + ", ".join("%b" for _ in fields) + ")"
-    sql = (
-        f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)})"
-        f" SELECT * FROM (VALUES {', '.join([row] * len(rows))}) AS r WHERE EXISTS (SELECT FROM ev) ON CONFLICT DO NOTHING"
-    )
+    head, row = _insert_into(model)
+    sql = f"{head} SELECT * FROM (VALUES {', '.join([f'({row})'] * len(rows))}) AS r WHERE EXISTS (SELECT FROM ev) ON CONFLICT DO NOTHING"
     return Rider(cte=sql, cte_params=tuple(v for r in rows for v in r), result="0", result_params=(), then=lambda _: None)
 
 
